@@ -1,0 +1,153 @@
+# mlx5direct: one GNU Makefile for the library, the emulator, the tools and the tests.
+#
+#   make            libmlx5direct.{a,so}, libmlx5direct-emu.so and the mlxd-* tools
+#   make test       the Check suite (ends with Check's summary line)
+#   make demo       the main job (see README.md)
+#   make sanitize   the suite under ASan+UBSan;  make tsan: the threaded suites under TSan
+#   make install PREFIX=/usr/local
+#
+# Every build output goes below $(BUILD) (default build/, ignored by git).  Several builds can
+# live side by side: make BUILD=build-asan ...
+#
+# Layout (one concept per file; the directories are the layers):
+#   abi/       hardware + kernel ABI: layouts, names, CQE decoding, CQE fixture format
+#   uverbs/    the kernel's RDMA interface: sysfs, /dev/infiniband/uverbsN, RDMA_VERBS_IOCTL
+#   mlx5/      the data path the process owns: CQ ring, WQEs, doorbells, poll loop
+#   receiver/  the Holoscan-Sensor-Bridge-style frame receiver
+#   emu/       the emulated kernel + ConnectX NIC (libmlx5direct-emu.so, LD_PRELOAD-able)
+#   tools/     mlxd-<verb>.c, one program each; tools/common/*.c is linked into all of them
+#   tests/     Check suites: tests/test_<name>.c defines  Suite *<name>_suite(void)
+
+BUILD    ?= build
+CC       ?= gcc
+PREFIX   ?= /usr/local
+CUDA     ?= 0
+CUDA_HOME ?= /usr/local/cuda
+
+WARN     := -Wall -Wextra -Werror
+OPT      ?= -O2 -g
+SAN      ?=
+CPPFLAGS += -D_GNU_SOURCE -Iabi -Iuverbs -Imlx5 -Ireceiver -Iemu -Itools/common
+CFLAGS   += -std=gnu11 $(OPT) $(WARN) -fPIC -pthread $(SAN)
+LDFLAGS  += -pthread $(SAN)
+
+ifeq ($(CUDA),1)
+CPPFLAGS += -DMLXD_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+CUDA_LIBS := -L$(CUDA_HOME)/lib64/stubs -L$(CUDA_HOME)/lib64 -lcuda
+endif
+
+# Libraries every program may need.  libpcap for captures, zlib for CRC-32 (iCRC); rdma-core is
+# used for its headers only, and tests/test_linkage.c proves nothing links libibverbs/libmlx5.
+LIBS     := -lpcap -lz -ldl -lm $(CUDA_LIBS)
+CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
+
+LIB_SRC  := $(wildcard abi/*.c uverbs/*.c mlx5/*.c receiver/*.c)
+EMU_SRC  := $(wildcard emu/*.c) $(wildcard abi/*.c)
+TOOL_SRC := $(wildcard tools/mlxd-*.c)
+TOOLCOMMON_SRC := $(wildcard tools/common/*.c)
+TEST_SRC := $(wildcard tests/*.c)
+SUITES   := $(patsubst tests/test_%.c,%,$(wildcard tests/test_*.c))
+HELPER_SRC := $(wildcard tests/progs/*.c)
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+EMU_OBJ  := $(EMU_SRC:%.c=$(BUILD)/obj-emu/%.o)
+TOOLCOMMON_OBJ := $(TOOLCOMMON_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
+
+STATIC   := $(BUILD)/lib/libmlx5direct.a
+SHARED   := $(BUILD)/lib/libmlx5direct.so
+EMU      := $(BUILD)/lib/libmlx5direct-emu.so
+TOOLS    := $(patsubst tools/%.c,$(BUILD)/bin/%,$(TOOL_SRC))
+HELPERS  := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(HELPER_SRC))
+RUNNER   := $(BUILD)/tests/mlxd-tests
+DEPS_OK  := $(BUILD)/.deps-ok
+
+.PHONY: all test demo sanitize tsan install deps clean bench fuzz soak cross-aarch64
+all: $(STATIC) $(SHARED) $(EMU) $(TOOLS)
+
+# --- dependencies: installs missing Debian packages itself (prints the command without root)
+$(DEPS_OK): scripts/deps.sh
+	@mkdir -p $(@D)
+	@sh scripts/deps.sh build
+	@touch $@
+deps: ; @sh scripts/deps.sh all
+
+# --- compilation ------------------------------------------------------------------------------
+$(BUILD)/obj/%.o: %.c | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# The emulator is built from its own objects (and its own copy of abi/) so that nothing of the
+# driver is inside it: the two sides only meet at the system-call boundary.
+$(BUILD)/obj-emu/%.o: %.c | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -DMLXD_EMU_BUILD -fvisibility=hidden -MMD -MP -c $< -o $@
+
+$(STATIC): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(SHARED): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,libmlx5direct.so.0 -Wl,--no-undefined -o $@ $^ $(LDFLAGS) $(LIBS)
+
+$(EMU): $(EMU_OBJ)
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,libmlx5direct-emu.so -o $@ $^ $(LDFLAGS) -lpcap -lz -ldl -lm
+
+$(BUILD)/bin/%: tools/%.c $(TOOLCOMMON_OBJ) $(STATIC) | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(TOOLCOMMON_OBJ) $(STATIC) $(LDFLAGS) $(LIBS)
+
+# --- tests ------------------------------------------------------------------------------------
+# Suite list generated from file names, so adding tests/test_foo.c is all it takes.
+$(BUILD)/tests/suites.h: $(wildcard tests/test_*.c) Makefile
+	@mkdir -p $(@D)
+	@{ for s in $(SUITES); do echo "MLXD_SUITE($$s)"; done; } > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/tests/main.o: $(BUILD)/tests/suites.h
+$(BUILD)/obj/tests/%.o: CPPFLAGS += -I$(BUILD)/tests -Itests
+
+$(RUNNER): $(TEST_OBJ) $(STATIC) $(EMU)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $(TEST_OBJ) $(STATIC) -L$(BUILD)/lib -lmlx5direct-emu -Wl,-rpath,'$$ORIGIN/../lib' \
+	    $(LDFLAGS) $(LIBS) $(CHECK_LIBS)
+
+# Small stand-alone programs the tests run (e.g. the syscall-only "no project code" client).
+$(BUILD)/tests/progs/%: tests/progs/%.c | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LDFLAGS) $(LIBS)
+
+test: all $(RUNNER) $(HELPERS)
+	@sh scripts/deps.sh test
+	MLXD_BUILD=$(BUILD) MLXD_SRC=$(CURDIR) $(RUNNER)
+
+# Sanitizer builds: same sources, separate build directories.
+sanitize:
+	$(MAKE) BUILD=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" OPT="-O1 -g" test
+tsan:
+	$(MAKE) BUILD=build-tsan SAN="-fsanitize=thread" OPT="-O1 -g" all $(patsubst $(BUILD)/%,build-tsan/%,$(RUNNER))
+	CK_RUN_SUITE=$${CK_RUN_SUITE:-} MLXD_BUILD=build-tsan MLXD_SRC=$(CURDIR) MLXD_TSAN=1 build-tsan/tests/mlxd-tests
+
+demo: all
+	@sh scripts/demo.sh $(BUILD)
+
+cross-aarch64:
+	$(MAKE) BUILD=build-aarch64 CC=aarch64-linux-gnu-gcc $(patsubst $(BUILD)/%,build-aarch64/%,$(LIB_OBJ))
+
+# --- install ----------------------------------------------------------------------------------
+PUBLIC_HEADERS := $(wildcard abi/mlxd_*.h uverbs/mlxd_*.h mlx5/mlxd_*.h receiver/mlxd_*.h emu/mlxd_*.h)
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include/mlx5direct $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(PREFIX)/include/mlx5direct/
+	install -m 644 $(STATIC) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(SHARED) $(DESTDIR)$(PREFIX)/lib/libmlx5direct.so.0
+	ln -sf libmlx5direct.so.0 $(DESTDIR)$(PREFIX)/lib/libmlx5direct.so
+	install -m 755 $(EMU) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/mlx5direct.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/mlx5direct.pc
+
+clean:
+	rm -rf $(BUILD) build-asan build-tsan build-aarch64
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
