@@ -1,0 +1,186 @@
+/* emu.h: the emulator's internal object model, shared by its two halves.
+ *
+ *   the kernel half (emu/kernel_*.c, emu/boundary_*.c, emu/sysfs.c ...): decodes the system
+ *       calls the process makes on /dev/infiniband/uverbsN and creates/destroys the objects below,
+ *       validating as drivers/infiniband/core + hw/mlx5 do.
+ *   the NIC half (emu/nic_*.c, emu/wire_*.c ...): one engine thread per opened device that
+ *       watches doorbell records and UAR pages in the process's memory, executes WQEs, moves
+ *       real RoCE v2 packets over UDP and writes CQEs into the process's CQ rings.
+ *
+ * The two halves meet only here and in the emu_nic_* hooks at the end of this file.
+ *
+ * Locking: every field of every object of a device is guarded by dev->lock.  The kernel half
+ * holds it while it creates, modifies or destroys; the engine holds it while it processes (and
+ * drops it while it sleeps).  The process's memory (rings, doorbell records, UAR pages) is read
+ * and written by the engine the way hardware does it: with no lock, relying on the ownership
+ * protocols of the mlx5 ABI (see ../shared/reference/mlx5-uverbs-abi.md sections 5-7).
+ *
+ * Addresses: the emulator runs inside the process (LD_PRELOAD or linked), so a process virtual
+ * address recorded at CQ/QP/MR creation is directly dereferenceable by the engine.  Two processes
+ * each carry their own emulator; they talk only through the wire (UDP on loopback).
+ */
+#ifndef MLXD_EMU_H
+#define MLXD_EMU_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <netinet/in.h>
+
+#define EMU_MAX_DEVICES 16
+#define EMU_MAX_GIDS 16
+
+struct emu_device;
+struct emu_context;
+
+enum emu_obj_type {
+    EMU_OBJ_PD, EMU_OBJ_MR, EMU_OBJ_CQ, EMU_OBJ_QP, EMU_OBJ_UAR, EMU_OBJ_COMP_CHANNEL,
+    EMU_OBJ_ASYNC_EVENT, EMU_OBJ__COUNT
+};
+
+/* One GID table entry of port 1 (struct ib_uverbs_gid_entry semantics). */
+struct emu_gid {
+    uint8_t  raw[16];       /* network order; ::ffff:a.b.c.d for IPv4-mapped */
+    uint32_t type;          /* 0 IB, 1 RoCE v1, 2 RoCE v2 */
+    bool     valid;
+};
+
+/* Static configuration of one emulated device (from the environment / config file). */
+struct emu_device_cfg {
+    char     name[64];      /* "mlx5_0" */
+    unsigned index;         /* N in uverbsN */
+    struct in_addr ipv4;    /* the port's address (127.0.0.x by default) */
+    uint16_t udp_port;      /* RoCE v2 UDP port it listens on (4791 default) */
+    uint16_t dst_udp_port;  /* port it sends to (4791 default) */
+    unsigned mtu;           /* IB MTU in bytes: 256..4096 (active_mtu derived from it) */
+    bool     link_up;       /* port state ACTIVE(4) vs DOWN(1) */
+    bool     ethernet;      /* link layer Ethernet (RoCE) */
+    uint64_t node_guid;
+    struct emu_gid gids[EMU_MAX_GIDS];
+    unsigned ngids;
+    char     pcap_path[256];/* "" = no wire capture */
+};
+
+struct emu_pd {
+    uint32_t handle, pdn;
+    struct emu_context *ctx;
+};
+
+struct emu_mr {
+    uint32_t handle, lkey, rkey;
+    uint64_t addr;          /* process VA of the first byte */
+    uint64_t iova;          /* address the NIC (and remote peers) use: hca_va / iova */
+    uint64_t length;        /* bytes */
+    uint32_t access;        /* IB_UVERBS_ACCESS_* */
+    int      dmabuf_fd;     /* -1 for host memory; else the dup'ed fd */
+    void    *dmabuf_map;    /* dma-buf MRs: the emulator's own mapping; addr points into it */
+    struct emu_pd *pd;
+};
+
+struct emu_comp_channel {
+    int      fd;            /* the fd handed to the process (an eventfd-like fd the emulator owns) */
+    struct emu_context *ctx;
+};
+
+struct emu_uar {
+    uint32_t handle;
+    uint32_t page_id;       /* the HW UAR index (PAGE_ID attribute) */
+    uint32_t type;          /* 0 BF (write-combining), 1 NC */
+    volatile uint8_t *page; /* the 4096-byte page mapped into the process (NULL until mmap) */
+    uint64_t mmap_offset;
+};
+
+struct emu_cq {
+    uint32_t handle, cqn;
+    uint64_t user_handle;         /* echoed in completion / async events */
+    volatile uint8_t *buf;        /* the process's CQ ring (CQE size * ncqe bytes) */
+    uint32_t ncqe;                /* power of two */
+    uint32_t cqe_size;            /* 64 or 128 */
+    volatile uint32_t *dbrec;     /* [0] SET_CI BE32 (ci & 0xffffff), [1] ARM BE32 word */
+    struct emu_uar *uar;          /* the UAR whose +0x20 takes the arm doorbell */
+    struct emu_comp_channel *channel;  /* may be NULL */
+    int      async_fd;            /* where CQ errors go (EVENT_FD or the default async fd) */
+    uint32_t comp_events_reported, async_events_reported;
+    /* engine state */
+    uint32_t pi;                  /* producer index: CQEs written so far */
+    uint32_t last_arm_sn;         /* last arm sequence number that produced an event */
+    bool     armed, armed_solicited;
+    void    *nic;                 /* engine-private */
+    struct emu_context *ctx;
+};
+
+/* Attributes as MODIFY_QP leaves them (struct ib_uverbs_modify_qp semantics, host order). */
+struct emu_qp_attr {
+    uint8_t  port_num, path_mtu, timeout, retry_cnt, rnr_retry, min_rnr_timer;
+    uint8_t  max_rd_atomic, max_dest_rd_atomic, sgid_index, hop_limit, traffic_class, sl;
+    uint16_t pkey_index;
+    uint32_t access_flags, dest_qp_num, rq_psn, sq_psn, qkey, flow_label;
+    uint8_t  dgid[16];
+};
+
+struct emu_qp {
+    uint32_t handle, qpn;
+    uint32_t type;                /* 2 RC, 3 UC (IB_UVERBS_QPT_*) */
+    uint32_t state;               /* IB_QPS_*: RESET 0, INIT 1, RTR 2, RTS 3, SQD 4, SQE 5, ERR 6 */
+    uint64_t user_handle;
+    struct emu_pd *pd;
+    struct emu_cq *send_cq, *recv_cq;
+    volatile uint8_t *buf;        /* process QP buffer: RQ at 0, SQ at rq_wqe_cnt << rq_wqe_shift */
+    volatile uint8_t *sq, *rq;
+    uint32_t sq_wqe_cnt;          /* WQEBBs (64 B each), power of two, 0 = no SQ */
+    uint32_t rq_wqe_cnt, rq_wqe_shift;
+    volatile uint32_t *dbrec;     /* [0] RCV BE32 (rq head & 0xffff), [1] SND BE32 (sq pi & 0xffff) */
+    struct emu_uar *uar;          /* send doorbell / BlueFlame at +0x800 */
+    uint32_t uidx;                /* cqe_version 1: echoed in CQE srqn_uidx; else 0xffffff */
+    bool     sq_sig_all, scatter_to_cqe;
+    uint32_t max_inline, max_send_sge, max_recv_sge, max_send_wr, max_recv_wr;
+    int      async_fd;
+    uint32_t events_reported;
+    struct emu_qp_attr attr;
+    void    *nic;                 /* engine-private */
+    struct emu_context *ctx;
+};
+
+/* One open file of /dev/infiniband/uverbsN. */
+struct emu_context {
+    struct emu_device *dev;
+    int      fd;                  /* the fd the process holds */
+    bool     has_ucontext;        /* GET_CONTEXT done */
+    bool     dyn_uar;             /* lib_caps DYN_UAR granted */
+    uint8_t  cqe_version;         /* 0 or 1 */
+    int      default_async_fd;    /* -1 until ASYNC_EVENT_ALLOC / legacy GET_CONTEXT */
+    /* objects owned by this file: the kernel half keeps them in its own tables */
+    void    *objs;
+};
+
+struct emu_device {
+    struct emu_device_cfg cfg;
+    pthread_mutex_t lock;         /* guards every object of this device, see the top */
+    unsigned open_contexts;       /* contexts with GET_CONTEXT done; the engine runs while > 0 */
+    void    *nic;                 /* engine-private (thread, socket, pcap, ...) */
+    /* lookups the engine needs (kernel half maintains them under dev->lock) */
+    struct emu_qp *(*qp_by_qpn)(struct emu_device *dev, uint32_t qpn);
+    struct emu_mr *(*mr_by_key)(struct emu_device *dev, uint32_t key);   /* lkey or rkey */
+};
+
+/* ---- hooks: the kernel half calls these (with dev->lock held); the NIC half implements them.
+ * Each returns 0 or a negative errno, which the kernel half returns to the process. */
+int  emu_nic_device_open(struct emu_device *dev);     /* first context: start engine, bind UDP */
+void emu_nic_device_close(struct emu_device *dev);    /* last context gone: stop engine, close */
+int  emu_nic_cq_create(struct emu_cq *cq);
+void emu_nic_cq_destroy(struct emu_cq *cq);
+int  emu_nic_qp_create(struct emu_qp *qp);
+/* After a successful state change (attr already updated).  To ERR: flush posted WQEs. */
+void emu_nic_qp_modified(struct emu_qp *qp, uint32_t old_state);
+void emu_nic_qp_destroy(struct emu_qp *qp);
+/* The port's state changed (fault injection): the engine raises PORT_ACTIVE/PORT_ERR. */
+void emu_nic_port_event(struct emu_device *dev, bool up);
+
+/* ---- services the kernel half offers the NIC half. */
+/* Queue an async event (struct ib_uverbs_async_event_desc) on fd; element = user_handle or port. */
+void emu_async_event(int async_fd, uint64_t element, uint32_t event_type);
+/* Queue one completion event (struct ib_uverbs_comp_event_desc) for cq on its channel. */
+void emu_comp_event(struct emu_cq *cq);
+
+#endif
