@@ -1,0 +1,160 @@
+/* frameq.c: see frameq.h for the design and its argument. */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "frameq.h"
+
+int frameq_init(struct frameq *q, unsigned cap)
+{
+    if (!q || cap == 0)
+        return -EINVAL;
+    uint64_t r = 1;
+    while (r < cap)
+        r <<= 1;
+    void *mem = NULL;
+    if (posix_memalign(&mem, 64, r * sizeof(struct frameq_slot)))
+        return -ENOMEM;
+    q->slots = mem;
+    q->cap = cap;
+    q->mask = r - 1;
+    for (uint64_t i = 0; i < r; i++)
+        for (unsigned k = 0; k < FRAMEQ_WORDS; k++)
+            atomic_init(&q->slots[i].w[k], 0);
+    atomic_init(&q->head, 0);
+    atomic_init(&q->tail, 0);
+    atomic_init(&q->seq, 0);
+    atomic_init(&q->waiters, 0);
+    atomic_init(&q->consumer_ready, false);
+    atomic_init(&q->closed, false);
+    atomic_init(&q->dropped, 0);
+    atomic_init(&q->replaced, 0);
+    return 0;
+}
+
+void frameq_fini(struct frameq *q)
+{
+    if (!q)
+        return;
+    free(q->slots);
+    q->slots = NULL;
+}
+
+void frameq_reset(struct frameq *q)
+{
+    uint64_t t = atomic_load(&q->tail);
+    atomic_store(&q->head, t);
+    atomic_store(&q->dropped, 0);
+    atomic_store(&q->replaced, 0);
+    atomic_store(&q->consumer_ready, false);
+    atomic_store(&q->closed, false);
+}
+
+static void futex_wake_all(_Atomic uint32_t *addr)
+{
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+void frameq_push(struct frameq *q, const uint64_t w[FRAMEQ_WORDS])
+{
+    uint64_t t = atomic_load_explicit(&q->tail, memory_order_relaxed);
+    bool ready = atomic_load_explicit(&q->consumer_ready, memory_order_acquire);
+    uint64_t keep = ready ? q->cap : 1;   /* entries that may remain before this one */
+    uint64_t h = atomic_load_explicit(&q->head, memory_order_acquire);
+    while (t - h >= keep) {
+        /* Drop the oldest.  Failure means a consumer took it (or another drop won): h reloads. */
+        if (atomic_compare_exchange_weak_explicit(&q->head, &h, h + 1, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            atomic_fetch_add_explicit(ready ? &q->dropped : &q->replaced, 1, memory_order_relaxed);
+        /* (on success h is stale: reload) */
+        h = atomic_load_explicit(&q->head, memory_order_acquire);
+    }
+    /* Now head > t - cap: no consumer can still win a CAS for the entry t - R that this slot held. */
+    struct frameq_slot *s = &q->slots[t & q->mask];
+    for (unsigned k = 0; k < FRAMEQ_WORDS; k++)
+        atomic_store_explicit(&s->w[k], w[k], memory_order_relaxed);
+    atomic_store_explicit(&q->tail, t + 1, memory_order_release);
+    atomic_fetch_add_explicit(&q->seq, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&q->waiters, memory_order_seq_cst))
+        futex_wake_all(&q->seq);
+}
+
+bool frameq_pop(struct frameq *q, uint64_t w[FRAMEQ_WORDS])
+{
+    uint64_t h = atomic_load_explicit(&q->head, memory_order_acquire);
+    for (;;) {
+        uint64_t t = atomic_load_explicit(&q->tail, memory_order_acquire);
+        if (h >= t)
+            return false;
+        struct frameq_slot *s = &q->slots[h & q->mask];
+        for (unsigned k = 0; k < FRAMEQ_WORDS; k++)
+            w[k] = atomic_load_explicit(&s->w[k], memory_order_relaxed);
+        /* Release: our reads of the slot happen before the producer's later rewrite of it. */
+        if (atomic_compare_exchange_strong_explicit(&q->head, &h, h + 1, memory_order_acq_rel,
+                                                    memory_order_acquire))
+            return true;
+        /* h now holds the current head: retry */
+    }
+}
+
+void frameq_consumer_ready(struct frameq *q)
+{
+    if (!atomic_load_explicit(&q->consumer_ready, memory_order_relaxed))
+        atomic_store_explicit(&q->consumer_ready, true, memory_order_release);
+}
+
+bool frameq_nonempty(struct frameq *q)
+{
+    return atomic_load_explicit(&q->head, memory_order_acquire) <
+           atomic_load_explicit(&q->tail, memory_order_acquire);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+bool frameq_wait_pop(struct frameq *q, uint64_t w[FRAMEQ_WORDS], unsigned timeout_ms)
+{
+    frameq_consumer_ready(q);
+    if (frameq_pop(q, w))
+        return true;
+    if (timeout_ms == 0)
+        return false;
+    uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000u;
+    for (;;) {
+        if (atomic_load(&q->closed))
+            return false;
+        atomic_fetch_add_explicit(&q->waiters, 1, memory_order_seq_cst);
+        uint32_t seq = atomic_load_explicit(&q->seq, memory_order_seq_cst);
+        if (frameq_pop(q, w)) {
+            atomic_fetch_sub(&q->waiters, 1);
+            return true;
+        }
+        uint64_t now = now_ns();
+        if (now >= deadline || atomic_load(&q->closed)) {
+            atomic_fetch_sub(&q->waiters, 1);
+            return false;
+        }
+        uint64_t left = deadline - now;
+        struct timespec rel = { .tv_sec = (time_t)(left / 1000000000u),
+                                .tv_nsec = (long)(left % 1000000000u) };
+        syscall(SYS_futex, (uint32_t *)&q->seq, FUTEX_WAIT_PRIVATE, seq, &rel, NULL, 0);
+        atomic_fetch_sub(&q->waiters, 1);
+        if (frameq_pop(q, w))
+            return true;
+    }
+}
+
+void frameq_close(struct frameq *q)
+{
+    atomic_store(&q->closed, true);
+    atomic_fetch_add(&q->seq, 1);
+    futex_wake_all(&q->seq);
+}

@@ -1,0 +1,69 @@
+/* frameq.h (private): the frame queue between the monitor thread (one producer) and the
+ * consumers of mlxd_receiver_get_next_frame (any number of threads).
+ *
+ * Semantics (reference section 4, RoceReceiver 2.6+):
+ *   - capacity `cap` entries (queue_size);
+ *   - before the first consumer call (frameq_consumer_ready) only the newest entry is kept: a new
+ *     push replaces what is queued, and that replacement is not a drop;
+ *   - when the queue is full a push drops the oldest entry and counts it in `dropped`.
+ *
+ * Design: a ring of R slots (R = cap rounded up to a power of two, so an index is a mask, never a
+ * division), two 64-bit counters head (next to take) and tail (next to write).  The producer owns
+ * tail; head is advanced by compare-and-swap both by consumers (take) and by the producer (drop
+ * the oldest).  A consumer copies the slot at head, then CASes head -> head+1; the copy counts
+ * only if the CAS wins.  The producer writes slot tail only after head > tail - cap, i.e. after
+ * every consumer that could still be copying that slot's previous entry has lost its CAS, so a
+ * consumer never keeps a torn copy.  Slot words are C11 atomics (relaxed), so there is no data
+ * race even for the copies that are thrown away.
+ *
+ * Per push: no lock, no system call, no allocation, no division.  A consumer that must wait
+ * sleeps on a futex; the producer calls FUTEX_WAKE only while some consumer is asleep
+ * (waiters != 0), so a busy consumer costs the producer nothing.
+ */
+#ifndef MLXD_FRAMEQ_H
+#define MLXD_FRAMEQ_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define FRAMEQ_WORDS 16
+
+struct frameq_slot {
+    _Alignas(64) _Atomic uint64_t w[FRAMEQ_WORDS];
+};
+
+struct frameq {
+    _Alignas(64) _Atomic uint64_t head;
+    _Alignas(64) _Atomic uint64_t tail;
+    _Atomic uint32_t seq;          /* futex word: bumped on every push and on close */
+    _Atomic uint32_t waiters;      /* consumers inside futex_wait */
+    _Atomic bool consumer_ready;
+    _Atomic bool closed;
+    _Atomic uint64_t dropped;      /* full-queue drops of the oldest entry */
+    _Atomic uint64_t replaced;     /* entries replaced before the first consumer call */
+    uint64_t cap, mask;
+    struct frameq_slot *slots;
+};
+
+/* cap >= 1.  Returns 0 or -ENOMEM / -EINVAL. */
+int frameq_init(struct frameq *q, unsigned cap);
+void frameq_fini(struct frameq *q);
+/* Empties the queue and clears the counters and flags (no consumer may be inside). */
+void frameq_reset(struct frameq *q);
+
+/* Producer only. */
+void frameq_push(struct frameq *q, const uint64_t w[FRAMEQ_WORDS]);
+
+/* Any thread.  Non-blocking take: true and w filled, or false if empty. */
+bool frameq_pop(struct frameq *q, uint64_t w[FRAMEQ_WORDS]);
+/* Marks the consumer as present (from then on entries queue up to cap). */
+void frameq_consumer_ready(struct frameq *q);
+/* Takes the oldest entry, waiting up to timeout_ms (0: do not wait).  Returns true with w filled,
+ * false on timeout or once frameq_close has run. */
+bool frameq_wait_pop(struct frameq *q, uint64_t w[FRAMEQ_WORDS], unsigned timeout_ms);
+bool frameq_nonempty(struct frameq *q);
+/* Wakes every waiting consumer for good (until frameq_reset). */
+void frameq_close(struct frameq *q);
+
+#endif
