@@ -1,0 +1,207 @@
+/* mlxd_mlx5.h: the data path the process owns: posting work entries, ringing the doorbell,
+ * posting receives, polling completions, arming CQs; and the replay feeder that plays recorded
+ * CQEs into a ring so that poll loops can be tested without a NIC.
+ *
+ * Objects come from ../uverbs/mlxd_uverbs.h (or mlxd_cq_create_detached below).
+ *
+ * Hot path: mlxd_qp_post, mlxd_qp_ring, mlxd_qp_receive, mlxd_cq_poll and mlxd_cq_arm make no
+ * system call, take no lock, allocate nothing and divide nothing (ring sizes are powers of two).
+ * On a full ring or on misuse they return a negative errno; -EAGAIN (ring full) does not update
+ * the per-thread message, as it is flow control, not failure; other errors set it.
+ *
+ * Formats and barriers (../shared/reference/mlx5-uverbs-abi.md sections 6-7, mlx5dv.h):
+ *   - ownership: a CQE belongs to software when (op_own >> 4) != MLX5_CQE_INVALID and
+ *     (op_own & 1) == !!(ci & ncqe); then a read barrier (lfence on x86-64, dmb oshld on
+ *     aarch64) before any other CQE field is read;
+ *   - the CQ doorbell record [0] = htobe32(ci & 0xffffff), once per mlxd_cq_poll call that
+ *     consumed at least one CQE, after a write barrier;
+ *   - sends: WQE stores, write barrier (compiler barrier on x86-64, dmb oshst on aarch64), QP
+ *     doorbell record [1] = htobe32(sq_pi & 0xffff), sfence / dsb st, one 64-bit store of the
+ *     last WQE's first 8 bytes to the UAR (or a BlueFlame copy of a lone WQE of <= 256 bytes
+ *     when the UAR is write-combining), sfence / dsb st, toggle the BlueFlame half;
+ *   - receives: data segments, write barrier, QP doorbell record [0] = htobe32(rq_head & 0xffff),
+ *     once per mlxd_qp_receive call; no MMIO.
+ */
+#ifndef MLXD_MLX5_H
+#define MLXD_MLX5_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "mlxd_uverbs.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------- */
+/* Sends                                                                                      */
+
+enum mlxd_op {
+    MLXD_OP_NOP = 0,           /* MLX5_OPCODE_NOP 0x00: no data; completes in order */
+    MLXD_OP_WRITE,             /* MLX5_OPCODE_RDMA_WRITE 0x08: local -> remote */
+    MLXD_OP_WRITE_IMM,         /* MLX5_OPCODE_RDMA_WRITE_IMM 0x09: + imm; consumes a receive */
+    MLXD_OP_SEND,              /* MLX5_OPCODE_SEND 0x0a: local -> the peer's next receive */
+    MLXD_OP_SEND_IMM,          /* MLX5_OPCODE_SEND_IMM 0x0b */
+    MLXD_OP_READ,              /* MLX5_OPCODE_RDMA_READ 0x10: remote -> local (RC only) */
+};
+
+enum mlxd_entry_flags {
+    MLXD_SIGNALED = 1,         /* produce a completion (MLX5_WQE_CTRL_CQ_UPDATE 0x08) */
+    MLXD_SOLICITED = 2,        /* set SE in the packet (MLX5_WQE_CTRL_SOLICITED 0x02) */
+    MLXD_FENCE = 4,            /* wait for earlier READs (MLX5_WQE_CTRL_FENCE 0x80) */
+    MLXD_INLINE = 8,           /* copy local's bytes into the WQE (length <= max_inline);
+                                  WRITE/WRITE_IMM/SEND/SEND_IMM only; lkey is not used */
+};
+
+/* One work entry.  Unused fields are ignored. */
+struct mlxd_entry {
+    uint64_t wr_id;            /* returned in the completion */
+    uint32_t op;               /* enum mlxd_op */
+    uint32_t flags;            /* OR of enum mlxd_entry_flags */
+    uint32_t imm;              /* WRITE_IMM/SEND_IMM: host order (sent big-endian) */
+    uint32_t num_local;        /* 0 or 1: a zero-length WRITE/SEND carries no data segment */
+    struct mlxd_local local;   /* source (WRITE/SEND) or destination (READ) bytes; for
+                                  MLXD_INLINE local.addr is a process pointer */
+    struct mlxd_remote remote; /* WRITE/WRITE_IMM/READ: peer bytes (addr, rkey); length unused */
+};
+
+/* Writes one WQE into qp's send ring (at the producer index, wrapping) without telling the NIC;
+ * call mlxd_qp_ring after a batch.  Records wr_id for the completion.
+ * At least one entry in every send_depth entries must be MLXD_SIGNALED, else the ring cannot be
+ * reclaimed (IB rule: completions free the ring).
+ * Errors: -EAGAIN the ring is full (nothing written); -EINVAL misuse: qp invalid/destroyed, a
+ * QP with no send ring, unknown op/flags, READ on UC, READ with MLXD_INLINE, inline longer than
+ * max_inline, num_local > 1.  The state (RTS) is not checked: the NIC ignores entries of a QP
+ * that is not in RTS until it gets there, and flushes them in ERR.
+ * Thread rules: one mlxd_qp_post/mlxd_qp_ring of qp at a time; may run while another thread
+ * polls the CQ. */
+int mlxd_qp_post(struct mlxd_qp *qp, const struct mlxd_entry *e);
+
+/* Tells the NIC about the WQEs posted since the last ring: doorbell record, then UAR doorbell
+ * or BlueFlame (see the top of this file).  Nothing posted: does nothing, returns 0.
+ * Errors: -EINVAL qp invalid.  Thread rules: as mlxd_qp_post. */
+int mlxd_qp_ring(struct mlxd_qp *qp);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Receives                                                                                   */
+
+struct mlxd_recv {
+    uint64_t wr_id;            /* returned in the completion */
+    uint32_t num_local;        /* 0 (no scatter entry: for WRITE_IMM, which lands by rkey and
+                                  only consumes the receive) .. the QP's max_recv_sge */
+    uint32_t reserved;
+    const struct mlxd_local *local; /* num_local scatter entries (lkey of a LOCAL_WRITE region) */
+};
+
+/* Posts n receives (in order) and writes the receive doorbell record once.  All-or-nothing:
+ * when fewer than n slots are free nothing is posted and -EAGAIN is returned.
+ * Returns n (>= 0).  Errors: -EAGAIN; -EINVAL qp invalid, no receive ring, n and r NULL,
+ * num_local above max_recv_sge.
+ * Thread rules: one mlxd_qp_receive of qp at a time; may run while another thread polls. */
+int mlxd_qp_receive(struct mlxd_qp *qp, const struct mlxd_recv *r, size_t n);
+
+/* Free slots: send WQEBBs (64 B each) / receives.  -EINVAL when qp is invalid. */
+int mlxd_qp_send_room(const struct mlxd_qp *qp);
+int mlxd_qp_recv_room(const struct mlxd_qp *qp);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Completions                                                                                */
+
+/* Completion opcodes: the values of enum ibv_wc_opcode (infiniband/verbs.h). */
+enum mlxd_wc_opcode {
+    MLXD_WC_SEND = 0,
+    MLXD_WC_RDMA_WRITE = 1,
+    MLXD_WC_RDMA_READ = 2,
+    MLXD_WC_NOP = 0x7f,        /* (not in ibv_wc_opcode; IBV_WC_DRIVER* use other numbers) */
+    MLXD_WC_RECV = 128,        /* a SEND / SEND_IMM landed in a receive */
+    MLXD_WC_RECV_RDMA_WITH_IMM = 129, /* a WRITE_IMM consumed a receive */
+};
+
+/* Status: the values of enum ibv_wc_status (infiniband/verbs.h): 0 IBV_WC_SUCCESS,
+ * 1 LOC_LEN_ERR, 2 LOC_QP_OP_ERR, 4 LOC_PROT_ERR, 5 WR_FLUSH_ERR, 6 MW_BIND_ERR,
+ * 7 BAD_RESP_ERR, 8 LOC_ACCESS_ERR, 9 REM_INV_REQ_ERR, 10 REM_ACCESS_ERR, 11 REM_OP_ERR,
+ * 12 RETRY_EXC_ERR, 13 RNR_RETRY_EXC_ERR, 16 REM_ABORT_ERR, 19 GENERAL_ERR; mapped from the
+ * error CQE's syndrome as libmlx5 does (abi doc 6.4). */
+#define MLXD_WC_SUCCESS 0
+
+enum mlxd_wc_flags {
+    MLXD_WC_WITH_IMM = 1,      /* imm is valid (RESP_WR_IMM / RESP_SEND_IMM) */
+    MLXD_WC_SOLICITED = 2,     /* the SE bit was set (op_own bit 1) */
+};
+
+struct mlxd_completion {
+    uint64_t wr_id;            /* of the entry / receive (per-QP table indexed by wqe_counter);
+                                  for a CQE of no known QP (replay), the wqe_counter */
+    uint64_t timestamp;        /* raw HW clock (CQE timestamp, device ticks) */
+    struct mlxd_qp *qp;        /* the local QP, NULL when unknown (replay, destroyed) */
+    uint32_t status;           /* ibv_wc_status value, MLXD_WC_SUCCESS = 0 */
+    uint32_t opcode;           /* enum mlxd_wc_opcode (meaningful when status is 0) */
+    uint32_t byte_len;         /* responder: bytes received; READ: bytes read; else 0 */
+    uint32_t imm;              /* host order, when flags & MLXD_WC_WITH_IMM */
+    uint32_t qpn;              /* local QPN (24 bits) */
+    uint32_t flags;            /* OR of enum mlxd_wc_flags */
+    uint16_t wqe_counter;      /* the CQE's wqe_counter */
+    uint8_t  syndrome;         /* error CQEs: MLX5_CQE_SYNDROME_* (e.g. 0x13 remote access) */
+    uint8_t  vendor_syndrome;  /* error CQEs: vendor_err_synd */
+    uint8_t  cqe_opcode;       /* raw MLX5_CQE_* opcode (op_own >> 4) */
+    uint8_t  wqe_opcode;       /* requester CQEs: the WQE's MLX5_OPCODE_* (sop_drop_qpn >> 24) */
+    uint8_t  hw_drops;         /* responder CQEs: the packets the NIC dropped before this one
+                                  for lack of receives (sop_drop_qpn >> 24); else 0 */
+    uint8_t  reserved;
+};
+
+/* Consumes up to max ready CQEs of cq into out[0..n) and returns n (0 when none is ready).
+ * Writes the consumer-index doorbell record once when n > 0.  For requester completions it
+ * frees the send ring up to the completed WQE; for responder ones, one receive slot each.
+ * Errors: -EINVAL cq invalid/destroyed, out NULL with max > 0.
+ * Thread rules: one mlxd_cq_poll/mlxd_cq_arm of cq at a time. */
+int mlxd_cq_poll(struct mlxd_cq *cq, struct mlxd_completion *out, int max);
+
+/* Asks for one completion event for the next CQE (solicited_only: the next solicited or error
+ * CQE): CQ doorbell record [1] = htobe32(sn << 28 | cmd | ci), sfence, 64-bit store of
+ * htobe64(word << 32 | cqn) to UAR+0x20, sfence (abi doc 6.5).  The event arrives through
+ * mlxd_wait.  After an event: arm again, then poll until empty (no CQE is missed).
+ * Errors: -EINVAL cq invalid or created without opts.events (or detached).
+ * Thread rules: one mlxd_cq_poll/mlxd_cq_arm of cq at a time. */
+int mlxd_cq_arm(struct mlxd_cq *cq, bool solicited_only);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Detached CQs and replay                                                                    */
+
+/* A CQ ring owned by this process with no NIC behind it (nothing writes it but the replay
+ * feeder or a test): same layout, same poll loop.  entries is rounded up to a power of two
+ * (2 .. 1<<22).  Destroy with mlxd_cq_destroy.  Errors: -EINVAL, -ENOMEM.  Any thread. */
+int mlxd_cq_create_detached(uint32_t entries, struct mlxd_cq **out);
+
+/* The ring of cq for producers outside the library (tests, the replay feeder): ring = ncqe
+ * CQEs of 64 bytes, dbrec = the 2-word doorbell record (dbrec[0] = BE consumer index).
+ * Returns 0 or -EINVAL. */
+int mlxd_cq_ring(struct mlxd_cq *cq, volatile void **ring, uint32_t *ncqe,
+                 volatile uint32_t **dbrec);
+
+struct mlxd_replay_opts {
+    size_t   sz;               /* sizeof(struct mlxd_replay_opts) */
+    bool     paced;            /* true: keep the recorded time between CQEs; false: full speed */
+    uint32_t loops;            /* times to play the fixture; 0 = 1 */
+};
+
+struct mlxd_replay;
+
+/* Starts a feeder thread that writes the CQEs of the fixture file `path` (abi/mlxd_fixture.h
+ * format) into cq's ring as the NIC would: at producer index pi it writes the CQE's 64 bytes
+ * with byte 63's owner bit = !!(pi & ncqe) and op_own written last after a write barrier; it
+ * never overtakes the consumer (waits while pi - ci == ncqe, ci read from the CQ doorbell
+ * record).  cq must be detached (a NIC's CQ is the NIC's).  Errors: -EINVAL misuse; the fixture
+ * reader's errors (the message names the file); -errno of pthread_create.  Any thread. */
+int mlxd_replay_start(struct mlxd_cq *cq, const char *path, const struct mlxd_replay_opts *opts,
+                      struct mlxd_replay **out);
+
+/* Waits for the feeder to finish (or stops it when stop is true), frees it and returns the CQEs
+ * it wrote (>= 0) or the error that stopped it.  Call once. */
+long mlxd_replay_finish(struct mlxd_replay *rp, bool stop);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,408 @@
+/* mlxd_uverbs.h: opening a ConnectX (mlx5) NIC through the kernel's RDMA interface, without
+ * libibverbs, and making its objects: regions, completion queues, queue pairs.
+ *
+ * Model (after ../shared/seeds/003_*.txt, "Rig_mlx5", adapted to C):
+ *   - A NIC (struct mlxd_nic) is port 1 of one RDMA device ("mlx5_0") opened through its verbs
+ *     file /dev/infiniband/uverbsN.  Each NIC has one protection domain shared by its regions and
+ *     queue pairs, one completion channel (made when the first CQ asks for events) and one
+ *     async-event fd.
+ *   - A region (struct mlxd_region) is host memory, or dma-buf memory, the NIC may access.
+ *   - A completion queue (struct mlxd_cq) is a ring in this process's memory that the NIC
+ *     writes completions into.  Polling and arming are in ../mlx5/mlxd_mlx5.h.
+ *   - A queue pair (struct mlxd_qp, RC or UC) is a send ring and an optional receive ring in
+ *     this process's memory, connected to one peer queue pair.  Posting is in ../mlx5/mlxd_mlx5.h.
+ * The kernel makes every object (RDMA_VERBS_IOCTL on the verbs file; legacy commands through the
+ * DEVICE/INVOKE_WRITE method, never write()); the process owns the rings and doorbell records.
+ * Closing the verbs file (mlxd_close, or process death) makes the kernel destroy every object.
+ *
+ * Errors (abi/mlxd_error.h): every int-returning call returns 0 (or a count) on success and a
+ * negative errno on failure, with a per-thread message (mlxd_errmsg()) naming the call and the
+ * reason.  Misuse (NULL object, destroyed object, object of a closed NIC, options with a wrong
+ * sz or an out-of-range value) gives -EINVAL and changes nothing.  A call the kernel refuses gives
+ * the kernel's errno, the message naming the kernel call ("QP_CREATE", "MODIFY_QP INIT->RTR"...)
+ * and strerror of the reason.
+ *
+ * Lifetime: destroy/deregister release the kernel object, its rings and mappings at once; the
+ * small struct stays (a tombstone) so that a later call on it gives -EINVAL and a second destroy
+ * returns the first one's result.  mlxd_close releases everything of the NIC; the tombstones of
+ * the NIC and its objects (a few hundred bytes each) stay reachable until the process exits, so
+ * that a call on any of them gives -EINVAL and a second mlxd_close does nothing.
+ *
+ * Thread rules ("domains" of the seed): any thread may make any call concurrently with other
+ * threads, except:
+ *   - mlxd_qp_post and mlxd_qp_ring of one QP run one call at a time; so does mlxd_qp_receive;
+ *   - mlxd_cq_poll and mlxd_cq_arm of one CQ run one call at a time;
+ *   - mlxd_wait of one NIC runs one call at a time;
+ *   - a destroy/deregister runs after every other call on its object has returned (a poll of a
+ *     CQ counts as a call on every QP attached to that CQ), and mlxd_close after every other
+ *     call on the NIC and its objects has returned.
+ * A QP may be posted while another thread polls its CQ.
+ * A child of fork() must not use its parent's NICs or objects.
+ *
+ * Privileges: opening needs read+write access to /dev/infiniband/uverbsN only.  Registering
+ * memory pins it: RLIMIT_MEMLOCK bounds the bytes unless the process has CAP_IPC_LOCK.
+ * dma-buf regions need Linux >= 5.12; the NIC objects need Linux >= 5.8 (QP_CREATE ioctl) and
+ * dynamic UARs (>= 5.7) (see ../shared/reference/mlx5-uverbs-abi.md section 10).
+ */
+#ifndef MLXD_UVERBS_H
+#define MLXD_UVERBS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct mlxd_nic;
+struct mlxd_region;
+struct mlxd_cq;
+struct mlxd_qp;
+
+/* ---------------------------------------------------------------------------------------- */
+/* Discovery                                                                                  */
+
+/* The sysfs root: $SYSFS_PATH when set and the process is not setuid (getuid()==geteuid()),
+ * trailing '/' removed; else "/sys" (rdma-core's convention, mlx5-uverbs-abi.md 1.1).
+ * Returns a pointer to static storage computed at each call (not thread-safe against setenv). */
+const char *mlxd_sysfs_root(void);
+
+/* The names of this machine's RDMA devices whose PCI function the mlx5_core driver holds,
+ * sorted as strings with strcmp ("mlx5_10" before "mlx5_2").
+ *
+ * Source: <root>/class/infiniband/<name>/ (one directory per RDMA device).  A device counts as
+ * mlx5_core's when the basename of the symlink <root>/class/infiniband/<name>/device/driver is
+ * "mlx5_core"; when that link is absent, when <root>/class/infiniband/<name>/device/modalias
+ * names PCI vendor 0x15B3 (Mellanox) ("pci:v000015B3d..."), which is how rdma-core matches
+ * devices (libibverbs/init.c match_device).  Listing changes nothing.
+ *
+ * *out receives a malloc'ed array of *count malloc'ed strings (owned by the caller; free with
+ * mlxd_names_free).  With no device, *out = NULL and *count = 0.
+ * Errors: -EINVAL out or count NULL; 0 with an empty list when <root>/class/infiniband does not
+ * exist (ENOENT); the errno of opendir/readdir (e.g. -EACCES, -ENOTDIR) when it exists but
+ * cannot be read, the message naming the path and the reason; -ENOMEM.
+ * Thread rules: any thread, any time. */
+int mlxd_names(char ***out, size_t *count);
+void mlxd_names_free(char **names, size_t count);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Open / close                                                                               */
+
+struct mlxd_open_opts {
+    size_t sz;            /* sizeof(struct mlxd_open_opts) */
+    uint32_t port;        /* 0 or 1: port 1 (a ConnectX function has one port) */
+};
+
+/* Opens port 1 of RDMA device `name` ("mlx5_0").  opts may be NULL.
+ *
+ * Steps (mlx5-uverbs-abi.md section 9): find uverbsN under <root>/class/infiniband_verbs whose
+ * `ibdev` is name; open /dev/infiniband/uverbsN O_RDWR|O_CLOEXEC; GET_CONTEXT (DYN_UAR, 4K_UAR,
+ * cqe_version 1); ASYNC_EVENT_ALLOC; QUERY_PORT(1); QUERY_GID_TABLE; UAR_OBJ_ALLOC NC (CQ arm
+ * doorbells) and BF (send doorbells; NC when the device has no write-combining) + mmap;
+ * ALLOC_PD.  Every step is undone in reverse order on failure.
+ *
+ * Errors (each message names the device and what failed):
+ *   -EINVAL  name NULL/empty/too long, out NULL, opts->sz too small, opts->port not 0/1
+ *   -ENODEV  no RDMA device `name` (no <root>/class/infiniband/<name>)
+ *   -ENODEV  mlx5_core does not hold its PCI function ("not held by mlx5_core")
+ *   -ENOENT  no verbs file: no uverbsN whose ibdev is name, or /dev/infiniband/uverbsN missing
+ *   -errno   the verbs file cannot be opened (path + strerror), e.g. -EACCES
+ *   -errno   the kernel refused a call (call name + strerror)
+ *   -ENETDOWN port 1 is not ACTIVE (state from QUERY_PORT, IB spec 14.2.5.6: 4 = ACTIVE)
+ *   -EADDRNOTAVAIL an Ethernet port without any RoCE v2 GID (gid_type 2)
+ *   -ENOSPC  the kernel gives fewer doorbell registers than one system page holds
+ *            (num_uars_per_page == 0 or the UAR mmap length is not a page)
+ *   -ENOMEM
+ * Thread rules: any thread.  The NIC belongs to the caller until mlxd_close. */
+int mlxd_open(const char *name, const struct mlxd_open_opts *opts, struct mlxd_nic **out);
+
+/* Destroys every QP, CQ and region of nic (in that order), the PD, unmaps the UARs, closes the
+ * completion channel, the async fd and the verbs file.  Returns 0, or the first error a kernel
+ * destroy call gave (everything is released anyway: closing the verbs file makes the kernel
+ * destroy what is left).  A second close does nothing and returns 0.  nic NULL: -EINVAL.
+ * Thread rules: after every other call on nic and its objects has returned. */
+int mlxd_close(struct mlxd_nic *nic);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Queries (values the kernel reported at mlxd_open; no system call)                         */
+
+enum mlxd_link_layer {
+    MLXD_LINK_INFINIBAND = 1,   /* IB_LINK_LAYER_INFINIBAND (QUERY_PORT link_layer) */
+    MLXD_LINK_ETHERNET = 2,     /* RoCE: every packet carries a GRH (RoCE v2: IP/UDP 4791) */
+};
+
+struct mlxd_port_info {
+    uint32_t link_layer;        /* enum mlxd_link_layer */
+    uint32_t state;             /* IB port state: 4 = ACTIVE (always 4 on an open NIC) */
+    uint32_t max_msg_sz;        /* bytes: the most one WRITE, READ or SEND moves */
+    uint32_t active_mtu;        /* IB MTU enum: 1=256 2=512 3=1024 4=2048 5=4096 */
+    uint32_t active_mtu_bytes;  /* 256 << (active_mtu - 1) */
+    uint32_t gid_tbl_len;       /* entries of port 1's GID table */
+    uint32_t max_cqe;           /* largest CQ (entries) mlxd_cq_create accepts */
+    uint32_t max_qp_wr;         /* largest send/recv depth mlxd_qp_create accepts */
+    uint32_t max_inline;        /* largest max_inline mlxd_qp_create accepts (bytes) */
+    uint32_t bf_reg_size;       /* BlueFlame register bytes; 0 = no write-combining, doorbells only */
+    uint8_t  cqe_version;       /* 0 or 1 (GET_CONTEXT response) */
+};
+
+/* Fills *out.  Errors: -EINVAL nic/out NULL or closed.  Any thread. */
+int mlxd_port_info(const struct mlxd_nic *nic, struct mlxd_port_info *out);
+/* enum mlxd_link_layer of port 1, or -EINVAL. */
+int mlxd_link_layer(const struct mlxd_nic *nic);
+/* Bytes one message carries at most (QUERY_PORT max_msg_sz), or 0 when nic is invalid. */
+uint32_t mlxd_max_message(const struct mlxd_nic *nic);
+/* The device name given to mlxd_open ("" when nic is NULL). */
+const char *mlxd_nic_name(const struct mlxd_nic *nic);
+
+/* One valid GID of port 1 (struct ib_uverbs_gid_entry, from QUERY_GID_TABLE at open). */
+struct mlxd_gid {
+    uint8_t  raw[16];           /* network order; IPv4 addresses as ::ffff:a.b.c.d */
+    uint32_t index;             /* GID table index (the sgid_index of a connection) */
+    uint32_t type;              /* 0 IB/RoCE v1 (IB_UVERBS_GID_TYPE_IB), 1 RoCE v1, 2 RoCE v2 */
+    uint32_t ifindex;           /* netdev ifindex (0 if none) */
+};
+#define MLXD_GID_TYPE_ROCE_V2 2
+
+/* Copies up to cap valid GIDs of port 1 (ascending index) into out (may be NULL when cap is 0)
+ * and returns how many port 1 has (which may exceed cap).  Errors: -EINVAL.  Any thread. */
+int mlxd_gids(const struct mlxd_nic *nic, struct mlxd_gid *out, size_t cap);
+
+/* The GID index this NIC uses when a QP does not name one: the lowest-index RoCE v2 GID that is
+ * IPv4-mapped, else the lowest-index RoCE v2 GID; on InfiniBand the GID at index 0.
+ * Returns the index (>= 0) or -EINVAL. */
+int mlxd_default_gid_index(const struct mlxd_nic *nic);
+
+/* The RoCE v2 GID whose address the kernel's routing table uses as the source towards peer
+ * (AF_INET or AF_INET6 sockaddr; a UDP socket is connect()ed and getsockname()d, nothing is
+ * sent).  Returns the GID index (>= 0) and fills *gid when gid is not NULL.
+ * Errors: -EINVAL bad arguments; -errno of socket/connect (no route, e.g. -ENETUNREACH);
+ * -EADDRNOTAVAIL when no RoCE v2 GID of this port carries that source address (the message
+ * names the address).  Not on a hot path (system calls).  Any thread. */
+int mlxd_gid_for_peer(const struct mlxd_nic *nic, const struct sockaddr *peer, socklen_t len,
+                      struct mlxd_gid *gid);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Regions                                                                                    */
+
+/* Access flags: the values of IB_UVERBS_ACCESS_* (rdma/ib_user_ioctl_verbs.h). */
+enum mlxd_access {
+    MLXD_ACCESS_LOCAL_WRITE   = 1,     /* the NIC may write it (receives, READ responses) */
+    MLXD_ACCESS_REMOTE_WRITE  = 2,     /* peers may WRITE into it (needs LOCAL_WRITE) */
+    MLXD_ACCESS_REMOTE_READ   = 4,     /* peers may READ it */
+    MLXD_ACCESS_REMOTE_ATOMIC = 8,     /* peers may do atomics on it (needs LOCAL_WRITE) */
+};
+
+enum mlxd_order {
+    MLXD_ORDER_IN_ORDER = 0,   /* the NIC's writes land in the order of the QP's entries */
+    MLXD_ORDER_RELAXED  = 1,   /* PCIe relaxed ordering allowed (IB_UVERBS_ACCESS_RELAXED_ORDERING,
+                                  0x100000; dropped silently by kernels that lack it) */
+};
+
+struct mlxd_region_opts {
+    size_t   sz;               /* sizeof(struct mlxd_region_opts) */
+    uint32_t access;           /* OR of enum mlxd_access; 0 = local read only */
+    uint32_t order;            /* enum mlxd_order; 0 = in order */
+    uint64_t iova;             /* address the NIC and peers use for the first byte; 0 = default:
+                                  the VA for host memory, the offset for dma-buf memory */
+};
+
+/* Where the NIC reads or writes local bytes: the scatter/gather entry of a work entry. */
+struct mlxd_local {
+    uint64_t addr;             /* IOVA of the first byte (the VA for host regions) */
+    uint32_t length;           /* bytes */
+    uint32_t lkey;
+};
+
+/* What a peer needs to WRITE or READ a region: send it out of band. */
+struct mlxd_remote {
+    uint64_t addr;             /* IOVA of the first byte */
+    uint64_t length;           /* bytes */
+    uint32_t rkey;
+    uint32_t reserved;         /* 0 */
+};
+
+/* Registers [addr, addr+length) of this process (REG_MR via INVOKE_WRITE).  length > 0.
+ * opts NULL = { access 0, in order, iova = addr }.
+ * The memory must stay mapped until deregistered; the caller keeps owning it.
+ * Errors: -EINVAL misuse (NULL, length 0, unknown access bits, REMOTE_WRITE/ATOMIC without
+ * LOCAL_WRITE (kernel rule ib_check_mr_access), iova with another in-page offset than addr);
+ * -ENOMEM/-EAGAIN/-EPERM from the kernel: when the locked-memory limit is the cause
+ * (RLIMIT_MEMLOCK below the bytes pinned so far plus length, and no CAP_IPC_LOCK), the message
+ * says "RLIMIT_MEMLOCK", the limit and the bytes asked for; other kernel refusals name REG_MR.
+ * Thread rules: any thread. */
+int mlxd_region_register(struct mlxd_nic *nic, void *addr, size_t length,
+                         const struct mlxd_region_opts *opts, struct mlxd_region **out);
+
+/* Registers bytes [offset, offset+length) of dma-buf `fd` (MR/REG_DMABUF_MR ioctl; Linux
+ * >= 5.12).  The iova (opts->iova, default = offset) must have the same in-page offset as
+ * offset.  The library dup()s nothing: the kernel takes its own reference; the caller may close
+ * fd after this returns.  Errors as mlxd_region_register, plus -EINVAL fd < 0; the kernel's
+ * -EOPNOTSUPP/-EPROTONOSUPPORT when the kernel lacks dma-buf regions.  Any thread. */
+int mlxd_region_register_dmabuf(struct mlxd_nic *nic, int fd, uint64_t offset, size_t length,
+                                const struct mlxd_region_opts *opts, struct mlxd_region **out);
+
+/* The whole region as a local descriptor (length = min(region bytes, 0xFFFFFFFF): a work entry
+ * moves at most max_msg_sz bytes anyway; use mlxd_region_slice for parts) / as a remote
+ * descriptor.  Both are zeroed when r is NULL or deregistered.  No system call; any thread. */
+struct mlxd_local  mlxd_region_local(const struct mlxd_region *r);
+struct mlxd_remote mlxd_region_remote(const struct mlxd_region *r);
+/* Local descriptor of bytes [off, off+len) of r; -EINVAL when out of range or r invalid. */
+int mlxd_region_slice(const struct mlxd_region *r, uint64_t off, uint32_t len,
+                      struct mlxd_local *out);
+
+/* MR_DESTROY.  Errors: -EINVAL NULL / NIC closed; the kernel's errno (message "MR_DESTROY").
+ * A second call returns the first one's result.  Thread rules: after every other call on r
+ * (and every posted entry naming it has completed). */
+int mlxd_region_deregister(struct mlxd_region *r);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Completion queues (creation; polling and arming are in mlx5/mlxd_mlx5.h)                  */
+
+struct mlxd_cq_opts {
+    size_t   sz;               /* sizeof(struct mlxd_cq_opts) */
+    bool     events;           /* attach the NIC's completion channel: mlxd_cq_arm + mlxd_wait */
+    uint32_t comp_vector;      /* < the device's completion vectors; 0 default */
+    uint64_t user_data;        /* returned in struct mlxd_event.user_data */
+};
+
+/* Creates a CQ of `entries` rounded up to a power of two (>= 2) CQEs of 64 bytes.  The ring
+ * (page aligned, entries*64 bytes, every CQE's op_own = 0xF0: opcode INVALID, owner 0) and its
+ * 8-byte doorbell record are allocated and owned by the library (mlx5-uverbs-abi.md 5, 3.10).
+ * Errors: -EINVAL misuse or entries 0; -EINVAL "exceeds the device's maximum N" when the
+ * rounded size is above the device bound (mlxd_port_info.max_cqe); -ENOMEM; the kernel's
+ * errno (message "CQ_CREATE" or "CREATE_COMP_CHANNEL").  Any thread. */
+int mlxd_cq_create(struct mlxd_nic *nic, uint32_t entries, const struct mlxd_cq_opts *opts,
+                   struct mlxd_cq **out);
+
+/* CQ_DESTROY, then frees the ring.  Every QP using the CQ must be destroyed first (-EBUSY
+ * otherwise, nothing changed).  A second call returns the first one's result.
+ * Thread rules: after every other call on cq has returned. */
+int mlxd_cq_destroy(struct mlxd_cq *cq);
+
+/* Number of CQEs of the ring (a power of two), or 0 when cq is invalid. */
+uint32_t mlxd_cq_size(const struct mlxd_cq *cq);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Queue pairs                                                                                */
+
+enum mlxd_qp_type {
+    MLXD_QP_RC = 2,            /* IB_UVERBS_QPT_RC: reliable connected */
+    MLXD_QP_UC = 3,            /* IB_UVERBS_QPT_UC: unreliable connected (no READ) */
+};
+
+struct mlxd_qp_opts {
+    size_t   sz;               /* sizeof(struct mlxd_qp_opts) */
+    uint32_t type;             /* enum mlxd_qp_type; 0 = RC */
+    uint32_t send_depth;       /* work entries the send ring holds (each up to one 64-B WQEBB
+                                  unless inline data needs more); 0 = no sends (receive-only) */
+    uint32_t recv_depth;       /* receives the receive ring holds; 0 = no receive ring */
+    uint32_t max_inline;       /* bytes of inline data one entry may carry; 0 = none */
+    uint32_t max_recv_sge;     /* scatter entries per receive; 0 = 1 */
+    struct mlxd_cq *recv_cq;   /* CQ for receive completions; NULL = the send CQ */
+    bool     has_gid_index;    /* use gid_index below, else mlxd_default_gid_index() */
+    uint32_t gid_index;        /* local GID table index (source GID of every packet) */
+    uint32_t psn;              /* first send PSN (24 bits); 0 = random */
+    uint64_t user_data;        /* returned in struct mlxd_event.user_data for QP events */
+};
+
+/* Creates a QP on cq (QP_CREATE ioctl, state RESET).  The QP buffer (receive ring, then send
+ * ring, page aligned) and its doorbell record are owned by the library.
+ * Errors: -EINVAL misuse (type not RC/UC, both depths 0, gid index not valid on the port);
+ * -EINVAL "exceeds the device's maximum" when a depth, the inline size or the WQE size
+ * (max_sq_desc_sz) is beyond the device (the message names the bound); -ENOMEM; -ENOSPC when
+ * the NIC's table of QPs (4096 per NIC) is full; the kernel's errno (message "QP_CREATE").
+ * Any thread. */
+int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct mlxd_qp **out);
+
+/* What the peer needs to connect to this QP; send it out of band (e.g. TCP). */
+struct mlxd_endpoint {
+    uint32_t qpn;              /* 24-bit QP number */
+    uint32_t psn;              /* 24-bit first send PSN of this QP */
+    uint8_t  gid[16];          /* this QP's source GID (network order) */
+};
+
+/* Fills *out.  -EINVAL on misuse.  Any thread. */
+int mlxd_qp_endpoint(const struct mlxd_qp *qp, struct mlxd_endpoint *out);
+
+struct mlxd_connect_opts {
+    size_t   sz;               /* sizeof(struct mlxd_connect_opts) */
+    uint32_t peer_access;      /* what the peer may do through this QP: OR of
+                                  MLXD_ACCESS_REMOTE_WRITE / _READ / _ATOMIC (UC: WRITE only) */
+    bool     receive_only;     /* stop at RTR (the QP never sends); else go on to RTS */
+    uint8_t  path_mtu;         /* IB MTU enum 1..5; 0 = the port's active MTU */
+    uint8_t  hop_limit;        /* 0 = 64 (the kernel may overwrite it with the route's) */
+    uint8_t  traffic_class;    /* IPv4 TOS / DSCP<<2; default 0 */
+    uint8_t  sl;               /* 802.1p priority on RoCE; default 0 */
+    uint8_t  timeout;          /* RC ack timeout 4.096 us * 2^t; 0 = 14 (~67 ms) */
+    uint8_t  retry_cnt;        /* RC; 0 = 7 */
+    uint8_t  rnr_retry;        /* RC; 0 = 7 (infinite) */
+    uint8_t  min_rnr_timer;    /* RC; 0 = 12 */
+    uint8_t  max_rd_atomic;    /* RC outstanding READs both ways; 0 = 1 */
+};
+
+/* Connects qp to the peer's endpoint with MODIFY_QP (INVOKE_WRITE 26): RESET->INIT (port 1,
+ * pkey 0, access = peer_access), INIT->RTR (is_global=1, dgid = peer->gid, sgid_index = the
+ * QP's GID index, hop_limit, dest_qp_num, rq_psn = peer->psn; RC: max_dest_rd_atomic,
+ * min_rnr_timer), and unless receive_only RTR->RTS (sq_psn = own psn; RC: timeout, retry_cnt,
+ * rnr_retry, max_rd_atomic).  Masks per kernel verbs.c qp_state_table (abi doc 3.12).
+ * opts NULL = defaults, receive_only false.
+ * Errors: -EINVAL misuse or a QP not in RESET (connect once; state unchanged); the kernel's
+ * errno with the transition in the message; after a kernel refusal the QP is left in the
+ * state it reached (the message says which).  Any thread, one call per QP at a time. */
+int mlxd_qp_connect(struct mlxd_qp *qp, const struct mlxd_endpoint *peer,
+                    const struct mlxd_connect_opts *opts);
+
+/* Moves qp to ERR (MODIFY_QP, mask STATE): the NIC flushes posted entries with
+ * IBV_WC_WR_FLUSH_ERR completions.  Errors: -EINVAL misuse; the kernel's errno.  Any thread. */
+int mlxd_qp_to_error(struct mlxd_qp *qp);
+
+/* The QP's IB state as last set by this library: 0 RESET, 1 INIT, 2 RTR, 3 RTS, 6 ERR; -EINVAL
+ * when qp is invalid. */
+int mlxd_qp_state(const struct mlxd_qp *qp);
+
+/* QP_DESTROY, then frees its rings.  A second call returns the first one's result.
+ * Thread rules: after every other call on qp, and no poll of its CQs running. */
+int mlxd_qp_destroy(struct mlxd_qp *qp);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Events                                                                                     */
+
+enum mlxd_event_kind {
+    MLXD_EVENT_COMPLETION = 1, /* an armed CQ got a completion (one per mlxd_cq_arm) */
+    MLXD_EVENT_CQ_ERROR,       /* IB_EVENT_CQ_ERR (0): the CQ overran or failed */
+    MLXD_EVENT_QP_FATAL,       /* IB_EVENT_QP_FATAL (1) */
+    MLXD_EVENT_QP_REQ_ERROR,   /* IB_EVENT_QP_REQ_ERR (2) */
+    MLXD_EVENT_QP_ACCESS_ERROR,/* IB_EVENT_QP_ACCESS_ERR (3) */
+    MLXD_EVENT_PORT_ACTIVE,    /* IB_EVENT_PORT_ACTIVE (9) */
+    MLXD_EVENT_PORT_ERROR,     /* IB_EVENT_PORT_ERR (10) */
+    MLXD_EVENT_DEVICE_FATAL,   /* IB_EVENT_DEVICE_FATAL (8) */
+    MLXD_EVENT_OTHER,          /* any other async event: see kernel_type */
+};
+
+struct mlxd_event {
+    uint32_t kind;             /* enum mlxd_event_kind */
+    uint32_t kernel_type;      /* ib_uverbs_async_event_desc.event_type; 0 for completions */
+    struct mlxd_cq *cq;        /* COMPLETION, CQ_ERROR: the CQ; else NULL */
+    struct mlxd_qp *qp;        /* QP_*: the QP; else NULL */
+    uint64_t user_data;        /* the object's opts.user_data; the port number for PORT_* */
+};
+
+/* Waits up to ms milliseconds (0 = do not block) for events of nic: completion events of armed
+ * CQs (read from the completion channel; each consumes that CQ's arm, and increments the arm
+ * sequence number, abi doc 6.5) and async events (port state, QP fatal, CQ error).  Fills up to
+ * cap events into out and returns how many (0 on timeout).  Events for objects destroyed since
+ * are dropped.  Errors: -EINVAL ms < 0, cap 0, NULL; -errno of poll/read (-EINTR is retried).
+ * Thread rules: one call per NIC at a time; other threads run meanwhile. */
+int mlxd_wait(struct mlxd_nic *nic, int ms, struct mlxd_event *out, size_t cap);
+
+/* The fds mlxd_wait polls (for an application's own epoll): the async fd and the completion
+ * channel fd (-1 until a CQ with events exists).  Read them only through mlxd_wait.
+ * Returns 0 or -EINVAL. */
+int mlxd_event_fds(const struct mlxd_nic *nic, int *async_fd, int *comp_fd);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
