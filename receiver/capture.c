@@ -1,0 +1,634 @@
+/* capture.c: pcap captures of sensor-bridge traffic, replay and the traffic generator
+ * (see mlxd_capture.h).  Packet encoding and decoding is abi/mlxd_roce.h's. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pcap/pcap.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mlxd_capture.h"
+#include "mlxd_error.h"
+
+#ifndef DLT_LINUX_SLL2
+#define DLT_LINUX_SLL2 276
+#endif
+#ifndef DLT_IPV4
+#define DLT_IPV4 228
+#endif
+
+#define UC_WRITE_ONLY     (MLXD_ROCE_TRANSPORT_UC | MLXD_ROCE_OP_WRITE_ONLY)      /* 0x2A */
+#define UC_WRITE_ONLY_IMM (MLXD_ROCE_TRANSPORT_UC | MLXD_ROCE_OP_WRITE_ONLY_IMM)  /* 0x2B */
+
+/* Offset of the IPv4 header in a link-layer frame, or -1 if it is not IPv4. */
+static long ip_offset(int dlt, const uint8_t *p, size_t len)
+{
+    size_t off;
+    switch (dlt) {
+    case DLT_EN10MB: {
+        if (len < 14)
+            return -1;
+        off = 12;
+        uint16_t et = (uint16_t)(p[off] << 8 | p[off + 1]);
+        while ((et == 0x8100 || et == 0x88a8) && off + 6 <= len) {
+            off += 4;
+            et = (uint16_t)(p[off] << 8 | p[off + 1]);
+        }
+        if (et != 0x0800)
+            return -1;
+        off += 2;
+        break;
+    }
+    case DLT_RAW:
+    case DLT_IPV4:
+#ifdef DLT_RAW_ALT
+    case DLT_RAW_ALT:
+#endif
+        off = 0;
+        break;
+    case DLT_NULL:
+    case DLT_LOOP: {
+        if (len < 4)
+            return -1;
+        uint32_t fam_le = p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        uint32_t fam_be = p[3] | (uint32_t)p[2] << 8 | (uint32_t)p[1] << 16 | (uint32_t)p[0] << 24;
+        if (fam_le != 2 && fam_be != 2)   /* AF_INET on every BSD and Linux */
+            return -1;
+        off = 4;
+        break;
+    }
+    case DLT_LINUX_SLL:
+        if (len < 16 || p[14] != 0x08 || p[15] != 0x00)
+            return -1;
+        off = 16;
+        break;
+    case DLT_LINUX_SLL2:
+        if (len < 20 || p[0] != 0x08 || p[1] != 0x00)
+            return -1;
+        off = 20;
+        break;
+    default:
+        return -1;
+    }
+    if (off >= len || (p[off] >> 4) != 4)
+        return -1;
+    return (long)off;
+}
+
+static bool dlt_supported(int dlt)
+{
+    return dlt == DLT_EN10MB || dlt == DLT_RAW || dlt == DLT_IPV4 || dlt == DLT_NULL ||
+           dlt == DLT_LOOP || dlt == DLT_LINUX_SLL || dlt == DLT_LINUX_SLL2 || dlt == 14 /* OpenBSD raw */;
+}
+
+static void infer_geometry(struct mlxd_capture *c)
+{
+    struct mlxd_capture_geometry *g = &c->geo;
+    memset(g, 0, sizeof *g);
+    if (!c->npackets)
+        return;
+    g->qpn = c->pkts[0].hdr.dest_qp;
+    g->rkey = c->pkts[0].hdr.reth_rkey;
+    g->span_lo = UINT64_MAX;
+    for (size_t i = 0; i < c->npackets; i++) {
+        const struct mlxd_roce_pkt *h = &c->pkts[i].hdr;
+        if (!(h->hdrs & MLXD_ROCE_HAS_RETH))
+            continue;
+        if (h->opcode == UC_WRITE_ONLY && h->payload_len > g->payload_size)
+            g->payload_size = h->payload_len;
+        if (h->reth_va < g->span_lo)
+            g->span_lo = h->reth_va;
+        if (h->reth_va + h->payload_len > g->span_hi)
+            g->span_hi = h->reth_va + h->payload_len;
+    }
+    if (g->span_lo == UINT64_MAX)
+        g->span_lo = g->span_hi = 0;
+    g->frames = (unsigned)c->nframes;
+    if (c->nframes == 0) {
+        /* No completion at all (metadata disabled in NVIDIA's emulator): one "frame" spanning
+         * everything that was written, in a single page starting at the lowest VA. */
+        g->base_va = g->span_lo;
+        g->frame_size = g->span_hi - g->span_lo;
+        g->metadata_offset = mlxd_hsb_metadata_offset(g->frame_size);
+        g->page_size = mlxd_hsb_min_page_size(g->frame_size);
+        g->pages = 1;
+        return;
+    }
+    const struct mlxd_capture_frame *f0 = &c->frames[0];
+    g->has_metadata = true;
+    g->separate_metadata = true;
+    for (size_t i = 0; i < c->nframes; i++) {
+        const struct mlxd_capture_frame *f = &c->frames[i];
+        const struct mlxd_roce_pkt *last = &c->pkts[f->first + f->count - 1].hdr;
+        if (!f->has_metadata)
+            g->has_metadata = false;
+        if (!(f->has_metadata && last->payload_len == MLXD_HSB_METADATA_SIZE))
+            g->separate_metadata = false;
+        if (f->page + 1 > g->pages)
+            g->pages = f->page + 1;
+    }
+    if (g->has_metadata) {
+        g->frame_size = f0->md.bytes_written;
+        g->metadata_offset = f0->md_va - f0->va;
+    } else {
+        uint64_t bytes = 0;
+        for (uint32_t k = 0; k < f0->count; k++)
+            bytes += c->pkts[f0->first + k].hdr.payload_len;
+        g->frame_size = bytes;
+        g->metadata_offset = mlxd_hsb_metadata_offset(bytes);
+        g->separate_metadata = false;
+    }
+    g->page_size = 0;
+    for (size_t i = 1; i < c->nframes && !g->page_size; i++) {
+        const struct mlxd_capture_frame *f = &c->frames[i];
+        if (f->page == f0->page)
+            continue;
+        int64_t dva = (int64_t)(f->va - f0->va);
+        int64_t dp = (int64_t)f->page - (int64_t)f0->page;
+        if (dva % dp == 0 && dva / dp > 0)
+            g->page_size = (uint64_t)(dva / dp);
+    }
+    if (!g->page_size)
+        g->page_size = mlxd_hsb_min_page_size(g->frame_size);
+    g->base_va = f0->va - (uint64_t)f0->page * g->page_size;
+    g->first_page = f0->page;
+}
+
+static void make_frames(struct mlxd_capture *c)
+{
+    size_t start = 0;
+    for (size_t i = 0; i < c->npackets; i++) {
+        const struct mlxd_roce_pkt *h = &c->pkts[i].hdr;
+        uint8_t op = h->opcode & 0x1f;
+        if (op != MLXD_ROCE_OP_WRITE_ONLY_IMM && op != MLXD_ROCE_OP_WRITE_LAST_IMM &&
+            op != MLXD_ROCE_OP_SEND_ONLY_IMM && op != MLXD_ROCE_OP_SEND_LAST_IMM)
+            continue;
+        struct mlxd_capture_frame *f = &c->frames[c->nframes++];
+        memset(f, 0, sizeof *f);
+        f->first = (uint32_t)start;
+        f->count = (uint32_t)(i + 1 - start);
+        f->imm = ntohl(h->imm);
+        f->page = mlxd_hsb_imm_page(f->imm, MLXD_HSB_IMM_12_20);
+        f->imm_psn = mlxd_hsb_imm_psn(f->imm, MLXD_HSB_IMM_12_20);
+        f->va = UINT64_MAX;
+        for (size_t k = start; k <= i; k++)
+            if ((c->pkts[k].hdr.hdrs & MLXD_ROCE_HAS_RETH) && c->pkts[k].hdr.reth_va < f->va)
+                f->va = c->pkts[k].hdr.reth_va;
+        if (f->va == UINT64_MAX)
+            f->va = 0;
+        if (h->payload_len >= MLXD_HSB_METADATA_SIZE && (h->hdrs & MLXD_ROCE_HAS_RETH)) {
+            const uint8_t *md = h->payload + h->payload_len - MLXD_HSB_METADATA_SIZE;
+            struct mlxd_hsb_metadata m;
+            mlxd_hsb_metadata_decode(md, MLXD_HSB_METADATA_SIZE, &m);
+            if (mlxd_hsb_psn_match(m.psn, h->psn, MLXD_HSB_IMM_12_20)) {
+                f->has_metadata = true;
+                f->md = m;
+                f->md_va = h->reth_va + h->payload_len - MLXD_HSB_METADATA_SIZE;
+            }
+        }
+        start = i + 1;
+    }
+    c->trailing = c->npackets - start;
+}
+
+int mlxd_capture_load(const char *path, struct mlxd_capture **out)
+{
+    if (!path || !out)
+        return mlxd_err(EINVAL, "mlxd_capture_load: NULL %s", path ? "out" : "path");
+    char ebuf[PCAP_ERRBUF_SIZE] = "";
+    pcap_t *pc = pcap_open_offline_with_tstamp_precision(path, PCAP_TSTAMP_PRECISION_NANO, ebuf);
+    if (!pc) {
+        int e = access(path, R_OK) ? errno : EIO;
+        return mlxd_err(e, "mlxd_capture_load: %s: %s", path, ebuf);
+    }
+    int dlt = pcap_datalink(pc);
+    if (!dlt_supported(dlt)) {
+        pcap_close(pc);
+        return mlxd_err(EPROTONOSUPPORT, "mlxd_capture_load: %s: link type %d (%s) is not Ethernet, "
+                        "raw IPv4, loopback or Linux cooked", path, dlt,
+                        pcap_datalink_val_to_name(dlt) ? pcap_datalink_val_to_name(dlt) : "?");
+    }
+    struct mlxd_capture *c = calloc(1, sizeof *c);
+    size_t cap_pk = 0, used = 0, cap_st = 0;
+    size_t *offs = NULL;
+    int rc = 0;
+    if (!c) {
+        pcap_close(pc);
+        return mlxd_err(ENOMEM, "mlxd_capture_load: out of memory");
+    }
+    c->linktype = dlt;
+    struct pcap_pkthdr *ph;
+    const u_char *data;
+    int r;
+    while ((r = pcap_next_ex(pc, &ph, &data)) == 1) {
+        long off = ip_offset(dlt, data, ph->caplen);
+        if (off < 0) {
+            c->skipped++;
+            continue;
+        }
+        size_t len = ph->caplen - (size_t)off;
+        struct mlxd_roce_pkt h;
+        int prc = mlxd_roce_parse(data + off, len, MLXD_ROCE_UDP_PORT, true, &h);
+        if (prc < 0 && prc != -EBADMSG) {
+            c->skipped++;
+            continue;
+        }
+        len = h.pkt_len;
+        if (c->npackets == cap_pk) {
+            size_t n = cap_pk ? cap_pk * 2 : 256;
+            void *p1 = realloc(c->pkts, n * sizeof *c->pkts);
+            if (p1)
+                c->pkts = p1;
+            void *p2 = p1 ? realloc(offs, n * sizeof *offs) : NULL;
+            if (!p1 || !p2) {
+                rc = mlxd_err(ENOMEM, "mlxd_capture_load: out of memory");
+                goto fail;
+            }
+            offs = p2;
+            cap_pk = n;
+        }
+        if (used + len > cap_st) {
+            size_t n = cap_st ? cap_st * 2 : 1 << 16;
+            while (n < used + len)
+                n *= 2;
+            void *p = realloc(c->storage, n);
+            if (!p) {
+                rc = mlxd_err(ENOMEM, "mlxd_capture_load: out of memory");
+                goto fail;
+            }
+            c->storage = p;
+            cap_st = n;
+        }
+        memcpy(c->storage + used, data + off, len);
+        struct mlxd_capture_packet *k = &c->pkts[c->npackets];
+        memset(k, 0, sizeof *k);
+        k->len = (uint32_t)len;
+        k->ts_ns = (uint64_t)ph->ts.tv_sec * 1000000000u + (uint64_t)ph->ts.tv_usec; /* ns precision */
+        k->icrc_ok = prc == 0;
+        if (prc)
+            c->bad_icrc++;
+        offs[c->npackets++] = used;
+        used += len;
+    }
+    if (r == -1) {
+        rc = mlxd_err(EIO, "mlxd_capture_load: %s: %s", path, pcap_geterr(pc));
+        goto fail;
+    }
+    if (c->npackets == 0) {
+        rc = mlxd_err(ENODATA, "mlxd_capture_load: %s: no RoCE v2 packet (UDP port 4791) among %zu",
+                      path, c->skipped);
+        goto fail;
+    }
+    /* storage is final: point the packets into it and parse again for the payload pointers */
+    for (size_t i = 0; i < c->npackets; i++) {
+        struct mlxd_capture_packet *k = &c->pkts[i];
+        k->ip = c->storage + offs[i];
+        mlxd_roce_parse(k->ip, k->len, MLXD_ROCE_UDP_PORT, false, &k->hdr);
+    }
+    c->frames = calloc(c->npackets, sizeof *c->frames);
+    if (!c->frames) {
+        rc = mlxd_err(ENOMEM, "mlxd_capture_load: out of memory");
+        goto fail;
+    }
+    make_frames(c);
+    infer_geometry(c);
+    free(offs);
+    pcap_close(pc);
+    *out = c;
+    return 0;
+fail:
+    free(offs);
+    pcap_close(pc);
+    mlxd_capture_free(c);
+    return rc;
+}
+
+void mlxd_capture_free(struct mlxd_capture *c)
+{
+    if (!c)
+        return;
+    free(c->pkts);
+    free(c->frames);
+    free(c->storage);
+    free(c);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* rewrite and send                                                                           */
+
+ssize_t mlxd_capture_rewrite(const struct mlxd_capture *c, size_t i, const struct mlxd_replay_map *m,
+                             uint32_t src_ip, uint16_t src_port, uint32_t dst_ip, uint16_t dst_port,
+                             void *out, size_t cap)
+{
+    if (!c || !m || !out || i >= c->npackets || !m->page_size)
+        return mlxd_err(EINVAL, "mlxd_capture_rewrite: bad arguments (packet %zu of %zu)", i,
+                        c ? c->npackets : 0);
+    struct mlxd_roce_pkt p = c->pkts[i].hdr;
+    p.dest_qp = m->qpn & MLXD_ROCE_QPN_MASK;
+    if (p.hdrs & MLXD_ROCE_HAS_RETH) {
+        const struct mlxd_capture_geometry *g = &c->geo;
+        if (p.reth_va < g->base_va)
+            return mlxd_err(ERANGE, "mlxd_capture_rewrite: packet %zu VA 0x%llx is below page 0 at 0x%llx",
+                            i, (unsigned long long)p.reth_va, (unsigned long long)g->base_va);
+        uint64_t rel = p.reth_va - g->base_va;
+        uint64_t page = rel / g->page_size, off = rel % g->page_size;
+        p.reth_va = m->base_va + page * m->page_size + off;
+        p.reth_rkey = m->rkey;
+    }
+    p.src_ip = src_ip;
+    p.dst_ip = dst_ip;
+    p.src_port = src_port;
+    p.dst_port = dst_port;
+    return mlxd_roce_build(out, cap, &p, p.payload, p.payload_len);
+}
+
+struct sender {
+    int fd;
+    uint32_t src_ip, dst_ip;
+    uint16_t src_port, dst_port;
+};
+
+static int sender_open(struct sender *s, const struct mlxd_send_opts *o, const char *fn)
+{
+    const char *dst = o && o->dst_ip ? o->dst_ip : "127.0.0.1";
+    uint16_t dport = o && o->dst_port ? o->dst_port : MLXD_ROCE_UDP_PORT;
+    struct sockaddr_in d = { .sin_family = AF_INET, .sin_port = htons(dport) };
+    if (inet_pton(AF_INET, dst, &d.sin_addr) != 1)
+        return mlxd_err(EINVAL, "%s: dst_ip '%s' is not an IPv4 address", fn, dst);
+    s->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s->fd < 0)
+        return mlxd_err(errno, "%s: socket: %s", fn, strerror(errno));
+    int big = 8 << 20;
+    setsockopt(s->fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+    if (o && o->src_ip) {
+        struct sockaddr_in b = { .sin_family = AF_INET };
+        if (inet_pton(AF_INET, o->src_ip, &b.sin_addr) != 1) {
+            close(s->fd);
+            return mlxd_err(EINVAL, "%s: src_ip '%s' is not an IPv4 address", fn, o->src_ip);
+        }
+        if (bind(s->fd, (struct sockaddr *)&b, sizeof b) < 0) {
+            int e = errno;
+            close(s->fd);
+            return mlxd_err(e, "%s: bind %s: %s", fn, o->src_ip, strerror(e));
+        }
+    }
+    if (connect(s->fd, (struct sockaddr *)&d, sizeof d) < 0) {
+        int e = errno;
+        close(s->fd);
+        return mlxd_err(e, "%s: connect %s:%u: %s", fn, dst, dport, strerror(e));
+    }
+    struct sockaddr_in me;
+    socklen_t ml = sizeof me;
+    getsockname(s->fd, (struct sockaddr *)&me, &ml);
+    s->src_ip = ntohl(me.sin_addr.s_addr);
+    s->src_port = ntohs(me.sin_port);
+    s->dst_ip = ntohl(d.sin_addr.s_addr);
+    s->dst_port = dport;
+    return 0;
+}
+
+/* Sends the UDP payload of a built packet (everything after IPv4 + UDP). */
+static void sender_send(struct sender *s, const uint8_t *pkt, size_t len, struct mlxd_send_stats *st)
+{
+    const size_t hl = MLXD_ROCE_IPV4_LEN + MLXD_ROCE_UDP_LEN;
+    for (int tries = 0; tries < 100; tries++) {
+        ssize_t n = send(s->fd, pkt + hl, len - hl, 0);
+        if (n == (ssize_t)(len - hl)) {
+            st->packets++;
+            st->bytes += len - hl;
+            return;
+        }
+        if (n < 0 && (errno == ENOBUFS || errno == EAGAIN || errno == EINTR)) {
+            struct timespec ts = { 0, 50000 };
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        break;   /* ECONNREFUSED (nobody listens yet) and others: the packet is lost */
+    }
+    st->send_errors++;
+}
+
+static uint64_t now_ns(clockid_t clk)
+{
+    struct timespec ts;
+    clock_gettime(clk, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_until(uint64_t t)
+{
+    struct timespec ts = { .tv_sec = (time_t)(t / 1000000000u), .tv_nsec = (long)(t % 1000000000u) };
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+static void sleep_us(unsigned us)
+{
+    if (us)
+        sleep_until(now_ns(CLOCK_MONOTONIC) + (uint64_t)us * 1000u);
+}
+
+int mlxd_capture_replay(const struct mlxd_capture *c, const struct mlxd_replay_map *m,
+                        const struct mlxd_send_opts *o, struct mlxd_send_stats *st)
+{
+    struct mlxd_send_stats dummy;
+    if (!st)
+        st = &dummy;
+    memset(st, 0, sizeof *st);
+    if (!c || !m)
+        return mlxd_err(EINVAL, "mlxd_capture_replay: NULL %s", c ? "map" : "capture");
+    if (o && o->sz < sizeof *o)
+        return mlxd_err(EINVAL, "mlxd_capture_replay: opts->sz %zu is below %zu", o->sz, sizeof *o);
+    if (!m->page_size || !m->pages)
+        return mlxd_err(EINVAL, "mlxd_capture_replay: map page_size/pages is 0");
+    struct sender s;
+    int rc = sender_open(&s, o, "mlxd_capture_replay");
+    if (rc < 0)
+        return rc;
+    unsigned loops = o && o->loops ? o->loops : 1;
+    double speed = o && o->speed > 0 ? o->speed : 1.0;
+    uint32_t pacing = o ? o->pacing : MLXD_PACE_FAST;
+    uint8_t *buf = malloc(65536);
+    if (!buf) {
+        close(s.fd);
+        return mlxd_err(ENOMEM, "mlxd_capture_replay: out of memory");
+    }
+    uint64_t frame = 0;
+    bool done = false;
+    for (unsigned loop = 0; loop < loops && !done; loop++) {
+        uint64_t t0 = now_ns(CLOCK_MONOTONIC), c0 = c->pkts[0].ts_ns;
+        for (size_t i = 0; i < c->npackets && !done; i++) {
+            if (o && o->stop && atomic_load(o->stop)) {
+                done = true;
+                break;
+            }
+            if (pacing == MLXD_PACE_RECORDED && c->pkts[i].ts_ns >= c0)
+                sleep_until(t0 + (uint64_t)((double)(c->pkts[i].ts_ns - c0) / speed));
+            ssize_t n = mlxd_capture_rewrite(c, i, m, s.src_ip, s.src_port, s.dst_ip, s.dst_port,
+                                             buf, 65536);
+            if (n < 0) {
+                rc = (int)n;
+                done = true;
+                break;
+            }
+            sender_send(&s, buf, (size_t)n, st);
+            uint8_t op = c->pkts[i].hdr.opcode & 0x1f;
+            if (op == MLXD_ROCE_OP_WRITE_ONLY_IMM || op == MLXD_ROCE_OP_WRITE_LAST_IMM ||
+                op == MLXD_ROCE_OP_SEND_ONLY_IMM || op == MLXD_ROCE_OP_SEND_LAST_IMM) {
+                st->frames++;
+                if (pacing == MLXD_PACE_FAST && o)
+                    sleep_us(o->frame_gap_us);
+                if (o && o->sent_frame && !o->sent_frame(o->ctx, frame))
+                    done = true;
+                frame++;
+                if (o && o->max_frames && frame >= o->max_frames)
+                    done = true;
+            }
+        }
+    }
+    free(buf);
+    close(s.fd);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* generator                                                                                  */
+
+int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
+                 const struct mlxd_send_opts *so, struct mlxd_send_stats *st)
+{
+    struct mlxd_send_stats dummy;
+    if (!st)
+        st = &dummy;
+    memset(st, 0, sizeof *st);
+    if (!m || !g)
+        return mlxd_err(EINVAL, "mlxd_gen_run: NULL %s", m ? "opts" : "map");
+    if (g->sz < sizeof *g)
+        return mlxd_err(EINVAL, "mlxd_gen_run: opts->sz %zu is below %zu", g->sz, sizeof *g);
+    if (so && so->sz < sizeof *so)
+        return mlxd_err(EINVAL, "mlxd_gen_run: send opts->sz %zu is below %zu", so->sz, sizeof *so);
+    uint32_t psize = g->payload_size ? g->payload_size : 1408;
+    if (psize % MLXD_HSB_ALIGN || psize > 8192)
+        return mlxd_err(EINVAL, "mlxd_gen_run: payload_size %u is not a multiple of 128 up to 8192", psize);
+    if (g->frame_size == 0 || g->frame_size > (1ull << 32))
+        return mlxd_err(EINVAL, "mlxd_gen_run: frame_size %llu is not in 1..2^32",
+                        (unsigned long long)g->frame_size);
+    if (g->metadata > MLXD_GEN_MD_NONE)
+        return mlxd_err(EINVAL, "mlxd_gen_run: metadata %u unknown", g->metadata);
+    if (!m->pages || m->page_size < mlxd_hsb_min_page_size(g->frame_size))
+        return mlxd_err(EINVAL, "mlxd_gen_run: map page_size %llu is below round_up(frame_size, 128) + 128",
+                        (unsigned long long)m->page_size);
+    if (g->fps < 0)
+        return mlxd_err(EINVAL, "mlxd_gen_run: fps %g is negative", g->fps);
+    struct sender s;
+    int rc = sender_open(&s, so, "mlxd_gen_run");
+    if (rc < 0)
+        return rc;
+    uint64_t mdoff = mlxd_hsb_metadata_offset(g->frame_size);
+    uint8_t *frame = malloc(mdoff + MLXD_HSB_METADATA_SIZE);
+    uint8_t *buf = malloc(psize + MLXD_ROCE_MAX_HDR_LEN + 64);
+    if (!frame || !buf) {
+        free(frame);
+        free(buf);
+        close(s.fd);
+        return mlxd_err(ENOMEM, "mlxd_gen_run: out of memory");
+    }
+    uint32_t psn = g->first_psn & 0xFFFFF;
+    uint32_t page = g->first_page % m->pages;
+    uint64_t interval = g->fps > 0 ? (uint64_t)(1e9 / g->fps) : 0;
+    uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+    struct mlxd_roce_pkt p;
+    memset(&p, 0, sizeof p);
+    p.src_ip = s.src_ip;
+    p.dst_ip = s.dst_ip;
+    p.src_port = s.src_port;
+    p.dst_port = s.dst_port;
+    p.pkey = 0xffff;
+    p.bth_resv = 0xff;          /* what the emulator sends (fixtures/roce-pcaps/README.md) */
+    p.dest_qp = m->qpn & MLXD_ROCE_QPN_MASK;
+    p.reth_rkey = m->rkey;
+    for (uint64_t f = 0; !g->frames || f < g->frames; f++) {
+        if (so && so->stop && atomic_load(so->stop))
+            break;
+        if (interval)
+            sleep_until(t0 + f * interval);
+        uint64_t page_va = m->base_va + (uint64_t)page * m->page_size;
+        mlxd_hsb_payload_fill(frame, g->frame_size, (uint32_t)f);
+        memset(frame + g->frame_size, 0, mdoff - g->frame_size);
+        uint64_t off = 0;
+        bool md_sent = false;
+        while (off < g->frame_size) {
+            uint64_t n = g->frame_size - off < psize ? g->frame_size - off : psize;
+            bool last = off + n == g->frame_size;
+            uint64_t len = n;
+            p.opcode = UC_WRITE_ONLY;
+            p.psn = psn;
+            p.reth_va = page_va + off;
+            if (last && g->metadata == MLXD_GEN_MD_NONE) {
+                p.opcode = UC_WRITE_ONLY_IMM;
+                uint32_t imm = mlxd_hsb_imm_make(page, psn, MLXD_HSB_IMM_12_20);
+                p.imm = htonl(imm);
+            } else if (last && g->metadata == MLXD_GEN_MD_EMBEDDED &&
+                       (mdoff - off) + MLXD_HSB_METADATA_SIZE < psize) {
+                /* data + zero pad up to the metadata offset + the block, in one 0x2B */
+                len = mdoff - off + MLXD_HSB_METADATA_SIZE;
+                struct mlxd_hsb_metadata md = { .psn = psn, .bytes_written = g->frame_size,
+                                                .frame_number32 = (uint32_t)f };
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                md.timestamp_s = md.metadata_s = (uint64_t)ts.tv_sec;
+                md.timestamp_ns = md.metadata_ns = (uint32_t)ts.tv_nsec;
+                mlxd_hsb_metadata_encode(&md, frame + mdoff, MLXD_HSB_METADATA_SIZE);
+                p.opcode = UC_WRITE_ONLY_IMM;
+                p.imm = htonl(mlxd_hsb_imm_make(page, psn, MLXD_HSB_IMM_12_20));
+                md_sent = true;
+            }
+            p.reth_len = (uint32_t)len;
+            ssize_t k = mlxd_roce_build(buf, psize + MLXD_ROCE_MAX_HDR_LEN + 64, &p, frame + off, len);
+            if (k < 0) {
+                rc = (int)k;
+                goto out;
+            }
+            sender_send(&s, buf, (size_t)k, st);
+            psn = (psn + 1) & 0xFFFFF;
+            off += n;
+        }
+        if (g->metadata != MLXD_GEN_MD_NONE && !md_sent) {
+            struct mlxd_hsb_metadata md = { .psn = psn, .bytes_written = g->frame_size,
+                                            .frame_number32 = (uint32_t)f };
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            md.timestamp_s = md.metadata_s = (uint64_t)ts.tv_sec;
+            md.timestamp_ns = md.metadata_ns = (uint32_t)ts.tv_nsec;
+            uint8_t block[MLXD_HSB_METADATA_SIZE];
+            mlxd_hsb_metadata_encode(&md, block, sizeof block);
+            p.opcode = UC_WRITE_ONLY_IMM;
+            p.psn = psn;
+            p.reth_va = page_va + mdoff;
+            p.reth_len = MLXD_HSB_METADATA_SIZE;
+            p.imm = htonl(mlxd_hsb_imm_make(page, psn, MLXD_HSB_IMM_12_20));
+            ssize_t k = mlxd_roce_build(buf, psize + MLXD_ROCE_MAX_HDR_LEN + 64, &p, block, sizeof block);
+            if (k < 0) {
+                rc = (int)k;
+                goto out;
+            }
+            sender_send(&s, buf, (size_t)k, st);
+            psn = (psn + 1) & 0xFFFFF;
+        }
+        st->frames++;
+        if (so && so->frame_gap_us)
+            sleep_us(so->frame_gap_us);
+        if (so && so->sent_frame && !so->sent_frame(so->ctx, f))
+            break;
+        page = page + 1 == m->pages ? 0 : page + 1;
+    }
+out:
+    free(frame);
+    free(buf);
+    close(s.fd);
+    return rc;
+}

@@ -1,0 +1,176 @@
+/* mlxd_capture.h: recorded sensor-bridge traffic (pcap) and synthetic traffic, sent into a
+ * (usually emulated) RoCE v2 port so that a running mlxd_receiver receives it.
+ *
+ *   - mlxd_capture_load reads a pcap file with libpcap (link types Ethernet (with 802.1Q tags),
+ *     raw IPv4 (DLT_RAW / LINKTYPE_IPV4), BSD loopback (DLT_NULL, DLT_LOOP) and Linux cooked
+ *     (SLL, SLL2)), keeps the RoCE v2 packets (IPv4/UDP to port 4791, parsed and iCRC-checked
+ *     with abi/mlxd_roce.h), groups them into frames (a frame ends with an RDMA WRITE Only with
+ *     Immediate, opcode 0x2B) and infers the geometry the device was programmed with.
+ *   - mlxd_capture_replay sends the packets again over UDP, rewriting the QPN, rkey and virtual
+ *     address of each to what the running receiver asks for, which is exactly what programming
+ *     the sensor bridge's DP_QP, DP_RKEY, DP_PAGE_LSB/MSB and DP_PAGE_INC registers does, and
+ *     recomputing the iCRC.
+ *   - mlxd_gen_run makes the same packet format itself at a chosen frame size, rate and count.
+ *
+ * Wire format facts: ../shared/reference/hsb-roce-receiver.md sections 2 and 5, and
+ * fixtures/roce-pcaps/README.md (the emulator's first frame lands in page 1; PSN counts up across
+ * frames masked to 20 bits; ImmDt = page | psn << 12; payload word i of frame f = (f << 24) | i).
+ *
+ * Errors: negative errno + mlxd_errmsg() (abi/mlxd_error.h).  Thread rules: a loaded capture is
+ * read-only and may be replayed from several threads at once; everything else is per call.
+ * These functions make system calls and allocate: they are tools, not the receive path.
+ */
+#ifndef MLXD_CAPTURE_H
+#define MLXD_CAPTURE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "mlxd_hsb.h"
+#include "mlxd_roce.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct mlxd_capture_packet {
+    const uint8_t *ip;          /* the packet from its IPv4 header (owned by the capture) */
+    uint32_t len;               /* bytes from the IPv4 header to the end of the iCRC */
+    uint64_t ts_ns;             /* capture time, ns since the epoch */
+    bool     icrc_ok;
+    struct mlxd_roce_pkt hdr;   /* parsed fields; hdr.payload points into ip */
+};
+
+struct mlxd_capture_frame {
+    uint32_t first, count;      /* packets [first, first+count), the last one the 0x2B */
+    uint32_t page;              /* from the immediate (12/20 layout) */
+    uint32_t imm;               /* the immediate, host order */
+    uint32_t imm_psn;
+    uint64_t va;                /* capture VA of the frame's first byte (page base) */
+    uint64_t md_va;             /* capture VA of the metadata block (0 if none) */
+    bool     has_metadata;      /* the last 128 bytes of the 0x2B are a metadata block whose PSN
+                                   is that packet's PSN */
+    struct mlxd_hsb_metadata md;
+};
+
+/* What the capture's device was programmed with, as far as the packets tell. */
+struct mlxd_capture_geometry {
+    uint32_t qpn, rkey;         /* DP_QP, DP_RKEY of the first packet */
+    uint64_t base_va;           /* DP_PAGE_MSB:LSB: VA of page 0 */
+    uint64_t frame_size;        /* DP_BUFFER_LENGTH: metadata bytes_written, else data bytes */
+    uint64_t page_size;         /* DP_PAGE_INC * 128: from two frames in different pages, else
+                                   round_up(frame_size, 128) + 128 */
+    uint64_t metadata_offset;   /* metadata VA - page VA (round_up(frame_size, 128) from HSB) */
+    unsigned pages;             /* highest page seen + 1 */
+    uint32_t first_page;        /* page of the first frame (1 for NVIDIA's emulator) */
+    uint32_t payload_size;      /* largest 0x2A payload: DP_PACKET_SIZE * 128 */
+    unsigned frames;            /* 0x2B packets */
+    bool     has_metadata;      /* every frame has a metadata block */
+    bool     separate_metadata; /* the metadata travels in its own 128-byte 0x2B */
+    uint64_t span_lo, span_hi;  /* lowest VA written, one past the highest */
+};
+
+struct mlxd_capture {
+    int      linktype;          /* pcap DLT_* */
+    size_t   npackets;          /* RoCE v2 packets kept */
+    struct mlxd_capture_packet *pkts;
+    size_t   nframes;
+    struct mlxd_capture_frame *frames;
+    size_t   skipped;           /* packets that were not RoCE v2 (other traffic) */
+    size_t   bad_icrc;          /* RoCE packets whose iCRC was wrong (kept, replayed recomputed) */
+    size_t   trailing;          /* packets after the last 0x2B (a frame without completion) */
+    struct mlxd_capture_geometry geo;
+    uint8_t *storage;
+};
+
+/* Loads path.  Errors: -EINVAL NULL; -ENOENT/-EIO etc. when libpcap cannot open it (the message
+ * carries libpcap's text); -EPROTONOSUPPORT an unsupported link type; -ENODATA no RoCE v2
+ * packet in it; -ENOMEM. */
+int mlxd_capture_load(const char *path, struct mlxd_capture **out);
+void mlxd_capture_free(struct mlxd_capture *c);
+
+/* Where the receiver wants the traffic: the values a sensor bridge's registers are programmed
+ * with (mlxd_receiver_qp_number, _rkey, _external_frame_memory, _page_size, _pages). */
+struct mlxd_replay_map {
+    uint32_t qpn, rkey;
+    uint64_t base_va;
+    uint64_t page_size;
+    unsigned pages;
+};
+
+/* Rewrites packet i of c for map m: QPN, rkey, and VA (capture page n, offset o -> m->base_va +
+ * n * m->page_size + o), the IPv4/UDP addresses to src/dst (host order), the iCRC recomputed.
+ * Everything else (opcode, PSN, immediate, payload, pad) is kept.  Writes the whole packet
+ * (from its IPv4 header) to out; returns its length, or -EINVAL / -ENOSPC / -ERANGE (a VA below
+ * the capture's page 0). */
+ssize_t mlxd_capture_rewrite(const struct mlxd_capture *c, size_t i, const struct mlxd_replay_map *m,
+                             uint32_t src_ip, uint16_t src_port, uint32_t dst_ip, uint16_t dst_port,
+                             void *out, size_t cap);
+
+enum mlxd_pacing {
+    MLXD_PACE_FAST = 0,         /* back to back, with frame_gap_us after each frame */
+    MLXD_PACE_RECORDED = 1,     /* the capture's own timing, divided by speed */
+};
+
+/* Called after each frame's last packet was sent (frame = index in the capture or generator,
+ * counting from 0 across loops).  Return false to stop.  Use it for lock-step replay: wait
+ * until the receiver has seen the frame. */
+typedef bool (*mlxd_sent_frame_fn)(void *ctx, uint64_t frame);
+
+struct mlxd_send_opts {
+    size_t   sz;                /* sizeof(struct mlxd_send_opts) */
+    const char *dst_ip;         /* the emulated port's address; NULL = "127.0.0.1" */
+    uint16_t dst_port;          /* 0 = 4791 */
+    const char *src_ip;         /* bind to this address; NULL = the kernel's choice */
+    uint32_t pacing;            /* enum mlxd_pacing */
+    double   speed;             /* MLXD_PACE_RECORDED: 2.0 = twice as fast; 0 = 1.0 */
+    unsigned frame_gap_us;      /* pause after each frame (MLXD_PACE_FAST) */
+    unsigned loops;             /* replay: times through the capture; 0 = 1 */
+    uint64_t max_frames;        /* stop after this many frames; 0 = no limit */
+    mlxd_sent_frame_fn sent_frame;
+    void    *ctx;
+    _Atomic bool *stop;         /* checked between packets; may be NULL */
+};
+
+struct mlxd_send_stats {
+    uint64_t packets, bytes, frames;
+    uint64_t send_errors;       /* sendto failures (ENOBUFS...): the packet was lost */
+};
+
+/* Replays c into the port (see mlxd_capture_rewrite).  Packets after the last frame are sent too
+ * (they complete nothing).  Returns 0, or -EINVAL misuse, -errno of socket/bind/connect. */
+int mlxd_capture_replay(const struct mlxd_capture *c, const struct mlxd_replay_map *m,
+                        const struct mlxd_send_opts *o, struct mlxd_send_stats *st);
+
+enum mlxd_gen_metadata {
+    MLXD_GEN_MD_SEPARATE = 0,   /* metadata in its own 128-byte 0x2B (the FPGA's way) */
+    MLXD_GEN_MD_EMBEDDED = 1,   /* in the last data packet when last data + pad + 128 < payload_size
+                                   (what NVIDIA's emulator does: see fixtures/roce-pcaps) */
+    MLXD_GEN_MD_NONE = 2,       /* md_disable: the last data packet is the 0x2B, no block */
+};
+
+struct mlxd_gen_opts {
+    size_t   sz;                /* sizeof(struct mlxd_gen_opts) */
+    uint64_t frame_size;        /* bytes per frame, >= 1 */
+    uint32_t payload_size;      /* bytes per packet, multiple of 128; 0 = 1408 (MTU 1500) */
+    uint32_t metadata;          /* enum mlxd_gen_metadata */
+    double   fps;               /* frames per second; 0 = as fast as possible */
+    uint64_t frames;            /* frames to send; 0 = until stop */
+    uint32_t first_page;        /* page of frame 0; the emulator's is 1 (mod pages) */
+    uint32_t first_psn;         /* PSN of the first packet (20 bits) */
+};
+
+/* Sends generated frames to map m (page n of frame f = (first_page + f) mod pages; payload word
+ * i = (f << 24) | i; metadata: psn of its packet, bytes_written = frame_size, frame_number = f,
+ * CLOCK_REALTIME timestamps).  so: destination, pacing (frame_gap_us), stop, callback; loops and
+ * max_frames ignored (use g->frames).  Returns 0 or a negative errno. */
+int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
+                 const struct mlxd_send_opts *so, struct mlxd_send_stats *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,238 @@
+/* mlxd_receiver.h: a frame receiver with the semantics of Holoscan Sensor Bridge's RoceReceiver
+ * (hololink::module::RoceReceiverInterfaceV1, ../shared/seeds/000_*.txt), on the direct driver
+ * (uverbs/mlxd_uverbs.h, mlx5/mlxd_mlx5.h) instead of libibverbs.
+ *
+ * How a sensor bridge delivers a frame (../shared/reference/hsb-roce-receiver.md, "the
+ * reference", sections 2 and 5): the device cycles through `pages` slots ("pages") of page_size
+ * bytes that start at external_frame_memory().  Each frame is a run of UC RDMA WRITE Only
+ * packets (opcode 0x2A) into the page, then a UC RDMA WRITE Only with Immediate (0x2B) that writes
+ * the 128-byte big-endian metadata block at page + round_up(frame_size, 128) and consumes one
+ * posted receive: that completion is the frame.  The immediate carries the page index and the
+ * PSN of that packet (mlxd_hsb.h).  The device is programmed with qp_number(), rkey(),
+ * external_frame_memory(), page_size(), pages() and frame_size(); it has no flow control.
+ *
+ * Life cycle:
+ *     r = mlxd_receiver_new();              (once)
+ *     mlxd_receiver_set_frame_ready(r, cb, ctx);   (optional, stays across starts)
+ *     mlxd_receiver_start(r, &opts);        (checks every argument, opens the NIC, QP to RTR)
+ *     thread A: mlxd_receiver_blocking_monitor(r);   (until close)
+ *     thread B: while (mlxd_receiver_get_next_frame(r, 1000, &f)) { ... }
+ *     any thread: mlxd_receiver_close(r);   (QP to ERR, drain, destroy everything)
+ *     (start again, or) mlxd_receiver_destroy(r);
+ *
+ * Memory: the receiver never allocates the frame buffer; the caller owns it and keeps it mapped
+ * and valid from start until close returns.  Host memory is registered as it is; CUDA device
+ * memory (a CUdeviceptr, builds with CUDA=1) through a dma-buf of the range
+ * (cuMemGetHandleForAddressRange, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD).
+ *
+ * Errors (abi/mlxd_error.h): int-returning calls give 0 or a negative errno and a per-thread
+ * message naming the call, the argument and the bound.  Misuse gives -EINVAL and changes nothing.
+ *
+ * Thread rules: start, close and destroy of one receiver are serialised internally (a mutex, not
+ * on the per-frame path); close may run on any thread, including the monitor's own (from the
+ * frame-ready callback) and while get_next_frame waits.  get_next_frame, frames_ready,
+ * frame_check, stats and the queries may run on any thread at any time.  destroy runs after
+ * every other call on the receiver has returned.
+ */
+#ifndef MLXD_RECEIVER_H
+#define MLXD_RECEIVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mlxd_hsb.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct mlxd_receiver;
+
+enum mlxd_receiver_mode {
+    MLXD_RECEIVER_BUSY_POLL = 0, /* the monitor spins on the CQ: no system call per frame */
+    MLXD_RECEIVER_EVENT = 1,     /* arm the CQ and sleep on the completion channel (the original) */
+};
+
+enum mlxd_receiver_memory {
+    MLXD_RECEIVER_MEM_AUTO = 0,  /* CUDA builds: ask CUDA what buffer is; else host */
+    MLXD_RECEIVER_MEM_HOST = 1,  /* buffer is a pointer into this process */
+    MLXD_RECEIVER_MEM_CUDA = 2,  /* buffer is a CUdeviceptr (CUDA=1 builds only: -ENOTSUP else) */
+};
+
+/* The arguments of RoceReceiver::start, plus this library's choices.  Zero = default. */
+struct mlxd_receiver_opts {
+    size_t   sz;                 /* sizeof(struct mlxd_receiver_opts) */
+    const char *device;          /* RDMA device name, "mlx5_0" (ibv_name) */
+    unsigned port;               /* 0 or 1 (a ConnectX function has one port) */
+    uint64_t buffer;             /* address of the frame buffer (cu_buffer): host pointer or
+                                    CUdeviceptr */
+    size_t   buffer_size;        /* bytes (cu_buffer_size) */
+    size_t   frame_size;         /* bytes of frame data the device sends per frame, >= 1 */
+    size_t   page_size;          /* bytes from one page to the next: a multiple of 128 and
+                                    >= round_up(frame_size, 128) + 128 */
+    unsigned pages;              /* 1..4096 (1..256 with the legacy immediate) */
+    size_t   metadata_offset;    /* where the metadata block is read in a page; +128 <= page_size.
+                                    The device writes it at round_up(frame_size, 128); pass that
+                                    (mlxd_hsb_metadata_offset()) unless the device differs. */
+    const char *peer_ip;         /* the sensor bridge's IPv4 address, dotted quad */
+    unsigned queue_size;         /* 1..pages frames queued for the consumer */
+    /* beyond the original */
+    uint32_t mode;               /* enum mlxd_receiver_mode */
+    uint32_t imm_layout;         /* enum mlxd_hsb_imm_layout: 12/20 (default) or legacy 8/24 */
+    uint32_t memory;             /* enum mlxd_receiver_memory */
+    bool     no_metadata;        /* the device sends no metadata block (md_disable): frames carry
+                                    no decoded metadata and no PSN check is made */
+    unsigned recv_depth;         /* receives kept posted: 0 = 256 (as the original) */
+    unsigned repost_batch;       /* receives re-posted at once: 0 = 16; 1..recv_depth/2 */
+};
+
+/* Bits of mlxd_receiver_frame.flags. */
+#define MLXD_FRAME_PSN_MISMATCH 0x1u /* at completion the page's metadata PSN was not the
+                                        immediate's: the device had already rewritten the page */
+#define MLXD_FRAME_NO_METADATA  0x2u /* started with no_metadata: metadata fields are 0 */
+
+/* One frame (RoceReceiverFrameInfoV1 + the decoded metadata). */
+struct mlxd_receiver_frame {
+    uint32_t page;               /* page index from the immediate */
+    uint32_t flags;              /* MLXD_FRAME_* */
+    uint64_t frame_memory;       /* buffer + page * page_size (same address space as buffer) */
+    uint64_t metadata_memory;    /* frame_memory + metadata_offset */
+    struct mlxd_hsb_metadata metadata; /* snapshot taken when the completion was seen */
+    uint64_t frame_number;       /* metadata.frame_number (16 bits) extended to 64 across wraps,
+                                    over every completion in arrival order, dropped ones included */
+    uint32_t imm_data;           /* the immediate, host order */
+    uint32_t imm_psn;            /* PSN from the immediate */
+    int64_t  received_s;         /* CLOCK_REALTIME when the monitor saw the completion */
+    uint32_t received_ns;
+    uint64_t received_frame_number; /* completions with a frame since start, this one included
+                                       (1 for the first frame) */
+    uint64_t dropped;            /* frames dropped from the queue so far (queue full) */
+};
+
+/* Statistics since start (the counters are kept through close until the next start). */
+struct mlxd_receiver_stats {
+    uint64_t frames;             /* successful completions that became frames */
+    uint64_t consumed;           /* frames taken by get_next_frame */
+    uint64_t dropped;            /* oldest frames dropped because the queue was full */
+    uint64_t replaced;           /* frames replaced before the consumer's first get_next_frame */
+    uint64_t overwritten;        /* frames whose metadata PSN did not match the immediate */
+    uint64_t overwritten_after_read; /* mlxd_receiver_frame_check() verdicts OVERWRITTEN */
+    uint64_t bad_page;           /* completions whose page index was >= pages (no frame made) */
+    uint64_t errors;             /* error completions (not counting flushes at close) */
+    uint64_t errors_by_syndrome[256]; /* by the CQE's MLX5_CQE_SYNDROME_* value */
+    uint64_t flushed;            /* flush completions at close (status 5, WR_FLUSH_ERR) */
+    uint64_t hw_drops;           /* packets the NIC dropped for lack of posted receives (CQE) */
+    uint64_t last_frame_number;  /* extended frame_number of the newest frame */
+    uint64_t rx_write_requests;  /* <sysfs>/class/infiniband/<dev>/ports/1/hw_counters/
+                                    rx_write_requests, read by mlxd_receiver_stats() */
+    bool     rx_write_requests_valid; /* false when that file does not exist or cannot be read */
+};
+
+/* A new, stopped receiver, or NULL (ENOMEM; message set). */
+struct mlxd_receiver *mlxd_receiver_new(void);
+
+/* Closes it if started, then frees it.  NULL: nothing. */
+void mlxd_receiver_destroy(struct mlxd_receiver *r);
+
+/* Checks every argument, then: opens the device, creates a CQ (and its completion channel in
+ * event mode), registers [buffer, buffer+buffer_size) for local and remote write, creates a UC QP,
+ * posts recv_depth zero-scatter receives, and moves the QP to RTR with dgid = ::ffff:peer_ip and
+ * the local RoCE v2 GID whose address the kernel uses as the source towards peer_ip
+ * (mlxd_gid_for_peer; the original takes the first IPv4-mapped GID).
+ * Argument errors (-EINVAL, nothing touched; the message names the argument and the bound):
+ *   r or opts NULL, opts->sz too small, already started, device NULL/empty, port not 0/1,
+ *   buffer 0, frame_size 0, page_size < round_up(frame_size,128)+128 or not a multiple of 128,
+ *   metadata_offset + 128 > page_size, pages * page_size > buffer_size, pages not in 1..4096
+ *   (1..256 legacy), queue_size not in 1..pages, peer_ip not an IPv4 address, mode/imm_layout/
+ *   memory unknown, recv_depth or repost_batch out of range;
+ *   -ENODEV: no RDMA device of that name (sysfs listing; the device is not opened);
+ *   -ENOTSUP: MLXD_RECEIVER_MEM_CUDA in a build without CUDA.
+ * Device errors: those of mlxd_open, mlxd_cq_create, mlxd_region_register(_dmabuf),
+ * mlxd_qp_create, mlxd_qp_receive, mlxd_gid_for_peer (-EADDRNOTAVAIL: no GID routes to the peer),
+ * mlxd_qp_connect; CUDA failures give -EIO naming the CUDA call.  Everything made is undone. */
+int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts *opts);
+
+/* Runs the receive loop on the calling thread until close.  Per completion: decode the immediate,
+ * check the page (>= pages: counted in bad_page, no frame), snapshot and decode the metadata,
+ * check its PSN against the immediate (mismatch: counted, frame flagged, still delivered), queue
+ * the frame (queue semantics: see get_next_frame), call the frame-ready callback, re-post
+ * receives in batches of repost_batch.  Error completions are counted by syndrome and their
+ * receives re-posted.  None of these stops the loop.
+ * Busy-poll mode makes no system call per frame (clock_gettime is the vDSO's).
+ * CUDA: the loop makes the CUDA context that was current at start current on this thread.
+ * Returns 0 after close; -EINVAL if not started or a monitor already runs; a driver error that
+ * makes receiving impossible (then the receiver stays started: call close). */
+int mlxd_receiver_blocking_monitor(struct mlxd_receiver *r);
+
+/* Ends the run: wakes the monitor and waits for it to return (unless called on the monitor's own
+ * thread, e.g. from the callback: then the monitor tears down as it returns), wakes consumers
+ * waiting in get_next_frame (they return false), moves the QP to ERR, drains its flush
+ * completions, destroys the QP, deregisters the buffer, destroys the CQ and closes the device.
+ * No file descriptor, mapping or thread is left.  Not started: does nothing, returns 0.
+ * Returns 0 or the first teardown error (everything is released anyway). */
+int mlxd_receiver_close(struct mlxd_receiver *r);
+
+/* Takes the oldest queued frame into *info, waiting up to timeout_ms (0: do not wait).
+ * Queue semantics (the original's): queue_size slots; until the first call of this function only
+ * the newest frame is kept; when full, the oldest frame is dropped and counted (info->dropped).
+ * The frame's bytes stay in the buffer only until the device comes back to that page (`pages`
+ * frames later; the device has no flow control): see mlxd_receiver_frame_check().
+ * Returns true with *info filled; false on timeout, after close, or on misuse (r or info NULL,
+ * never started: message set).  Lock-free; sleeps on a futex only while waiting. */
+bool mlxd_receiver_get_next_frame(struct mlxd_receiver *r, unsigned timeout_ms,
+                                  struct mlxd_receiver_frame *info);
+
+/* False when get_next_frame would have to wait for a new frame. */
+bool mlxd_receiver_frames_ready(struct mlxd_receiver *r);
+
+/* Called on the monitor thread after each frame is queued (NULL cb: stop calling).  Stays set
+ * across start/close.  Register before the monitor starts (a change while it runs takes effect
+ * at some frame).  The callback must not call blocking_monitor; it may call close. */
+typedef void (*mlxd_receiver_frame_ready_fn)(void *ctx);
+void mlxd_receiver_set_frame_ready(struct mlxd_receiver *r, mlxd_receiver_frame_ready_fn cb,
+                                   void *ctx);
+
+/* Verdicts of mlxd_receiver_frame_check(). */
+enum mlxd_frame_state {
+    MLXD_FRAME_INTACT = 0,      /* no sign that the device has come back to this page */
+    MLXD_FRAME_AT_RISK = 1,     /* this page is the one the device writes next: its bytes may be
+                                   changing now */
+    MLXD_FRAME_OVERWRITTEN = 2, /* a later frame completed into this page, or the page's metadata
+                                   PSN changed: the bytes read may belong to another frame */
+};
+
+/* Beyond the original (which has no protection, reference section 4): call after reading a
+ * frame's bytes to learn whether the device rewrote the page meanwhile.  Cost: a few atomic
+ * loads and one 4-byte read of the page's metadata (host memory; a 4-byte copy from device
+ * memory in CUDA mode; skipped with no_metadata).  OVERWRITTEN verdicts are counted in
+ * stats.overwritten_after_read.  Returns the verdict, or -EINVAL (NULL, not started, page out of
+ * range). */
+int mlxd_receiver_frame_check(struct mlxd_receiver *r, const struct mlxd_receiver_frame *info);
+
+/* Fills *out (reads rx_write_requests from sysfs: not for the per-frame path).  -EINVAL on NULL. */
+int mlxd_receiver_stats(struct mlxd_receiver *r, struct mlxd_receiver_stats *out);
+
+/* Queries.  Until start has run (or after close) the first three return 0 and set the message. */
+bool     mlxd_receiver_started(const struct mlxd_receiver *r);
+uint32_t mlxd_receiver_qp_number(const struct mlxd_receiver *r);   /* program into DP_QP */
+uint32_t mlxd_receiver_rkey(const struct mlxd_receiver *r);        /* program into DP_RKEY */
+/* The device's address of page 0 (DP_PAGE_LSB/MSB): the IOVA of the registered buffer.  Host
+ * memory: the buffer's virtual address; CUDA memory: the offset within its dma-buf.  (The
+ * original registers with IOVA 0 and returns 0.) */
+uint64_t mlxd_receiver_external_frame_memory(const struct mlxd_receiver *r);
+/* The values start was given (0 before the first start). */
+size_t   mlxd_receiver_frame_size(const struct mlxd_receiver *r);
+size_t   mlxd_receiver_page_size(const struct mlxd_receiver *r);
+unsigned mlxd_receiver_pages(const struct mlxd_receiver *r);
+size_t   mlxd_receiver_metadata_offset(const struct mlxd_receiver *r);
+/* The IPv4 address (host order) of the local GID the QP uses: where the device must send
+ * (DP_HOST_IP); 0 before start. */
+uint32_t mlxd_receiver_local_ipv4(const struct mlxd_receiver *r);
+/* The GID table index of that GID, or -EINVAL before start. */
+int      mlxd_receiver_gid_index(const struct mlxd_receiver *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

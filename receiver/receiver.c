@@ -1,0 +1,935 @@
+/* receiver.c: the HSB-style frame receiver on the direct driver (see mlxd_receiver.h). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MLXD_HAVE_CUDA
+#define MLXD_HAVE_CUDA 0
+#endif
+#if MLXD_HAVE_CUDA
+#include <cuda.h>
+#endif
+
+#include "frameq.h"
+#include "mlxd_error.h"
+#include "mlxd_mlx5.h"
+#include "mlxd_receiver.h"
+#include "mlxd_uverbs.h"
+
+#define DEFAULT_RECV_DEPTH 256u    /* the original posts 256 receives (reference section 1) */
+#define DEFAULT_REPOST_BATCH 16u
+#define POLL_BATCH 32
+#define DRAIN_MS 500
+
+/* Slot layout in the frame queue (FRAMEQ_WORDS 64-bit words). */
+enum {
+    W_PAGE_FLAGS = 0,   /* page | flags << 32 */
+    W_IMM = 1,          /* imm | imm_psn << 32 */
+    W_RX_S = 2,
+    W_RX_NS = 3,
+    W_RX_COUNT = 4,
+    W_FRAME_NUMBER = 5,
+    W_MD = 6,           /* 6 words: the first 48 bytes of the metadata block */
+};
+
+struct mlxd_receiver {
+    pthread_mutex_t lock;          /* start / close / monitor entry and exit; never per frame */
+    pthread_cond_t cond;           /* monitor_running changes */
+    bool started, monitor_running, teardown_by_monitor;
+    pthread_t monitor_thread;
+    _Atomic bool stop;
+    int stop_fd;                   /* eventfd waking the event-mode monitor; -1 in busy mode */
+
+    /* configuration of the current run */
+    struct mlxd_receiver_opts o;
+    char device[64];
+    uint32_t peer_ip;              /* network order */
+    uint8_t *host;                 /* buffer as a host pointer (NULL for CUDA memory) */
+    bool cuda_mem;
+    void *cu_ctx;                  /* CUcontext current at start (CUDA builds) */
+
+    /* device objects */
+    struct mlxd_nic *nic;
+    struct mlxd_cq *cq;
+    struct mlxd_region *mr;
+    struct mlxd_qp *qp;
+    uint32_t qpn, rkey;
+    uint64_t iova;
+    uint32_t local_ip;             /* host order */
+    int gid_index;
+    unsigned posted;               /* receives outstanding on the QP */
+    unsigned pending;              /* receives to re-post */
+    struct mlxd_recv *recvs;       /* repost_batch zero-scatter receives */
+    char rxw_path[512];
+
+    /* queue and per-page bookkeeping */
+    struct frameq q;
+    bool q_ready;
+    _Atomic uint64_t *page_gen;    /* received_frame_number of the newest frame of each page */
+    _Atomic uint32_t last_page;    /* page of the newest frame */
+    struct mlxd_hsb_counter16 fn;  /* monitor only */
+
+    /* statistics (written by the monitor, read anywhere) */
+    _Atomic uint64_t frames, consumed, overwritten, overwritten_after_read, bad_page, errors,
+        flushed, hw_drops, last_fn;
+    _Atomic uint64_t by_syndrome[256];
+
+    /* frame-ready callback: kept across starts */
+    _Atomic(mlxd_receiver_frame_ready_fn) cb;
+    _Atomic(void *) cb_ctx;
+};
+
+struct mlxd_receiver *mlxd_receiver_new(void)
+{
+    struct mlxd_receiver *r = calloc(1, sizeof *r);
+    if (!r) {
+        mlxd_err(ENOMEM, "mlxd_receiver_new: out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&r->lock, NULL);
+    pthread_cond_init(&r->cond, NULL);
+    r->stop_fd = -1;
+    r->gid_index = -1;
+    return r;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* argument checks                                                                            */
+
+static int check_opts(const struct mlxd_receiver_opts *o, uint32_t *peer)
+{
+#define BAD(...) return mlxd_err(EINVAL, "mlxd_receiver_start: " __VA_ARGS__)
+    if (o->sz < offsetof(struct mlxd_receiver_opts, mode))
+        BAD("opts->sz %zu is below the %zu bytes of the original's arguments", o->sz,
+            offsetof(struct mlxd_receiver_opts, mode));
+    if (!o->device || !o->device[0])
+        BAD("device is %s", o->device ? "empty" : "NULL");
+    if (strlen(o->device) >= 64)
+        BAD("device name '%.16s...' is longer than 63 bytes", o->device);
+    if (o->port > 1)
+        BAD("port %u: a ConnectX function has port 1 only (0 means 1)", o->port);
+    if (!o->buffer)
+        BAD("buffer is 0");
+    if (o->frame_size == 0)
+        BAD("frame_size is 0 (must be >= 1)");
+    if (o->frame_size > ((size_t)1 << 40))
+        BAD("frame_size %zu exceeds 2^40", o->frame_size);
+    uint64_t minpage = mlxd_hsb_min_page_size(o->frame_size);
+    if (o->page_size < minpage)
+        BAD("page_size %zu is below round_up(frame_size %zu, 128) + 128 = %llu", o->page_size,
+            o->frame_size, (unsigned long long)minpage);
+    if (o->page_size % MLXD_HSB_ALIGN)
+        BAD("page_size %zu is not a multiple of 128 (the device's DP_PAGE_INC is in 128-byte units)",
+            o->page_size);
+    if (o->metadata_offset > o->page_size || o->page_size - o->metadata_offset < MLXD_HSB_METADATA_SIZE)
+        BAD("metadata_offset %zu + 128 exceeds page_size %zu", o->metadata_offset, o->page_size);
+    uint32_t layout = o->sz > offsetof(struct mlxd_receiver_opts, imm_layout) ? o->imm_layout : 0;
+    unsigned maxpages = layout == MLXD_HSB_IMM_LEGACY_8_24 ? 256 : MLXD_HSB_MAX_PAGES;
+    if (o->pages < 1 || o->pages > maxpages)
+        BAD("pages %u is not in 1..%u", o->pages, maxpages);
+    if ((unsigned __int128)o->pages * o->page_size > o->buffer_size)
+        BAD("pages %u x page_size %zu = %llu exceeds buffer_size %zu", o->pages, o->page_size,
+            (unsigned long long)o->pages * o->page_size, o->buffer_size);
+    if (o->queue_size < 1 || o->queue_size > o->pages)
+        BAD("queue_size %u is not in 1..pages (%u)", o->queue_size, o->pages);
+    struct in_addr a;
+    if (!o->peer_ip || inet_pton(AF_INET, o->peer_ip, &a) != 1)
+        BAD("peer_ip '%s' is not an IPv4 address", o->peer_ip ? o->peer_ip : "(null)");
+    *peer = a.s_addr;
+    if (o->sz >= offsetof(struct mlxd_receiver_opts, mode) + sizeof(uint32_t) &&
+        o->mode > MLXD_RECEIVER_EVENT)
+        BAD("mode %u is not MLXD_RECEIVER_BUSY_POLL (0) or MLXD_RECEIVER_EVENT (1)", o->mode);
+    if (layout > MLXD_HSB_IMM_LEGACY_8_24)
+        BAD("imm_layout %u is not 0 (12/20) or 1 (legacy 8/24)", layout);
+    if (o->sz >= sizeof *o) {
+        if (o->memory > MLXD_RECEIVER_MEM_CUDA)
+            BAD("memory %u is not AUTO (0), HOST (1) or CUDA (2)", o->memory);
+        if (o->recv_depth > 32768)
+            BAD("recv_depth %u exceeds 32768", o->recv_depth);
+        unsigned depth = o->recv_depth ? o->recv_depth : DEFAULT_RECV_DEPTH;
+        if (depth < 2)
+            BAD("recv_depth %u is below 2", o->recv_depth);
+        if (o->repost_batch > depth / 2)
+            BAD("repost_batch %u exceeds recv_depth/2 = %u", o->repost_batch, depth / 2);
+    }
+#undef BAD
+    return 0;
+}
+
+static int device_exists(const char *name)
+{
+    char **names = NULL;
+    size_t n = 0;
+    int rc = mlxd_names(&names, &n);
+    if (rc < 0)
+        return mlxd_err(-rc, "mlxd_receiver_start: cannot list RDMA devices: %s", mlxd_errmsg());
+    bool found = false;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(names[i], name))
+            found = true;
+    mlxd_names_free(names, n);
+    if (!found)
+        return mlxd_err(ENODEV, "mlxd_receiver_start: device '%s' does not exist (%zu mlx5 device%s "
+                        "in %s/class/infiniband)", name, n, n == 1 ? "" : "s", mlxd_sysfs_root());
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* teardown                                                                                   */
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void count_completion_error(struct mlxd_receiver *r, const struct mlxd_completion *c)
+{
+    if (c->status == 5 /* IBV_WC_WR_FLUSH_ERR */) {
+        atomic_fetch_add_explicit(&r->flushed, 1, memory_order_relaxed);
+        return;
+    }
+    atomic_fetch_add_explicit(&r->errors, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->by_syndrome[c->syndrome], 1, memory_order_relaxed);
+}
+
+static int teardown(struct mlxd_receiver *r)
+{
+    int first = 0;
+#define KEEP(x) do { int _rc = (x); if (_rc < 0 && !first) first = _rc; } while (0)
+    if (r->qp) {
+        KEEP(mlxd_qp_to_error(r->qp));
+        /* Drain: every outstanding receive comes back as a flush completion. */
+        struct mlxd_completion c[POLL_BATCH];
+        uint64_t deadline = mono_ms() + DRAIN_MS;
+        while (r->posted > 0 && mono_ms() < deadline) {
+            int n = mlxd_cq_poll(r->cq, c, POLL_BATCH);
+            if (n < 0)
+                break;
+            for (int i = 0; i < n; i++) {
+                if (c[i].status != MLXD_WC_SUCCESS)
+                    count_completion_error(r, &c[i]);
+                if (r->posted)
+                    r->posted--;
+            }
+            if (n == 0)
+                sched_yield();
+        }
+        KEEP(mlxd_qp_destroy(r->qp));
+        r->qp = NULL;
+    }
+    if (r->mr) {
+        KEEP(mlxd_region_deregister(r->mr));
+        r->mr = NULL;
+    }
+    if (r->cq) {
+        KEEP(mlxd_cq_destroy(r->cq));
+        r->cq = NULL;
+    }
+    if (r->nic) {
+        KEEP(mlxd_close(r->nic));
+        r->nic = NULL;
+    }
+    if (r->stop_fd >= 0) {
+        close(r->stop_fd);
+        r->stop_fd = -1;
+    }
+    free(r->recvs);
+    r->recvs = NULL;
+    r->posted = r->pending = 0;
+#undef KEEP
+    return first;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* start                                                                                      */
+
+#if MLXD_HAVE_CUDA
+static const char *cu_name(CUresult e)
+{
+    const char *s = NULL;
+    cuGetErrorName(e, &s);
+    return s ? s : "CUDA error";
+}
+
+static int cuda_memory_kind(uint64_t buffer, bool *is_device)
+{
+    unsigned int type = 0;
+    CUresult e = cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)buffer);
+    *is_device = (e == CUDA_SUCCESS && type == CU_MEMORYTYPE_DEVICE);
+    return 0;
+}
+
+static int cuda_register(struct mlxd_receiver *r, const struct mlxd_region_opts *ro)
+{
+    CUresult e;
+    long pg = sysconf(_SC_PAGESIZE);
+    uint64_t start = r->o.buffer & ~(uint64_t)(pg - 1);
+    uint64_t off = r->o.buffer - start;
+    uint64_t len = (off + r->o.buffer_size + (uint64_t)pg - 1) & ~(uint64_t)(pg - 1);
+    int fd = -1;
+    e = cuMemGetHandleForAddressRange(&fd, (CUdeviceptr)start, len,
+                                      CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+    if (e != CUDA_SUCCESS)
+        return mlxd_err(EIO, "mlxd_receiver_start: cuMemGetHandleForAddressRange(0x%llx, %llu, "
+                        "DMA_BUF_FD): %s", (unsigned long long)start, (unsigned long long)len,
+                        cu_name(e));
+    struct mlxd_region_opts o = *ro;
+    o.iova = off;   /* page 0 at IOVA `off`: the offset within the dma-buf */
+    int rc = mlxd_region_register_dmabuf(r->nic, fd, off, r->o.buffer_size, &o, &r->mr);
+    close(fd);      /* the kernel holds its own reference */
+    return rc;
+}
+#endif
+
+int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts *opts)
+{
+    if (!r || !opts)
+        return mlxd_err(EINVAL, "mlxd_receiver_start: NULL %s", r ? "opts" : "receiver");
+    uint32_t peer = 0;
+    int rc = check_opts(opts, &peer);
+    if (rc < 0)
+        return rc;
+    struct mlxd_receiver_opts o = { 0 };
+    memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
+    o.sz = sizeof o;
+    if (o.memory == MLXD_RECEIVER_MEM_CUDA && !MLXD_HAVE_CUDA)
+        return mlxd_err(ENOTSUP, "mlxd_receiver_start: memory CUDA asked but this build has no CUDA "
+                        "(build with make CUDA=1)");
+
+    pthread_mutex_lock(&r->lock);
+    if (r->started) {
+        pthread_mutex_unlock(&r->lock);
+        return mlxd_err(EINVAL, "mlxd_receiver_start: already started (close first)");
+    }
+    if (r->monitor_running) {
+        pthread_mutex_unlock(&r->lock);
+        return mlxd_err(EINVAL, "mlxd_receiver_start: the previous run's monitor has not returned");
+    }
+    rc = device_exists(o.device);
+    if (rc < 0)
+        goto out_unlock;
+
+    r->o = o;
+    if (!r->o.recv_depth)
+        r->o.recv_depth = DEFAULT_RECV_DEPTH;
+    if (!r->o.repost_batch)
+        r->o.repost_batch = DEFAULT_REPOST_BATCH < r->o.recv_depth / 2 ? DEFAULT_REPOST_BATCH
+                                                                      : r->o.recv_depth / 2;
+    snprintf(r->device, sizeof r->device, "%s", o.device);
+    r->o.device = r->device;
+    r->o.peer_ip = NULL;
+    r->peer_ip = peer;
+    r->cuda_mem = false;
+    r->host = NULL;
+#if MLXD_HAVE_CUDA
+    {
+        CUcontext ctx = NULL;
+        cuCtxGetCurrent(&ctx);
+        r->cu_ctx = ctx;
+        bool dev = false;
+        if (o.memory == MLXD_RECEIVER_MEM_CUDA)
+            dev = true;
+        else if (o.memory == MLXD_RECEIVER_MEM_AUTO)
+            cuda_memory_kind(o.buffer, &dev);
+        r->cuda_mem = dev;
+    }
+#endif
+    if (!r->cuda_mem)
+        r->host = (uint8_t *)(uintptr_t)o.buffer;
+
+    /* the queue and the per-page generations (kept allocated until destroy or a new size) */
+    if (r->q_ready && r->q.cap != r->o.queue_size) {
+        frameq_fini(&r->q);
+        r->q_ready = false;
+    }
+    if (!r->q_ready) {
+        rc = frameq_init(&r->q, r->o.queue_size);
+        if (rc < 0) {
+            rc = mlxd_err(ENOMEM, "mlxd_receiver_start: no memory for a queue of %u", r->o.queue_size);
+            goto out_unlock;
+        }
+        r->q_ready = true;
+    } else {
+        frameq_reset(&r->q);
+    }
+    free(r->page_gen);
+    r->page_gen = calloc(r->o.pages, sizeof *r->page_gen);
+    r->recvs = calloc(r->o.recv_depth, sizeof *r->recvs);
+    if (!r->page_gen || !r->recvs) {
+        rc = mlxd_err(ENOMEM, "mlxd_receiver_start: out of memory");
+        goto fail;
+    }
+    for (unsigned i = 0; i < r->o.recv_depth; i++)
+        r->recvs[i].wr_id = 0x1000 + i;
+    atomic_store(&r->last_page, r->o.pages - 1);   /* the device's next page is 0 */
+    memset(&r->fn, 0, sizeof r->fn);
+    atomic_store(&r->frames, 0);
+    atomic_store(&r->consumed, 0);
+    atomic_store(&r->overwritten, 0);
+    atomic_store(&r->overwritten_after_read, 0);
+    atomic_store(&r->bad_page, 0);
+    atomic_store(&r->errors, 0);
+    atomic_store(&r->flushed, 0);
+    atomic_store(&r->hw_drops, 0);
+    atomic_store(&r->last_fn, 0);
+    for (int i = 0; i < 256; i++)
+        atomic_store(&r->by_syndrome[i], 0);
+    atomic_store(&r->stop, false);
+    r->teardown_by_monitor = false;
+
+    if (r->o.mode == MLXD_RECEIVER_EVENT) {
+        r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (r->stop_fd < 0) {
+            rc = mlxd_err(errno, "mlxd_receiver_start: eventfd: %s", strerror(errno));
+            goto fail;
+        }
+    }
+
+    struct mlxd_open_opts oo = { .sz = sizeof oo, .port = 1 };
+    rc = mlxd_open(r->device, &oo, &r->nic);
+    if (rc < 0)
+        goto fail;
+
+    /* The local GID: the RoCE v2 GID carrying the address the kernel routes from towards peer. */
+    struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(4791),
+                               .sin_addr.s_addr = peer };
+    struct mlxd_gid gid;
+    rc = mlxd_gid_for_peer(r->nic, (const struct sockaddr *)&sin, sizeof sin, &gid);
+    if (rc == -EADDRNOTAVAIL && (ntohl(peer) >> 24) == 127) {
+        /* Loopback peer (the emulator): any local address reaches it; take the NIC's default
+         * (lowest IPv4-mapped RoCE v2 GID, the original's choice). */
+        int idx = mlxd_default_gid_index(r->nic);
+        struct mlxd_gid all[64];
+        int n = idx >= 0 ? mlxd_gids(r->nic, all, 64) : idx;
+        rc = -EADDRNOTAVAIL;
+        for (int i = 0; i < n && i < 64; i++)
+            if ((int)all[i].index == idx) {
+                gid = all[i];
+                rc = idx;
+            }
+    }
+    if (rc < 0) {
+        rc = mlxd_err(-rc, "mlxd_receiver_start: no local RoCE v2 GID of %s routes to peer %s: %s",
+                      r->device, opts->peer_ip, mlxd_errmsg());
+        goto fail;
+    }
+    r->gid_index = (int)gid.index;
+    memcpy(&r->local_ip, gid.raw + 12, 4);
+    r->local_ip = ntohl(r->local_ip);
+
+    struct mlxd_cq_opts co = { .sz = sizeof co, .events = r->o.mode == MLXD_RECEIVER_EVENT,
+                               .user_data = (uintptr_t)r };
+    rc = mlxd_cq_create(r->nic, r->o.recv_depth, &co, &r->cq);
+    if (rc < 0)
+        goto fail;
+
+    struct mlxd_region_opts ro = { .sz = sizeof ro,
+                                   .access = MLXD_ACCESS_LOCAL_WRITE | MLXD_ACCESS_REMOTE_WRITE };
+    if (r->cuda_mem) {
+#if MLXD_HAVE_CUDA
+        rc = cuda_register(r, &ro);
+#endif
+    } else {
+        rc = mlxd_region_register(r->nic, r->host, r->o.buffer_size, &ro, &r->mr);
+    }
+    if (rc < 0)
+        goto fail;
+    struct mlxd_remote rem = mlxd_region_remote(r->mr);
+    r->rkey = rem.rkey;
+    r->iova = rem.addr;
+
+    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_UC, .send_depth = 0,
+                               .recv_depth = r->o.recv_depth, .max_recv_sge = 1,
+                               .has_gid_index = true, .gid_index = (uint32_t)r->gid_index,
+                               .user_data = (uintptr_t)r };
+    rc = mlxd_qp_create(r->cq, &qo, &r->qp);
+    if (rc < 0)
+        goto fail;
+    struct mlxd_endpoint me;
+    rc = mlxd_qp_endpoint(r->qp, &me);
+    if (rc < 0)
+        goto fail;
+    r->qpn = me.qpn;
+
+    /* Zero-scatter receives: a WRITE with immediate lands by rkey and only consumes one. */
+    rc = mlxd_qp_receive(r->qp, r->recvs, r->o.recv_depth);
+    if (rc < 0)
+        goto fail;
+    r->posted = r->o.recv_depth;
+    r->pending = 0;
+
+    struct mlxd_endpoint peer_ep = { .qpn = 0, .psn = 0 };
+    peer_ep.gid[10] = 0xff;
+    peer_ep.gid[11] = 0xff;
+    memcpy(peer_ep.gid + 12, &peer, 4);
+    struct mlxd_connect_opts cn = { .sz = sizeof cn, .peer_access = MLXD_ACCESS_REMOTE_WRITE,
+                                    .receive_only = true, .hop_limit = 0xff };
+    rc = mlxd_qp_connect(r->qp, &peer_ep, &cn);
+    if (rc < 0)
+        goto fail;
+
+    snprintf(r->rxw_path, sizeof r->rxw_path, "%s/class/infiniband/%s/ports/1/hw_counters/rx_write_requests",
+             mlxd_sysfs_root(), r->device);
+    r->started = true;
+    pthread_mutex_unlock(&r->lock);
+    return 0;
+
+fail:
+    teardown(r);
+    r->qpn = r->rkey = 0;
+    r->iova = 0;
+    r->gid_index = -1;
+    r->local_ip = 0;
+out_unlock:
+    pthread_mutex_unlock(&r->lock);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* the monitor                                                                                */
+
+static inline void snapshot_metadata(struct mlxd_receiver *r, uint64_t page_off, uint8_t md[48])
+{
+    if (r->host) {
+        memcpy(md, r->host + page_off + r->o.metadata_offset, 48);
+        return;
+    }
+#if MLXD_HAVE_CUDA
+    if (cuMemcpyDtoH(md, (CUdeviceptr)(r->o.buffer + page_off + r->o.metadata_offset), 48) == CUDA_SUCCESS)
+        return;
+#endif
+    memset(md, 0, 48);
+}
+
+static inline void handle_frame(struct mlxd_receiver *r, const struct mlxd_completion *c,
+                                const struct timespec *now)
+{
+    uint32_t imm = c->imm;
+    uint32_t layout = r->o.imm_layout;
+    uint32_t page = mlxd_hsb_imm_page(imm, layout);
+    if (page >= r->o.pages) {
+        atomic_fetch_add_explicit(&r->bad_page, 1, memory_order_relaxed);
+        return;
+    }
+    uint32_t ipsn = mlxd_hsb_imm_psn(imm, layout);
+    uint64_t page_off = (uint64_t)page * r->o.page_size;
+    uint64_t w[FRAMEQ_WORDS] = { 0 };
+    uint32_t flags = 0;
+    uint64_t fnum = 0;
+    if (r->o.no_metadata) {
+        flags |= MLXD_FRAME_NO_METADATA;
+    } else {
+        uint8_t md[48];
+        snapshot_metadata(r, page_off, md);
+        memcpy(&w[W_MD], md, 48);
+        uint32_t mpsn = (uint32_t)md[4] << 24 | (uint32_t)md[5] << 16 | (uint32_t)md[6] << 8 | md[7];
+        if (!mlxd_hsb_psn_match(mpsn, ipsn, layout)) {
+            flags |= MLXD_FRAME_PSN_MISMATCH;
+            atomic_fetch_add_explicit(&r->overwritten, 1, memory_order_relaxed);
+        }
+        fnum = mlxd_hsb_counter16_update(&r->fn, (uint16_t)(md[MLXD_HSB_MD_FRAME_NUMBER] << 8 |
+                                                            md[MLXD_HSB_MD_FRAME_NUMBER + 1]));
+        atomic_store_explicit(&r->last_fn, fnum, memory_order_relaxed);
+    }
+    uint64_t count = atomic_load_explicit(&r->frames, memory_order_relaxed) + 1;
+    w[W_PAGE_FLAGS] = page | (uint64_t)flags << 32;
+    w[W_IMM] = imm | (uint64_t)ipsn << 32;
+    w[W_RX_S] = (uint64_t)now->tv_sec;
+    w[W_RX_NS] = (uint64_t)now->tv_nsec;
+    w[W_RX_COUNT] = count;
+    w[W_FRAME_NUMBER] = fnum;
+    atomic_store_explicit(&r->page_gen[page], count, memory_order_release);
+    atomic_store_explicit(&r->last_page, page, memory_order_release);
+    atomic_store_explicit(&r->frames, count, memory_order_release);
+    frameq_push(&r->q, w);
+    mlxd_receiver_frame_ready_fn cb = atomic_load_explicit(&r->cb, memory_order_acquire);
+    if (cb)
+        cb(atomic_load_explicit(&r->cb_ctx, memory_order_relaxed));
+}
+
+/* Handles n completions; returns a negative errno only for a driver failure. */
+static inline int handle_batch(struct mlxd_receiver *r, const struct mlxd_completion *c, int n)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);   /* one timestamp per batch, as the original */
+    for (int i = 0; i < n; i++) {
+        if (r->posted)
+            r->posted--;
+        r->pending++;
+        if (c[i].status != MLXD_WC_SUCCESS) {
+            count_completion_error(r, &c[i]);
+            continue;
+        }
+        if (c[i].hw_drops)
+            atomic_fetch_add_explicit(&r->hw_drops, c[i].hw_drops, memory_order_relaxed);
+        handle_frame(r, &c[i], &now);
+    }
+    return 0;
+}
+
+static inline int repost(struct mlxd_receiver *r, bool all)
+{
+    while (r->pending >= r->o.repost_batch || (all && r->pending)) {
+        unsigned n = r->pending < r->o.repost_batch ? r->pending : r->o.repost_batch;
+        int rc = mlxd_qp_receive(r->qp, r->recvs, n);
+        if (rc == -EAGAIN)
+            return 0;      /* ring full (cannot happen: we re-post what completed) */
+        if (rc < 0)
+            return rc;
+        r->pending -= n;
+        r->posted += n;
+    }
+    return 0;
+}
+
+static int loop_busy(struct mlxd_receiver *r)
+{
+    struct mlxd_completion c[POLL_BATCH];
+    while (!atomic_load_explicit(&r->stop, memory_order_relaxed)) {
+        int n = mlxd_cq_poll(r->cq, c, POLL_BATCH);
+        if (n < 0)
+            return n;
+        if (n == 0) {
+            if (r->pending) {
+                int rc = repost(r, true);
+                if (rc < 0)
+                    return rc;
+            }
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#elif defined(__aarch64__)
+            __asm__ __volatile__("yield");
+#endif
+            continue;
+        }
+        handle_batch(r, c, n);
+        int rc = repost(r, false);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int drain(struct mlxd_receiver *r)
+{
+    struct mlxd_completion c[POLL_BATCH];
+    for (;;) {
+        int n = mlxd_cq_poll(r->cq, c, POLL_BATCH);
+        if (n < 0)
+            return n;
+        if (n == 0)
+            return repost(r, true);
+        handle_batch(r, c, n);
+        int rc = repost(r, false);
+        if (rc < 0)
+            return rc;
+    }
+}
+
+static int loop_event(struct mlxd_receiver *r)
+{
+    int async_fd = -1, comp_fd = -1;
+    int rc = mlxd_event_fds(r->nic, &async_fd, &comp_fd);
+    if (rc < 0)
+        return rc;
+    if (comp_fd < 0)
+        return mlxd_err(EINVAL, "mlxd_receiver_blocking_monitor: the CQ has no completion channel");
+    rc = mlxd_cq_arm(r->cq, false);
+    if (rc < 0)
+        return rc;
+    for (;;) {
+        rc = drain(r);               /* after arming: nothing that completed before is missed */
+        if (rc < 0)
+            return rc;
+        if (atomic_load(&r->stop))
+            return 0;
+        struct pollfd p[2] = { { .fd = comp_fd, .events = POLLIN }, { .fd = r->stop_fd, .events = POLLIN } };
+        int pr = poll(p, 2, -1);
+        if (pr < 0) {
+            if (errno == EINTR)
+                continue;
+            return mlxd_err(errno, "mlxd_receiver_blocking_monitor: poll: %s", strerror(errno));
+        }
+        if (p[1].revents || atomic_load(&r->stop))
+            return 0;
+        if (p[0].revents) {
+            struct mlxd_event ev[8];
+            rc = mlxd_wait(r->nic, 0, ev, 8);   /* consumes the completion event(s) */
+            if (rc < 0)
+                return rc;
+            rc = mlxd_cq_arm(r->cq, false);
+            if (rc < 0)
+                return rc;
+        }
+    }
+}
+
+int mlxd_receiver_blocking_monitor(struct mlxd_receiver *r)
+{
+    if (!r)
+        return mlxd_err(EINVAL, "mlxd_receiver_blocking_monitor: NULL receiver");
+    pthread_mutex_lock(&r->lock);
+    if (!r->started) {
+        pthread_mutex_unlock(&r->lock);
+        return mlxd_err(EINVAL, "mlxd_receiver_blocking_monitor: start() has not been called");
+    }
+    if (r->monitor_running) {
+        pthread_mutex_unlock(&r->lock);
+        return mlxd_err(EINVAL, "mlxd_receiver_blocking_monitor: a monitor already runs");
+    }
+    r->monitor_running = true;
+    r->monitor_thread = pthread_self();
+    pthread_mutex_unlock(&r->lock);
+
+#if MLXD_HAVE_CUDA
+    if (r->cu_ctx)
+        cuCtxSetCurrent((CUcontext)r->cu_ctx);
+#endif
+    int rc = r->o.mode == MLXD_RECEIVER_EVENT ? loop_event(r) : loop_busy(r);
+    char msg[512];
+    if (rc < 0)
+        snprintf(msg, sizeof msg, "%s", mlxd_errmsg());
+
+    pthread_mutex_lock(&r->lock);
+    r->monitor_running = false;
+    if (r->teardown_by_monitor) {
+        teardown(r);
+        r->started = false;
+        r->teardown_by_monitor = false;
+    }
+    pthread_cond_broadcast(&r->cond);
+    pthread_mutex_unlock(&r->lock);
+    if (rc < 0)
+        return mlxd_err(-rc, "mlxd_receiver_blocking_monitor: %s", msg);
+    return 0;
+}
+
+int mlxd_receiver_close(struct mlxd_receiver *r)
+{
+    if (!r)
+        return mlxd_err(EINVAL, "mlxd_receiver_close: NULL receiver");
+    pthread_mutex_lock(&r->lock);
+    if (!r->started) {
+        pthread_mutex_unlock(&r->lock);
+        return 0;
+    }
+    atomic_store(&r->stop, true);
+    if (r->stop_fd >= 0) {
+        uint64_t one = 1;
+        ssize_t wr = write(r->stop_fd, &one, sizeof one);
+        (void)wr;
+    }
+    frameq_close(&r->q);
+    if (r->monitor_running) {
+        if (pthread_equal(pthread_self(), r->monitor_thread)) {
+            r->teardown_by_monitor = true;   /* the monitor tears down as it returns */
+            pthread_mutex_unlock(&r->lock);
+            return 0;
+        }
+        while (r->monitor_running)
+            pthread_cond_wait(&r->cond, &r->lock);
+        if (!r->started) {                   /* torn down by the monitor (close from callback) */
+            pthread_mutex_unlock(&r->lock);
+            return 0;
+        }
+    }
+    int rc = teardown(r);
+    r->started = false;
+    pthread_mutex_unlock(&r->lock);
+    return rc;
+}
+
+void mlxd_receiver_destroy(struct mlxd_receiver *r)
+{
+    if (!r)
+        return;
+    mlxd_receiver_close(r);
+    pthread_mutex_lock(&r->lock);
+    while (r->monitor_running)
+        pthread_cond_wait(&r->cond, &r->lock);
+    pthread_mutex_unlock(&r->lock);
+    if (r->q_ready)
+        frameq_fini(&r->q);
+    free(r->page_gen);
+    free(r->recvs);
+    pthread_cond_destroy(&r->cond);
+    pthread_mutex_destroy(&r->lock);
+    free(r);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* consumer side                                                                              */
+
+bool mlxd_receiver_get_next_frame(struct mlxd_receiver *r, unsigned timeout_ms,
+                                  struct mlxd_receiver_frame *info)
+{
+    if (!r || !info) {
+        mlxd_err(EINVAL, "mlxd_receiver_get_next_frame: NULL %s", r ? "info" : "receiver");
+        return false;
+    }
+    if (!r->q_ready) {
+        mlxd_err(EINVAL, "mlxd_receiver_get_next_frame: start() has not been called");
+        return false;
+    }
+    uint64_t w[FRAMEQ_WORDS];
+    if (!frameq_wait_pop(&r->q, w, timeout_ms))
+        return false;
+    memset(info, 0, sizeof *info);
+    info->page = (uint32_t)w[W_PAGE_FLAGS];
+    info->flags = (uint32_t)(w[W_PAGE_FLAGS] >> 32);
+    info->imm_data = (uint32_t)w[W_IMM];
+    info->imm_psn = (uint32_t)(w[W_IMM] >> 32);
+    info->received_s = (int64_t)w[W_RX_S];
+    info->received_ns = (uint32_t)w[W_RX_NS];
+    info->received_frame_number = w[W_RX_COUNT];
+    info->frame_number = w[W_FRAME_NUMBER];
+    info->frame_memory = r->o.buffer + (uint64_t)info->page * r->o.page_size;
+    info->metadata_memory = info->frame_memory + r->o.metadata_offset;
+    if (!(info->flags & MLXD_FRAME_NO_METADATA))
+        mlxd_hsb_metadata_decode(&w[W_MD], 48, &info->metadata);
+    info->dropped = atomic_load_explicit(&r->q.dropped, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->consumed, 1, memory_order_relaxed);
+    return true;
+}
+
+bool mlxd_receiver_frames_ready(struct mlxd_receiver *r)
+{
+    return r && r->q_ready && frameq_nonempty(&r->q);
+}
+
+void mlxd_receiver_set_frame_ready(struct mlxd_receiver *r, mlxd_receiver_frame_ready_fn cb, void *ctx)
+{
+    if (!r)
+        return;
+    atomic_store_explicit(&r->cb_ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&r->cb, cb, memory_order_release);
+}
+
+int mlxd_receiver_frame_check(struct mlxd_receiver *r, const struct mlxd_receiver_frame *info)
+{
+    if (!r || !info)
+        return mlxd_err(EINVAL, "mlxd_receiver_frame_check: NULL %s", r ? "info" : "receiver");
+    if (!r->page_gen || !r->o.pages)
+        return mlxd_err(EINVAL, "mlxd_receiver_frame_check: start() has not been called");
+    if (info->page >= r->o.pages)
+        return mlxd_err(EINVAL, "mlxd_receiver_frame_check: page %u >= pages %u", info->page, r->o.pages);
+    int verdict = MLXD_FRAME_INTACT;
+    if (atomic_load_explicit(&r->page_gen[info->page], memory_order_acquire) != info->received_frame_number)
+        verdict = MLXD_FRAME_OVERWRITTEN;
+    if (verdict == MLXD_FRAME_INTACT && !(info->flags & MLXD_FRAME_NO_METADATA)) {
+        uint8_t p[4] = { 0 };
+        uint64_t off = (uint64_t)info->page * r->o.page_size + r->o.metadata_offset + MLXD_HSB_MD_PSN;
+        if (r->host) {
+            memcpy(p, (const void *)(r->host + off), 4);
+        }
+#if MLXD_HAVE_CUDA
+        else {
+            cuMemcpyDtoH(p, (CUdeviceptr)(r->o.buffer + off), 4);
+        }
+#endif
+        uint32_t psn = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+        if (psn != info->metadata.psn)
+            verdict = MLXD_FRAME_OVERWRITTEN;
+    }
+    if (verdict == MLXD_FRAME_OVERWRITTEN) {
+        atomic_fetch_add_explicit(&r->overwritten_after_read, 1, memory_order_relaxed);
+        return verdict;
+    }
+    uint32_t last = atomic_load_explicit(&r->last_page, memory_order_acquire);
+    uint32_t next = last + 1 == r->o.pages ? 0 : last + 1;
+    return next == info->page ? MLXD_FRAME_AT_RISK : MLXD_FRAME_INTACT;
+}
+
+int mlxd_receiver_stats(struct mlxd_receiver *r, struct mlxd_receiver_stats *out)
+{
+    if (!r || !out)
+        return mlxd_err(EINVAL, "mlxd_receiver_stats: NULL %s", r ? "out" : "receiver");
+    memset(out, 0, sizeof *out);
+    out->frames = atomic_load(&r->frames);
+    out->consumed = atomic_load(&r->consumed);
+    out->dropped = r->q_ready ? atomic_load(&r->q.dropped) : 0;
+    out->replaced = r->q_ready ? atomic_load(&r->q.replaced) : 0;
+    out->overwritten = atomic_load(&r->overwritten);
+    out->overwritten_after_read = atomic_load(&r->overwritten_after_read);
+    out->bad_page = atomic_load(&r->bad_page);
+    out->errors = atomic_load(&r->errors);
+    for (int i = 0; i < 256; i++)
+        out->errors_by_syndrome[i] = atomic_load(&r->by_syndrome[i]);
+    out->flushed = atomic_load(&r->flushed);
+    out->hw_drops = atomic_load(&r->hw_drops);
+    out->last_frame_number = atomic_load(&r->last_fn);
+    if (r->rxw_path[0]) {
+        int fd = open(r->rxw_path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            char buf[64];
+            ssize_t n = read(fd, buf, sizeof buf - 1);
+            close(fd);
+            if (n > 0) {
+                buf[n] = 0;
+                char *end;
+                unsigned long long v = strtoull(buf, &end, 10);
+                if (end != buf) {
+                    out->rx_write_requests = v;
+                    out->rx_write_requests_valid = true;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* queries                                                                                    */
+
+bool mlxd_receiver_started(const struct mlxd_receiver *r)
+{
+    return r && r->started;
+}
+
+static bool need_started(const struct mlxd_receiver *r, const char *fn)
+{
+    if (r && r->started)
+        return true;
+    mlxd_err(EINVAL, "%s: start() has not been called", fn);
+    return false;
+}
+
+uint32_t mlxd_receiver_qp_number(const struct mlxd_receiver *r)
+{
+    return need_started(r, "mlxd_receiver_qp_number") ? r->qpn : 0;
+}
+
+uint32_t mlxd_receiver_rkey(const struct mlxd_receiver *r)
+{
+    return need_started(r, "mlxd_receiver_rkey") ? r->rkey : 0;
+}
+
+uint64_t mlxd_receiver_external_frame_memory(const struct mlxd_receiver *r)
+{
+    return need_started(r, "mlxd_receiver_external_frame_memory") ? r->iova : 0;
+}
+
+size_t mlxd_receiver_frame_size(const struct mlxd_receiver *r) { return r ? r->o.frame_size : 0; }
+size_t mlxd_receiver_page_size(const struct mlxd_receiver *r) { return r ? r->o.page_size : 0; }
+unsigned mlxd_receiver_pages(const struct mlxd_receiver *r) { return r ? r->o.pages : 0; }
+size_t mlxd_receiver_metadata_offset(const struct mlxd_receiver *r) { return r ? r->o.metadata_offset : 0; }
+uint32_t mlxd_receiver_local_ipv4(const struct mlxd_receiver *r) { return r && r->started ? r->local_ip : 0; }
+
+int mlxd_receiver_gid_index(const struct mlxd_receiver *r)
+{
+    if (!need_started(r, "mlxd_receiver_gid_index"))
+        return -EINVAL;
+    return r->gid_index;
+}
