@@ -1,11 +1,884 @@
-/* cqe_dump.c: parser for CQE dumps pasted from logs (mlxd_cqe_dump.h).
- * STUB: the real implementation follows. */
+/* cqe_dump.c: finds and parses the mlx5 CQEs in text pasted from logs (mlxd_cqe_dump.h).
+ *
+ * The input is read line by line.  Each line is classified after its dmesg-style prefixes
+ * ("[  408.380187] ", "[  +0.000001] ", "<4>") are removed:
+ *   header   "got completion with error", "dump error cqe", "Error cqe on cqn ...",
+ *            "MLX5 Error CQE: ... len=N", "WQE DUMP: ...", and "WC error: N" (a hint only);
+ *   row      "XXXXXXXX: b0 b1 ... b15" (8 hex digits, a colon, bytes; optional ASCII column);
+ *   words    4 words of 8 hex digits (4 lines make one CQE: rdma-core / old kernel);
+ *   plain    128 hex digits (one CQE);
+ *   comment  a line starting with '#' (provenance lines of fixtures/cqe-dumps/): skipped;
+ *   other    any other log line: ignored, except that it ends a run of word lines.
+ * Rows carry their offset, so rows belong to the CQE (or WQE) being built until an offset goes
+ * back; word lines carry none, so a run of word lines must be a multiple of 4 or it is refused.
+ * Repairs are made only when they are unambiguous and are always reported (see mlxd_cqe_dump.h
+ * and docs/cqe-tool.md). */
+#include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include "mlxd_abi.h"
+#include "mlxd_cqe.h"
 #include "mlxd_cqe_dump.h"
 #include "mlxd_error.h"
+#include "mlxd_names.h"
 
+#define PENDING_CUR  (-2)   /* diag belongs to the CQE being built */
+#define PENDING_RUN  (-3)   /* diag belongs to a run of word lines not yet grouped */
+#define MAX_ROWS     8      /* 128 bytes of CQE */
+#define MAX_WQE_ROWS 16     /* 256 bytes of WQE kept */
+
+struct word_line {
+    unsigned line;
+    uint8_t  b[16];
+    bool     bad;           /* not exactly 4 words: the run is refused */
+};
+
+struct cur {
+    bool     active;
+    bool     refused;
+    enum mlxd_dump_format fmt;
+    unsigned first_line, last_line, hdr_line;
+    const char *hdr_what;   /* the header's words, for messages */
+    uint8_t  bytes[128];
+    unsigned rowmask;       /* bit i: row at offset 16*i seen */
+    unsigned row_line[MAX_ROWS];
+    int      last_off;
+    unsigned declared_len;  /* from "len=N" (DPDK), else 0 */
+    size_t   diag_start;
+    /* mlx5e header */
+    bool     has_mlx5e, mlx5e_cont;
+    uint32_t cqn, ci, qn, opcode, syndrome, vendor;
+    bool     have_opcode, have_syndrome, have_vendor, have_cqn, have_ci, have_qn;
+    /* "WC error: N" seen just before */
+    int      wc_hint;
+    unsigned wc_line;
+    /* WQE dump */
+    bool     in_wqe, has_wqe;
+    uint8_t  wqe[256];
+    unsigned wqe_rowmask;
+    int      wqe_last_off;
+    unsigned wqe_declared, wqe_index, wq_size, wqe_line, wqe_last_line;
+};
+
+struct parser {
+    struct mlxd_dump_result *res;
+    size_t cqe_cap, diag_cap;
+    int    oom;
+    struct cur cur;
+    struct word_line *run;
+    size_t nrun, run_cap;
+    size_t run_diag_start;
+    int    pending_wc;      /* "WC error: N" not yet attached (-1 none) */
+    unsigned pending_wc_line;
+};
+
+/* ---- result building ----------------------------------------------------------------------- */
+static void diag(struct parser *p, unsigned line, enum mlxd_dump_severity sev, int cqe,
+                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void diag(struct parser *p, unsigned line, enum mlxd_dump_severity sev, int cqe,
+                 const char *fmt, ...)
+{
+    struct mlxd_dump_result *r = p->res;
+    if (p->oom) return;
+    if (r->ndiags == p->diag_cap) {
+        size_t n = p->diag_cap ? p->diag_cap * 2 : 16;
+        void *q = realloc(r->diags, n * sizeof *r->diags);
+        if (!q) { p->oom = 1; return; }
+        r->diags = q;
+        p->diag_cap = n;
+    }
+    struct mlxd_dump_diag *d = &r->diags[r->ndiags++];
+    d->line = line;
+    d->severity = sev;
+    d->cqe = cqe;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->msg, sizeof d->msg, fmt, ap);
+    va_end(ap);
+}
+
+/* Gives the pending diags from start on the index idx (-1: the CQE was refused). */
+static void settle_diags(struct parser *p, size_t start, int pending, int idx, unsigned *nwarn)
+{
+    for (size_t i = start; i < p->res->ndiags; i++) {
+        struct mlxd_dump_diag *d = &p->res->diags[i];
+        if (d->cqe != pending) continue;
+        d->cqe = idx;
+        if (nwarn && d->severity == MLXD_DUMP_WARNING) (*nwarn)++;
+    }
+}
+
+static struct mlxd_dump_cqe *push_cqe(struct parser *p)
+{
+    struct mlxd_dump_result *r = p->res;
+    if (p->oom) return NULL;
+    if (r->ncqes == p->cqe_cap) {
+        size_t n = p->cqe_cap ? p->cqe_cap * 2 : 4;
+        void *q = realloc(r->cqes, n * sizeof *r->cqes);
+        if (!q) { p->oom = 1; return NULL; }
+        r->cqes = q;
+        p->cqe_cap = n;
+    }
+    struct mlxd_dump_cqe *c = &r->cqes[r->ncqes++];
+    memset(c, 0, sizeof *c);
+    return c;
+}
+
+/* ---- lexical helpers ----------------------------------------------------------------------- */
+static int hexv(int c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+static bool all_hex(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (hexv((unsigned char)s[i]) < 0) return false;
+    return n > 0;
+}
+static bool is_space(char c) { return c == ' ' || c == '\t'; }
+
+/* Case-sensitive search bounded to a NUL-terminated line. */
+static const char *find(const char *s, const char *needle) { return strstr(s, needle); }
+
+/* Value of "key 0xHEX" / "key: N" / "key=N" at a word boundary; base 16 with 0x, else 10.
+ * skip_after_vendor: ignore occurrences of key preceded by "vendor ". */
+static bool kv(const char *s, const char *key, bool skip_after_vendor, uint32_t *out)
+{
+    size_t kl = strlen(key);
+    for (const char *q = s; (q = strstr(q, key)) != NULL; q += kl) {
+        if (q > s && (isalnum((unsigned char)q[-1]) || q[-1] == '_')) continue;
+        if (skip_after_vendor && q - s >= 7 && !strncmp(q - 7, "vendor ", 7)) continue;
+        const char *v = q + kl;
+        while (*v == ' ' || *v == ':' || *v == '=') v++;
+        unsigned long long x = 0;
+        int base = 10, nd = 0;
+        if (v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) { base = 16; v += 2; }
+        for (; *v; v++, nd++) {
+            int d = hexv((unsigned char)*v);
+            if (d < 0 || (base == 10 && d > 9)) break;
+            x = x * (unsigned)base + (unsigned)d;
+            if (x > 0xFFFFFFFFull) return false;
+        }
+        if (!nd) continue;
+        *out = (uint32_t)x;
+        return true;
+    }
+    return false;
+}
+
+/* Skips leading blanks and dmesg/syslog decorations: "[ 408.380187]", "[  +0.000001]",
+ * "[Mon Nov 19 ...]", "<4>". */
+static const char *strip_prefix(const char *s)
+{
+    for (;;) {
+        while (is_space(*s)) s++;
+        if (*s == '[') {
+            const char *e = strchr(s, ']');
+            if (!e || e - s > 64) return s;
+            bool stamp = true;   /* only digits, blanks, '.', '+', ':', '-', and letters of dates */
+            for (const char *q = s + 1; q < e; q++)
+                if (!(isalnum((unsigned char)*q) || is_space(*q) || *q == '.' || *q == '+' ||
+                      *q == ':' || *q == '-')) { stamp = false; break; }
+            if (!stamp) return s;
+            s = e + 1;
+            continue;
+        }
+        if (*s == '<' && isdigit((unsigned char)s[1]) && s[2] == '>') { s += 3; continue; }
+        return s;
+    }
+}
+
+/* What DPDK and print_hex_dump show for a byte in their ASCII column. */
+static char ascii_of(uint8_t b) { return b >= 0x20 && b < 0x7f ? (char)b : '.'; }
+
+/* ---- the CQE being built ------------------------------------------------------------------- */
+static void cur_start(struct parser *p, enum mlxd_dump_format fmt, unsigned line, const char *what)
+{
+    memset(&p->cur, 0, sizeof p->cur);
+    struct cur *c = &p->cur;
+    c->active = true;
+    c->fmt = fmt;
+    c->first_line = c->last_line = c->hdr_line = line;
+    c->hdr_what = what;
+    c->last_off = -1;
+    c->wqe_last_off = -1;
+    c->diag_start = p->res->ndiags;
+    c->wc_hint = -1;
+    if (p->pending_wc >= 0) {
+        c->wc_hint = p->pending_wc;
+        c->wc_line = p->pending_wc_line;
+        p->pending_wc = -1;
+    }
+}
+
+static bool cur_has_data(const struct cur *c) { return c->rowmask != 0; }
+
+static void refuse(struct parser *p, unsigned line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void refuse(struct parser *p, unsigned line, const char *fmt, ...)
+{
+    char msg[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (!p->cur.refused)
+        diag(p, line, MLXD_DUMP_ERROR, PENDING_CUR, "%s; CQE refused", msg);
+    else
+        diag(p, line, MLXD_DUMP_ERROR, PENDING_CUR, "%s", msg);
+    p->cur.refused = true;
+}
+
+/* Checks a decoded CQE against what the log said about it; adds notes and warnings. */
+static void cross_check(struct parser *p, const struct cur *c, const uint8_t *cqe64)
+{
+    uint8_t op = mlxd_cqe_opcode(cqe64);
+    bool err = mlxd_cqe_is_error(cqe64);
+    if (op == MLXD_CQE_INVALID)
+        diag(p, c->last_line, MLXD_DUMP_WARNING, PENDING_CUR,
+             "opcode 0xf (INVALID) is never written by hardware: not a completed CQE, or a damaged paste");
+    if (c->has_mlx5e) {
+        if (c->have_opcode && c->opcode != op)
+            diag(p, c->hdr_line, MLXD_DUMP_WARNING, PENDING_CUR,
+                 "header says opcode 0x%x but byte 63 gives 0x%x: a row may be damaged", c->opcode, op);
+        if (c->have_syndrome && err && c->syndrome != mlxd_cqe_syndrome(cqe64))
+            diag(p, c->hdr_line, MLXD_DUMP_WARNING, PENDING_CUR,
+                 "header says syndrome 0x%x but byte 55 is 0x%02x: a row may be damaged",
+                 c->syndrome, mlxd_cqe_syndrome(cqe64));
+        if (c->have_vendor && err && c->vendor != mlxd_cqe_vendor_syndrome(cqe64))
+            diag(p, c->hdr_line, MLXD_DUMP_WARNING, PENDING_CUR,
+                 "header says vendor syndrome 0x%x but byte 54 is 0x%02x: a row may be damaged",
+                 c->vendor, mlxd_cqe_vendor_syndrome(cqe64));
+        if (c->have_qn && c->qn != mlxd_cqe_qpn(cqe64))
+            diag(p, c->hdr_line, MLXD_DUMP_NOTE, PENDING_CUR,
+                 "header qn 0x%x differs from the CQE's QPN 0x%06x (mlx5e prints its own queue "
+                 "number; an RQ object's CQEs may carry QPN 0)", c->qn, mlxd_cqe_qpn(cqe64));
+    }
+    if (c->wc_hint >= 0 && err) {
+        int st = mlxd_syndrome_to_wc_status(mlxd_cqe_syndrome(cqe64));
+        if (st != c->wc_hint)
+            diag(p, c->wc_line, MLXD_DUMP_WARNING, PENDING_CUR,
+                 "log says WC error %d but syndrome 0x%02x maps to %d: the dump may not belong to "
+                 "this message, or a row is damaged", c->wc_hint, mlxd_cqe_syndrome(cqe64), st);
+    }
+}
+
+static void finish_cur(struct parser *p)
+{
+    struct cur *c = &p->cur;
+    if (!c->active) return;
+    c->active = false;
+    if (c->refused) { settle_diags(p, c->diag_start, PENDING_CUR, -1, NULL); return; }
+    if (!cur_has_data(c)) {
+        diag(p, c->hdr_line, MLXD_DUMP_ERROR, PENDING_CUR,
+             "'%s' is not followed by a CQE dump", c->hdr_what ? c->hdr_what : "header");
+        settle_diags(p, c->diag_start, PENDING_CUR, -1, NULL);
+        return;
+    }
+    unsigned size = (c->declared_len == 128 || (c->rowmask & 0xF0)) ? 128 : 64;
+    unsigned nrows = size / 16, last = nrows - 1;
+    if (!(c->rowmask & (1u << last))) {
+        diag(p, c->last_line, MLXD_DUMP_ERROR, PENDING_CUR,
+             "lines %u-%u: the CQE has no row %08x (bytes %u-%u hold the opcode, syndrome, QPN "
+             "and wqe_counter); CQE refused", c->first_line, c->last_line, last * 16,
+             last * 16, last * 16 + 15);
+        settle_diags(p, c->diag_start, PENDING_CUR, -1, NULL);
+        return;
+    }
+    for (unsigned i = 0; i < nrows; i++)
+        if (!(c->rowmask & (1u << i))) {
+            memset(c->bytes + i * 16, 0, 16);
+            diag(p, c->last_line, MLXD_DUMP_WARNING, PENDING_CUR,
+                 "lines %u-%u: row %08x is missing; assumed bytes %u-%u are zero",
+                 c->first_line, c->last_line, i * 16, i * 16, i * 16 + 15);
+        }
+    const uint8_t *c64 = c->bytes + (size - 64);
+    cross_check(p, c, c64);
+    if (c->fmt == MLXD_DUMP_DPDK && size == 64 && !memcmp(c->bytes + 1, "seen", 4))
+        diag(p, c->first_line, MLXD_DUMP_NOTE, PENDING_CUR,
+             "bytes 1-4 read \"seen\": DPDK's mlx5 PMD wrote them before dumping (reserved bytes, "
+             "not hardware data)");
+    if (c->has_wqe) {
+        unsigned wl = c->wqe_declared ? c->wqe_declared : 0;
+        unsigned maxrow = 0;
+        for (unsigned i = 0; i < MAX_WQE_ROWS; i++)
+            if (c->wqe_rowmask & (1u << i)) maxrow = i + 1;
+        if (!wl || wl > 256) wl = maxrow * 16;
+        if (wl > 256) wl = 256;
+        for (unsigned i = 0; i < wl / 16; i++)
+            if (!(c->wqe_rowmask & (1u << i))) {
+                memset(c->wqe + i * 16, 0, 16);
+                diag(p, c->wqe_last_line, MLXD_DUMP_WARNING, PENDING_CUR,
+                     "WQE dump row %08x is missing; assumed zero", i * 16);
+            }
+        if (!(c->wqe_rowmask & 1u)) {
+            diag(p, c->wqe_line, MLXD_DUMP_WARNING, PENDING_CUR,
+                 "WQE dump has no row 00000000 (the ctrl segment); WQE not decoded");
+            c->has_wqe = false;
+        } else {
+            const uint8_t *w = c->wqe;
+            unsigned wop = w[3], widx = (unsigned)w[1] << 8 | w[2];
+            uint32_t wqpn = (uint32_t)w[4] << 16 | (uint32_t)w[5] << 8 | w[6];
+            if (mlxd_cqe_is_error(c64) &&
+                (wop != mlxd_cqe_err_wqe_opcode(c64) || widx != mlxd_cqe_wqe_counter(c64) ||
+                 wqpn != mlxd_cqe_err_qpn(c64)))
+                diag(p, c->wqe_line, MLXD_DUMP_NOTE, PENDING_CUR,
+                     "the WQE's ctrl segment disagrees with the CQE (opcode 0x%02x vs 0x%02x, "
+                     "index 0x%04x vs 0x%04x, QPN 0x%06x vs 0x%06x): the WQE in the ring was "
+                     "overwritten or corrupted", wop, mlxd_cqe_err_wqe_opcode(c64), widx,
+                     mlxd_cqe_wqe_counter(c64), wqpn, mlxd_cqe_err_qpn(c64));
+            c->wqe_declared = wl;
+        }
+    }
+    struct mlxd_dump_cqe *o = push_cqe(p);
+    if (!o) return;
+    memcpy(o->bytes, c->bytes, size);
+    o->size = size;
+    o->format = c->fmt;
+    o->first_line = c->first_line;
+    o->last_line = c->has_wqe && c->wqe_last_line > c->last_line ? c->wqe_last_line : c->last_line;
+    o->has_mlx5e_hdr = c->has_mlx5e;
+    o->hdr_cqn = c->cqn; o->hdr_ci = c->ci; o->hdr_qn = c->qn;
+    o->hdr_opcode = c->opcode; o->hdr_syndrome = c->syndrome; o->hdr_vendor_syndrome = c->vendor;
+    o->has_wqe = c->has_wqe;
+    if (c->has_wqe) {
+        memcpy(o->wqe, c->wqe, sizeof o->wqe);
+        o->wqe_len = c->wqe_declared;
+        o->wqe_index = c->wqe_index;
+        o->wq_size = c->wq_size;
+    }
+    settle_diags(p, c->diag_start, PENDING_CUR, (int)(p->res->ncqes - 1), &o->nwarnings);
+}
+
+/* ---- word lines ---------------------------------------------------------------------------- */
+static void flush_run(struct parser *p)
+{
+    size_t n = p->nrun;
+    if (!n) return;
+    p->nrun = 0;
+    struct cur *c = &p->cur;
+    bool hdr = c->active && !cur_has_data(c) && !c->refused;
+    size_t bad = n;
+    for (size_t i = 0; i < n; i++)
+        if (p->run[i].bad) { bad = i; break; }
+    if (bad < n || n % 4) {
+        if (bad < n)
+            diag(p, p->run[bad].line, MLXD_DUMP_ERROR, PENDING_RUN,
+                 "lines %u-%u: line %u does not have exactly 4 words of 8 hex digits, so the "
+                 "word lines cannot be assigned to CQEs; refused", p->run[0].line,
+                 p->run[n - 1].line, p->run[bad].line);
+        else
+            diag(p, p->run[n - 1].line, MLXD_DUMP_ERROR, PENDING_RUN,
+                 "lines %u-%u: %zu lines of words is not a multiple of 4 (one CQE is 4 lines): a "
+                 "line is missing or extra and the words cannot be assigned to CQEs; refused",
+                 p->run[0].line, p->run[n - 1].line, n);
+        settle_diags(p, p->run_diag_start, PENDING_RUN, -1, NULL);
+        if (hdr) { c->refused = true; finish_cur(p); }
+        return;
+    }
+    for (size_t g = 0; g < n; g += 4) {
+        if (!(g == 0 && hdr)) {
+            finish_cur(p);
+            cur_start(p, MLXD_DUMP_WORDS, p->run[g].line, NULL);
+        } else {
+            c->fmt = c->fmt == MLXD_DUMP_MLX5E || c->fmt == MLXD_DUMP_DPDK ? c->fmt : MLXD_DUMP_WORDS;
+        }
+        /* the run's diags of these 4 lines move to the CQE */
+        for (size_t i = p->run_diag_start; i < p->res->ndiags; i++) {
+            struct mlxd_dump_diag *d = &p->res->diags[i];
+            if (d->cqe == PENDING_RUN && d->line >= p->run[g].line && d->line <= p->run[g + 3].line)
+                d->cqe = PENDING_CUR;
+        }
+        if (p->cur.diag_start > p->run_diag_start) p->cur.diag_start = p->run_diag_start;
+        for (int k = 0; k < 4; k++) memcpy(p->cur.bytes + 16 * k, p->run[g + k].b, 16);
+        p->cur.rowmask = 0xF;
+        p->cur.last_off = 48;
+        p->cur.last_line = p->run[g + 3].line;
+        finish_cur(p);
+    }
+    settle_diags(p, p->run_diag_start, PENDING_RUN, -1, NULL);
+}
+
+/* Tries s as a line of words.  Returns 0 if it is not one, 1 if it was taken. */
+static int try_words(struct parser *p, const char *s, unsigned line)
+{
+    /* tokens */
+    const char *tok[12];
+    size_t len[12];
+    int nt = 0;
+    for (const char *q = s; *q && nt < 12;) {
+        while (is_space(*q)) q++;
+        if (!*q) break;
+        tok[nt] = q;
+        while (*q && !is_space(*q)) q++;
+        len[nt] = (size_t)(q - tok[nt]);
+        nt++;
+    }
+    /* the first 8-hex-digit token; only log prefixes ending in ':' or ']' may come before it */
+    int first = -1;
+    for (int i = 0; i < nt; i++)
+        if (len[i] == 8 && all_hex(tok[i], 8)) { first = i; break; }
+    if (first < 0) return 0;
+    for (int i = 0; i < first; i++)
+        if (tok[i][len[i] - 1] != ':' && tok[i][len[i] - 1] != ']') return 0;
+    int nw = 0;
+    bool glued = false;
+    for (int i = first; i < nt; i++) {
+        if (len[i] == 8 && all_hex(tok[i], 8)) { nw++; continue; }
+        /* "0dd0c1d3mlx5: ..." : a log line glued to the 4th word */
+        if (nw == 3 && len[i] > 8 && all_hex(tok[i], 8) && !isxdigit((unsigned char)tok[i][8])) {
+            nw++;
+            glued = true;
+        }
+        break;
+    }
+    if (nw < 2) return 0;           /* one 8-digit number in a log line is not a dump */
+    int after = first + nw;
+    if (p->cur.active && cur_has_data(&p->cur)) finish_cur(p);
+    if (!p->nrun) p->run_diag_start = p->res->ndiags;
+    if (p->nrun == p->run_cap) {
+        size_t ncap = p->run_cap ? p->run_cap * 2 : 16;
+        void *q = realloc(p->run, ncap * sizeof *p->run);
+        if (!q) { p->oom = 1; return 1; }
+        p->run = q;
+        p->run_cap = ncap;
+    }
+    struct word_line *w = &p->run[p->nrun++];
+    memset(w, 0, sizeof *w);
+    w->line = line;
+    if (nw != 4) { w->bad = true; return 1; }
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 4; j++)
+            w->b[k * 4 + j] = (uint8_t)(hexv((unsigned char)tok[first + k][2 * j]) << 4 |
+                                        hexv((unsigned char)tok[first + k][2 * j + 1]));
+    if (glued)
+        diag(p, line, MLXD_DUMP_WARNING, PENDING_RUN,
+             "text glued to the 4th word ('%.30s'); took the first 8 hex digits as the word and "
+             "ignored the rest", tok[first + 3] + 8);
+    else if (after < nt)
+        diag(p, line, MLXD_DUMP_WARNING, PENDING_RUN,
+             "ignored text after the 4 words ('%.30s')", tok[after]);
+    return 1;
+}
+
+/* ---- rows ---------------------------------------------------------------------------------- */
+/* Parses the bytes of one row (text after "XXXXXXXX:").  Returns the number of bytes (>= 0,
+ * stored in b, at most 64) or -1 when the row must be refused (message in why). */
+static int row_bytes(struct parser *p, const char *s, unsigned line, uint8_t *b, char *why,
+                     size_t whylen, int pend)
+{
+    const char *bar = strchr(s, '|');
+    const char *end = bar ? bar : s + strlen(s);
+    int n = 0;
+    const char *q = s, *rest = NULL;
+    bool glued = false;
+    const char *after16 = NULL;
+    while (q < end) {
+        while (q < end && is_space(*q)) q++;
+        if (q >= end) break;
+        const char *t = q;
+        while (q < end && !is_space(*q)) q++;
+        size_t tl = (size_t)(q - t);
+        if (tl == 2 && all_hex(t, 2)) {
+            if (n >= 64) { snprintf(why, whylen, "row has more than 64 bytes"); return -1; }
+            b[n++] = (uint8_t)(hexv((unsigned char)t[0]) << 4 | hexv((unsigned char)t[1]));
+            if (n == 16) after16 = q;
+            continue;
+        }
+        if (tl > 2 && all_hex(t, 2) && !isxdigit((unsigned char)t[2]) && n >= 15) {
+            b[n++] = (uint8_t)(hexv((unsigned char)t[0]) << 4 | hexv((unsigned char)t[1]));
+            if (n == 16) after16 = t + 2;
+            rest = t + 2;
+            glued = true;
+            break;
+        }
+        rest = t;
+        break;
+    }
+    /* An ASCII column without '|' (print_hex_dump ascii=true): the text after the 16th byte is
+     * exactly the rendering of the 16 bytes. */
+    if (!bar && n >= 16 && after16) {
+        const char *a = after16;
+        while (is_space(*a)) a++;
+        size_t al = strlen(a);
+        while (al && is_space(a[al - 1])) al--;
+        if (al == 16) {
+            bool same = true;
+            for (int i = 0; i < 16; i++)
+                if (a[i] != ascii_of(b[i])) { same = false; break; }
+            if (same) { n = 16; rest = NULL; glued = false; }
+        }
+    }
+    if (rest && *rest) {
+        if (n < 16) {
+            snprintf(why, whylen, "'%.20s' after %d bytes is not a byte", rest, n);
+            return -1;
+        }
+        diag(p, line, MLXD_DUMP_WARNING, pend,
+             glued ? "text glued to the last byte ('%.30s'); took its first 2 hex digits as the "
+                     "byte and ignored the rest"
+                   : "ignored text after the bytes ('%.30s')", rest);
+    }
+    if (n > 16) {
+        bool same = true;
+        for (int i = 1; i < n; i++)
+            if (b[i] != b[0]) { same = false; break; }
+        if (!same) {
+            snprintf(why, whylen, "row has %d bytes, expected 16, and they differ: cannot tell "
+                                  "which is extra", n);
+            return -1;
+        }
+        diag(p, line, MLXD_DUMP_WARNING, pend,
+             "row has %d bytes, all 0x%02x: assumed a paste artifact duplicated %d of them and "
+             "kept 16", n, b[0], n - 16);
+        n = 16;
+    }
+    if (n < 16) {
+        snprintf(why, whylen, "row has %d bytes, expected 16", n);
+        return -1;
+    }
+    if (bar) {
+        const char *a = bar + 1;
+        if (*a == ' ') a++;
+        size_t al = strlen(a);
+        while (al && is_space(a[al - 1])) al--;
+        bool same = al >= 16;
+        for (int i = 0; same && i < 16; i++)
+            if (a[i] != ascii_of(b[i]) && !(a[i] == ' ' && b[i] == 0x20)) same = false;
+        if (!same)
+            diag(p, line, MLXD_DUMP_WARNING, pend,
+                 "the ASCII column does not match the bytes; a byte may be damaged (the bytes "
+                 "were used)");
+    }
+    return n;
+}
+
+/* Locates "XXXXXXXX:" in s: returns its position or NULL. */
+static const char *find_offset(const char *s)
+{
+    for (const char *c = strchr(s, ':'); c; c = strchr(c + 1, ':')) {
+        if (c - s < 8 || !all_hex(c - 8, 8)) continue;
+        if (c - s > 8 && isxdigit((unsigned char)c[-9])) continue;   /* more than 8 digits */
+        if (c[1] != ' ' && c[1] != '\t') continue;
+        const char *t = c + 1;
+        while (is_space(*t)) t++;
+        if (!(isxdigit((unsigned char)t[0]) && isxdigit((unsigned char)t[1]))) continue;
+        return c - 8;
+    }
+    return NULL;
+}
+
+static void process_line(struct parser *p, const char *s, unsigned line, int depth);
+
+static void take_row(struct parser *p, const char *off_at, unsigned line, const char *glued, size_t col)
+{
+    unsigned off = 0;
+    for (int i = 0; i < 8; i++) off = off << 4 | (unsigned)hexv((unsigned char)off_at[i]);
+    const char *data = off_at + 9;
+    flush_run(p);
+    struct cur *c = &p->cur;
+    uint8_t b[64];
+    char why[160];
+
+    if (c->active && c->in_wqe) {
+        bool restart = (off == 0 && c->wqe_rowmask) || (int)off <= c->wqe_last_off;
+        if (!restart) {
+            if (glued)
+                diag(p, line, MLXD_DUMP_WARNING, PENDING_CUR,
+                     "text '%.30s' is glued before the row at column %zu; ignored it", glued, col);
+            int n = row_bytes(p, data, line, b, why, sizeof why, PENDING_CUR);
+            if (n < 0) {
+                diag(p, line, MLXD_DUMP_WARNING, PENDING_CUR, "WQE dump row: %s; row ignored", why);
+                return;
+            }
+            if (off % 16) {
+                diag(p, line, MLXD_DUMP_WARNING, PENDING_CUR,
+                     "WQE dump row offset %08x is not a multiple of 16; row ignored", off);
+                return;
+            }
+            if (off / 16 < MAX_WQE_ROWS) {
+                memcpy(c->wqe + off, b, 16);
+                c->wqe_rowmask |= 1u << (off / 16);
+            }
+            c->wqe_last_off = (int)off;
+            c->wqe_last_line = line;
+            c->has_wqe = true;
+            return;
+        }
+        finish_cur(p);   /* rows of a new CQE */
+    }
+    if (c->active && !c->refused && cur_has_data(c) && (off == 0 || (int)off <= c->last_off))
+        finish_cur(p);
+    if (c->active && c->refused && (off == 0 || (int)off <= c->last_off) && c->rowmask)
+        finish_cur(p);
+    if (!c->active) cur_start(p, MLXD_DUMP_HEXROWS, line, NULL);
+    else if (c->fmt == MLXD_DUMP_WORDS && !cur_has_data(c)) c->fmt = MLXD_DUMP_HEXROWS;
+    c->last_line = line;
+    if (glued)
+        diag(p, line, MLXD_DUMP_WARNING, PENDING_CUR,
+             "text '%.30s' is glued before the row at column %zu; ignored it", glued, col);
+    int n = row_bytes(p, data, line, b, why, sizeof why, PENDING_CUR);
+    if (c->refused) { c->last_off = (int)off; c->rowmask |= 1; return; }
+    if (n < 0) { refuse(p, line, "row %08x: %s", off, why); c->last_off = (int)off; c->rowmask |= 1; return; }
+    unsigned lim = c->declared_len ? c->declared_len : 128;
+    if (off % 16 || off + 16 > lim) {
+        refuse(p, line, "row offset %08x is not a multiple of 16 below %u", off, lim);
+        c->last_off = (int)off;
+        c->rowmask |= 1;
+        return;
+    }
+    if (c->rowmask & (1u << (off / 16))) {
+        refuse(p, line, "row %08x appears twice", off);
+        return;
+    }
+    memcpy(c->bytes + off, b, 16);
+    c->rowmask |= 1u << (off / 16);
+    c->row_line[off / 16] = line;
+    c->last_off = (int)off;
+}
+
+/* ---- headers ------------------------------------------------------------------------------- */
+static void new_header(struct parser *p, enum mlxd_dump_format fmt, unsigned line, const char *what)
+{
+    flush_run(p);
+    finish_cur(p);
+    cur_start(p, fmt, line, what);
+}
+
+/* Handles the text after a header marker on the same line. */
+static void header_rest(struct parser *p, const char *rest, unsigned line, int depth)
+{
+    while (*rest == ':' || is_space(*rest)) rest++;
+    if (!*rest || depth > 2) return;
+    diag(p, line, MLXD_DUMP_WARNING, PENDING_CUR,
+         "text follows the header on the same line; read it as the next line");
+    process_line(p, rest, line, depth + 1);
+}
+
+static void mlx5e_fields(struct cur *c, const char *s)
+{
+    uint32_t v;
+    if (kv(s, "cqn", false, &v)) { c->cqn = v; c->have_cqn = true; }
+    if (kv(s, "ci", false, &v)) { c->ci = v; c->have_ci = true; }
+    if (kv(s, "qn", false, &v)) { c->qn = v; c->have_qn = true; }
+    if (kv(s, "opcode", false, &v)) { c->opcode = v; c->have_opcode = true; }
+    if (kv(s, "syndrome", true, &v)) { c->syndrome = v; c->have_syndrome = true; }
+    if (kv(s, "vendor syndrome", false, &v)) { c->vendor = v; c->have_vendor = true; }
+}
+
+static void process_line(struct parser *p, const char *s0, unsigned line, int depth)
+{
+    const char *s = strip_prefix(s0);
+    if (!*s) { flush_run(p); return; }
+    /* '#' lines are comments (the provenance lines of fixtures/cqe-dumps/, shell prompts) */
+    if (*s == '#' && depth == 0) return;
+    const char *m;
+    uint32_t v;
+
+    /* A row, possibly with a log line glued before it. */
+    const char *off = find_offset(s);
+    if (off && off != s) {
+        bool sep = is_space(off[-1]);
+        size_t pl = (size_t)(off - s);
+        char pre[512];
+        if (pl >= sizeof pre) pl = sizeof pre - 1;
+        memcpy(pre, s, pl);
+        pre[pl] = 0;
+        /* A header marker in the text before the row is handled as its own line. */
+        if (find(pre, "dump error cqe") || find(pre, "got completion with error") ||
+            find(pre, "Error cqe on") || find(pre, "MLX5 Error CQE") || find(pre, "WQE DUMP")) {
+            process_line(p, pre, line, depth + 1);
+            diag(p, line, MLXD_DUMP_WARNING, PENDING_CUR,
+                 "a log line is glued before the row at column %zu; split it there",
+                 (size_t)(off - s0) + 1);
+            take_row(p, off, line, NULL, 0);
+        } else {
+            take_row(p, off, line, sep ? NULL : pre, (size_t)(off - s0) + 1);
+        }
+        return;
+    }
+    if (off) { take_row(p, off, line, NULL, 0); return; }
+
+    if ((m = find(s, "got completion with error")) != NULL) {
+        new_header(p, MLXD_DUMP_WORDS, line, "got completion with error");
+        header_rest(p, m + strlen("got completion with error"), line, depth);
+        return;
+    }
+    if ((m = find(s, "dump error cqe")) != NULL) {
+        new_header(p, MLXD_DUMP_WORDS, line, "dump error cqe");
+        header_rest(p, m + strlen("dump error cqe"), line, depth);
+        return;
+    }
+    if ((m = find(s, "Error cqe on cqn")) != NULL) {
+        new_header(p, MLXD_DUMP_MLX5E, line, "Error cqe on cqn");
+        p->cur.has_mlx5e = true;
+        mlx5e_fields(&p->cur, m);
+        p->cur.mlx5e_cont = !p->cur.have_syndrome;
+        return;
+    }
+    if ((m = find(s, "MLX5 Error CQE")) != NULL) {
+        new_header(p, MLXD_DUMP_DPDK, line, "MLX5 Error CQE");
+        if (kv(m, "len", false, &v)) {
+            if (v == 64 || v == 128) p->cur.declared_len = v;
+            else diag(p, line, MLXD_DUMP_WARNING, PENDING_CUR,
+                      "len=%u is not a CQE size (64 or 128); the rows decide", v);
+        }
+        return;
+    }
+    if ((m = find(s, "WQE DUMP")) != NULL) {
+        flush_run(p);
+        struct cur *c = &p->cur;
+        if (!c->active || !cur_has_data(c) || c->in_wqe) {
+            diag(p, line, MLXD_DUMP_WARNING, c->active ? PENDING_CUR : -1,
+                 "WQE DUMP without a CQE dump before it; its rows are ignored");
+            if (c->active && c->in_wqe) finish_cur(p);
+            cur_start(p, MLXD_DUMP_HEXROWS, line, "WQE DUMP");
+            p->cur.refused = true;    /* swallow the rows quietly */
+            p->cur.in_wqe = true;
+            return;
+        }
+        c->in_wqe = true;
+        c->wqe_line = c->wqe_last_line = line;
+        if (kv(m, "WQ size", false, &v)) c->wq_size = v;
+        if (kv(m, "WQE index", false, &v)) c->wqe_index = v;
+        if (kv(m, "len", false, &v)) c->wqe_declared = v;
+        return;
+    }
+    if ((m = find(s, "WC error")) != NULL && kv(m, "WC error", false, &v)) {
+        flush_run(p);
+        p->pending_wc = (int)v;
+        p->pending_wc_line = line;
+        return;
+    }
+    if (p->cur.active && p->cur.mlx5e_cont && !cur_has_data(&p->cur) &&
+        (find(s, "syndrome") || find(s, "opcode"))) {
+        mlx5e_fields(&p->cur, s);
+        p->cur.mlx5e_cont = false;
+        return;
+    }
+
+    /* 128 plain hex digits (optionally "0x"), alone or as the last word of the line */
+    {
+        const char *t = s + strlen(s);
+        while (t > s && is_space(t[-1])) t--;
+        const char *e = t;
+        while (t > s && !is_space(t[-1])) t--;
+        const char *h = t;
+        if (e - h > 2 && h[0] == '0' && (h[1] == 'x' || h[1] == 'X')) h += 2;
+        if (e - h == 128 && all_hex(h, 128)) {
+            flush_run(p);
+            struct cur *c = &p->cur;
+            if (!(c->active && !cur_has_data(c) && !c->refused && !c->in_wqe)) {
+                finish_cur(p);
+                cur_start(p, MLXD_DUMP_PLAIN, line, NULL);
+            } else if (c->fmt == MLXD_DUMP_WORDS) {
+                c->fmt = MLXD_DUMP_PLAIN;
+            }
+            for (int i = 0; i < 64; i++)
+                c->bytes[i] = (uint8_t)(hexv((unsigned char)h[2 * i]) << 4 | hexv((unsigned char)h[2 * i + 1]));
+            c->rowmask = 0xF;
+            c->last_off = 48;
+            c->last_line = line;
+            finish_cur(p);
+            return;
+        }
+        if (e - h > 64 && all_hex(h, (size_t)(e - h))) {
+            flush_run(p);
+            diag(p, line, MLXD_DUMP_ERROR, -1,
+                 "%zu hex digits in one word; a CQE is 128; ignored", (size_t)(e - h));
+            return;
+        }
+    }
+
+    if (try_words(p, s, line)) return;
+
+    /* Any other line ends a run of words; log lines between rows are tolerated. */
+    flush_run(p);
+    /* Hex-looking data in no known format must not pass unnoticed. */
+    int ntok = 0, nhex = 0;
+    for (const char *q = s; *q;) {
+        while (is_space(*q)) q++;
+        if (!*q) break;
+        const char *t = q;
+        while (*q && !is_space(*q)) q++;
+        ntok++;
+        if (all_hex(t, (size_t)(q - t)) && (q - t) % 2 == 0) nhex++;
+    }
+    if (nhex >= 8 && nhex * 4 >= ntok * 3)
+        diag(p, line, MLXD_DUMP_ERROR, -1,
+             "looks like hex data but matches no known CQE dump format; ignored");
+}
+
+/* ---- entry points -------------------------------------------------------------------------- */
 int mlxd_cqe_dump_parse(const char *text, size_t len, struct mlxd_dump_result **out)
-{ (void)text; (void)len; (void)out; return mlxd_err(ENOSYS, "mlxd_cqe_dump_parse: not implemented yet"); }
-void mlxd_cqe_dump_free(struct mlxd_dump_result *r) { (void)r; }
-const char *mlxd_dump_format_name(enum mlxd_dump_format f) { (void)f; return NULL; }
+{
+    if (!out || (!text && len))
+        return mlxd_err(EINVAL, "mlxd_cqe_dump_parse: %s is NULL", out ? "text" : "out");
+    struct parser p;
+    memset(&p, 0, sizeof p);
+    p.pending_wc = -1;
+    p.res = calloc(1, sizeof *p.res);
+    if (!p.res) return mlxd_err(ENOMEM, "mlxd_cqe_dump_parse: out of memory");
+    char *line = malloc(len + 1);
+    if (!line) { free(p.res); return mlxd_err(ENOMEM, "mlxd_cqe_dump_parse: out of memory"); }
+    unsigned lineno = 0;
+    size_t i = 0;
+    while (i < len) {
+        size_t j = i;
+        while (j < len && text[j] != '\n' && text[j] != '\0') j++;
+        size_t n = j - i;
+        memcpy(line, text + i, n);
+        while (n && (line[n - 1] == '\r' || is_space(line[n - 1]))) n--;
+        line[n] = 0;
+        lineno++;
+        process_line(&p, line, lineno, 0);
+        i = j + 1;
+    }
+    flush_run(&p);
+    finish_cur(&p);
+    free(line);
+    free(p.run);
+    if (p.oom) {
+        mlxd_cqe_dump_free(p.res);
+        return mlxd_err(ENOMEM, "mlxd_cqe_dump_parse: out of memory");
+    }
+    for (size_t k = 0; k < p.res->ndiags; k++) {
+        if (p.res->diags[k].cqe < -1) p.res->diags[k].cqe = -1;
+        if (p.res->diags[k].severity == MLXD_DUMP_ERROR) p.res->nerrors++;
+        if (p.res->diags[k].severity == MLXD_DUMP_WARNING) p.res->nwarnings++;
+    }
+    /* diags in input order (stable: insertion order within a line is kept) */
+    for (size_t a = 1; a < p.res->ndiags; a++) {
+        struct mlxd_dump_diag d = p.res->diags[a];
+        size_t b = a;
+        while (b > 0 && p.res->diags[b - 1].line > d.line) { p.res->diags[b] = p.res->diags[b - 1]; b--; }
+        p.res->diags[b] = d;
+    }
+    *out = p.res;
+    return 0;
+}
+
+void mlxd_cqe_dump_free(struct mlxd_dump_result *r)
+{
+    if (!r) return;
+    free(r->cqes);
+    free(r->diags);
+    free(r);
+}
+
+const char *mlxd_dump_format_name(enum mlxd_dump_format f)
+{
+    switch (f) {
+    case MLXD_DUMP_WORDS: return "rdma-core words";
+    case MLXD_DUMP_HEXROWS: return "print_hex_dump rows";
+    case MLXD_DUMP_MLX5E: return "mlx5e Error cqe";
+    case MLXD_DUMP_DPDK: return "DPDK hexdump";
+    case MLXD_DUMP_PLAIN: return "plain hex";
+    }
+    return NULL;
+}

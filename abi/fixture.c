@@ -1,32 +1,518 @@
-/* fixture.c: CQE fixture reader and writer (mlxd_fixture.h, docs/fixture-format.md).
- * STUB: the real implementation follows; every call fails with -ENOSYS for now. */
+/* fixture.c: CQE fixture reader and writer (mlxd_fixture.h; the format is docs/fixture-format.md).
+ *
+ * The reader works line by line on a FILE (a file, or a private copy of the caller's text opened
+ * with fmemopen), so a replay can stream files of any length.  Every error message has the form
+ * "<name>:<line>: <what is wrong>". */
+#include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include "mlxd_error.h"
 #include "mlxd_fixture.h"
 
-#define STUB(fn) mlxd_err(ENOSYS, fn ": not implemented yet")
+#define MAGIC "mlxd-cqe-fixture"
+
+enum { HAVE_CQE_SIZE = 1, HAVE_RING = 2, HAVE_CQN = 4, HAVE_SOURCE = 8, HAVE_ALL = 15 };
+
+struct mlxd_fixture_reader {
+    FILE    *f;
+    char    *mem;          /* private copy for open_mem (fmemopen buffer) */
+    char    *name;         /* file name for messages */
+    char    *line;         /* getline buffer */
+    size_t   cap;
+    unsigned lineno;
+    bool     pending;      /* line holds a record line not yet returned */
+    int      err;          /* sticky error (negative errno) */
+    char     errmsg[512];  /* message of the sticky error */
+    struct mlxd_fixture_header hdr;
+};
+
+struct mlxd_fixture_writer {
+    FILE    *f;
+    bool     owns;
+    int      err;          /* first write error (positive errno) */
+    uint32_t cqe_size;
+};
+
+/* ---- small helpers -------------------------------------------------------------------------- */
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t') s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '\r'))
+        s[--n] = 0;
+    return s;
+}
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Parses a whole token as an unsigned number: decimal, or hexadecimal with 0x.  -1 if not. */
+static int parse_u64(const char *s, uint64_t *out)
+{
+    if (!*s) return -1;
+    int base = 10;
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) { base = 16; s += 2; if (!*s) return -1; }
+    uint64_t v = 0;
+    for (; *s; s++) {
+        int d = base == 16 ? hexval((unsigned char)*s) : (*s >= '0' && *s <= '9' ? *s - '0' : -1);
+        if (d < 0) return -1;
+        if (v > (UINT64_MAX - (uint64_t)d) / (uint64_t)base) return -1;
+        v = v * (uint64_t)base + (uint64_t)d;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Records a sticky error on the reader and returns it. */
+static int rerr(struct mlxd_fixture_reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int rerr(struct mlxd_fixture_reader *r, const char *fmt, ...)
+{
+    char what[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(r->errmsg, sizeof r->errmsg, "%s:%u: %s", r->name, r->lineno, what);
+    r->err = -EINVAL;
+    return mlxd_err(EINVAL, "%s", r->errmsg);
+}
+
+/* Reads the next line into r->line (without the newline).  1, 0 at EOF, or -errno. */
+static int read_line(struct mlxd_fixture_reader *r)
+{
+    errno = 0;
+    ssize_t n = getline(&r->line, &r->cap, r->f);
+    if (n < 0) {
+        if (ferror(r->f)) {
+            int e = errno ? errno : EIO;
+            r->err = -e;
+            snprintf(r->errmsg, sizeof r->errmsg, "%s:%u: read error: %s", r->name, r->lineno + 1,
+                     strerror(e));
+            return mlxd_err(e, "%s", r->errmsg);
+        }
+        return 0;
+    }
+    r->lineno++;
+    if ((size_t)n != strlen(r->line))
+        return rerr(r, "NUL byte in line");
+    return 1;
+}
+
+/* The part of a line before an unescaped comment (" #" or a leading '#'), trimmed. */
+static char *strip_comment(char *s)
+{
+    char *h = strchr(s, '#');
+    if (h) *h = 0;
+    return trim(s);
+}
+
+static bool is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
+
+static const char *missing_keys(unsigned have, char *buf, size_t len)
+{
+    buf[0] = 0;
+    static const char *const names[] = { "cqe_size", "ring_size", "cqn", "source" };
+    for (unsigned i = 0; i < 4; i++)
+        if (!(have & (1u << i))) {
+            strncat(buf, buf[0] ? ", " : "", len - strlen(buf) - 1);
+            strncat(buf, names[i], len - strlen(buf) - 1);
+        }
+    return buf;
+}
+
+/* Parses one header key line (already known not to be a record).  0 or error. */
+static int header_line(struct mlxd_fixture_reader *r, char *s, unsigned *have)
+{
+    char *key = s;
+    char *val = s + strcspn(s, " \t");
+    if (*val) *val++ = 0;
+    if (!strcmp(key, "source")) {
+        val = trim(val);          /* the source is free text: '#' is kept */
+        if (*have & HAVE_SOURCE) return rerr(r, "duplicate header key 'source'");
+        if (!*val) return rerr(r, "'source' is empty: say where the stream came from");
+        if (strlen(val) >= MLXD_FIXTURE_SOURCE_MAX)
+            return rerr(r, "'source' is %zu bytes, at most %d", strlen(val), MLXD_FIXTURE_SOURCE_MAX - 1);
+        strcpy(r->hdr.source, val);
+        *have |= HAVE_SOURCE;
+        return 0;
+    }
+    val = strip_comment(val);
+    uint64_t v;
+    unsigned bit;
+    if (!strcmp(key, "cqe_size")) bit = HAVE_CQE_SIZE;
+    else if (!strcmp(key, "ring_size")) bit = HAVE_RING;
+    else if (!strcmp(key, "cqn")) bit = HAVE_CQN;
+    else return rerr(r, "unknown header key '%.40s' (expected cqe_size, ring_size, cqn or source)", key);
+    if (*have & bit) return rerr(r, "duplicate header key '%s'", key);
+    if (parse_u64(val, &v) < 0 || strpbrk(val, " \t"))
+        return rerr(r, "'%s' needs one number (decimal or 0x hex), found '%.40s'", key, val);
+    if (bit == HAVE_CQE_SIZE) {
+        if (v != 64 && v != 128) return rerr(r, "cqe_size %" PRIu64 " is neither 64 nor 128", v);
+        r->hdr.cqe_size = (uint32_t)v;
+    } else if (bit == HAVE_RING) {
+        if (!is_pow2(v) || v > MLXD_FIXTURE_MAX_RING)
+            return rerr(r, "ring_size %" PRIu64 " is not a power of two between 1 and %u", v,
+                        MLXD_FIXTURE_MAX_RING);
+        r->hdr.ring_size = (uint32_t)v;
+    } else {
+        if (v > 0xFFFFFF) return rerr(r, "cqn 0x%" PRIx64 " exceeds 24 bits", v);
+        r->hdr.cqn = (uint32_t)v;
+    }
+    *have |= bit;
+    return 0;
+}
+
+/* A record line starts with '+' (a delay) or its first word is all hex digits; a header line's
+ * first word is a key (cqe_size, ring_size, cqn, source), which always has a non-hex letter. */
+static bool is_record_line(const char *s)
+{
+    if (*s == '+') return true;
+    size_t n = strcspn(s, " \t#");
+    if (!n) return false;
+    for (size_t i = 0; i < n; i++)
+        if (hexval((unsigned char)s[i]) < 0) return false;
+    return true;
+}
+
+/* Parses a record line into rec.  0 or error. */
+static int record_line(struct mlxd_fixture_reader *r, char *s, struct mlxd_fixture_record *rec)
+{
+    memset(rec, 0, sizeof *rec);
+    rec->cqe_size = r->hdr.cqe_size;
+    rec->line = r->lineno;
+    s = strip_comment(s);
+    if (*s == '+') {
+        char *p = s + 1;
+        uint64_t v = 0;
+        if (!isdigit((unsigned char)*p)) return rerr(r, "delay '+' must be followed by a decimal number and a unit (ns, us, ms, s)");
+        for (; isdigit((unsigned char)*p); p++) {
+            if (v > (UINT64_MAX - 9) / 10) return rerr(r, "delay does not fit in 64 bits");
+            v = v * 10 + (uint64_t)(*p - '0');
+        }
+        uint64_t mult;
+        size_t ul;
+        if (!strncmp(p, "ns", 2)) { mult = 1; ul = 2; }
+        else if (!strncmp(p, "us", 2)) { mult = 1000; ul = 2; }
+        else if (!strncmp(p, "ms", 2)) { mult = 1000000; ul = 2; }
+        else if (*p == 's') { mult = 1000000000; ul = 1; }
+        else return rerr(r, "delay needs a unit (ns, us, ms or s) right after the number");
+        p += ul;
+        if (*p != ' ' && *p != '\t')
+            return rerr(r, "delay must be followed by a space and the CQE's hex digits");
+        if (v > UINT64_MAX / mult) return rerr(r, "delay does not fit in 64 bits of nanoseconds");
+        rec->has_delay = true;
+        rec->delay_ns = v * mult;
+        s = trim(p);
+    }
+    size_t want = 2u * r->hdr.cqe_size, n = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p == ' ' || *p == '\t') continue;
+        int d = hexval((unsigned char)*p);
+        if (d < 0) return rerr(r, "'%c' at column %zu is not a hex digit", *p, (size_t)(p - r->line) + 1);
+        if (n < want) {
+            if (n & 1) rec->cqe[n / 2] |= (uint8_t)d;
+            else rec->cqe[n / 2] = (uint8_t)(d << 4);
+        }
+        n++;
+    }
+    if (n != want)
+        return rerr(r, "record has %zu hex digits, cqe_size %u needs %zu", n, r->hdr.cqe_size, want);
+    return 0;
+}
+
+/* ---- reader --------------------------------------------------------------------------------- */
+static int reader_start(struct mlxd_fixture_reader *r)
+{
+    unsigned have = 0;
+    bool magic = false;
+    int rc;
+    while ((rc = read_line(r)) > 0) {
+        char *s = trim(r->line);
+        if (!*s || *s == '#') continue;
+        if (!magic) {
+            char *rest = s + strlen(MAGIC);
+            if (strncmp(s, MAGIC, strlen(MAGIC)) || (*rest != ' ' && *rest != '\t'))
+                return rerr(r, "first line must be '" MAGIC " %d', found '%.40s'", MLXD_FIXTURE_VERSION, s);
+            uint64_t v;
+            rest = strip_comment(rest);
+            if (parse_u64(rest, &v) < 0) return rerr(r, "bad version '%.20s'", rest);
+            if (v != MLXD_FIXTURE_VERSION)
+                return rerr(r, "version %" PRIu64 " is not supported (this library reads %d)", v, MLXD_FIXTURE_VERSION);
+            r->hdr.version = (uint32_t)v;
+            magic = true;
+            continue;
+        }
+        if (is_record_line(s)) {
+            char buf[64];
+            if (have != HAVE_ALL)
+                return rerr(r, "record before the header is complete (missing %s)",
+                            missing_keys(have, buf, sizeof buf));
+            r->pending = true;
+            return 0;
+        }
+        if ((rc = header_line(r, s, &have)) < 0) return rc;
+    }
+    if (rc < 0) return rc;
+    if (!magic) return rerr(r, "empty file: no '" MAGIC " %d' line", MLXD_FIXTURE_VERSION);
+    if (have != HAVE_ALL) {
+        char buf[64];
+        return rerr(r, "end of file before the header is complete (missing %s)",
+                    missing_keys(have, buf, sizeof buf));
+    }
+    return 0;   /* a header and no records: a valid empty stream */
+}
+
+static void reader_free(struct mlxd_fixture_reader *r)
+{
+    if (!r) return;
+    if (r->f) fclose(r->f);
+    free(r->mem);
+    free(r->name);
+    free(r->line);
+    free(r);
+}
+
+static int reader_new(const char *name, struct mlxd_fixture_reader **out)
+{
+    struct mlxd_fixture_reader *r = calloc(1, sizeof *r);
+    if (!r) return mlxd_err(ENOMEM, "mlxd_fixture_open: out of memory");
+    r->name = strdup(name);
+    if (!r->name) { free(r); return mlxd_err(ENOMEM, "mlxd_fixture_open: out of memory"); }
+    *out = r;
+    return 0;
+}
+
 int mlxd_fixture_open(const char *path, struct mlxd_fixture_reader **out)
-{ (void)path; (void)out; return STUB("mlxd_fixture_open"); }
+{
+    if (!path || !out) return mlxd_err(EINVAL, "mlxd_fixture_open: %s is NULL", path ? "out" : "path");
+    struct mlxd_fixture_reader *r;
+    int rc = reader_new(path, &r);
+    if (rc < 0) return rc;
+    r->f = fopen(path, "r");
+    if (!r->f) {
+        int e = errno;
+        reader_free(r);
+        return mlxd_err(e, "%s: %s", path, strerror(e));
+    }
+    if ((rc = reader_start(r)) < 0) { reader_free(r); return rc; }
+    *out = r;
+    return 0;
+}
+
 int mlxd_fixture_open_mem(const char *text, size_t len, const char *name,
                           struct mlxd_fixture_reader **out)
-{ (void)text; (void)len; (void)name; (void)out; return STUB("mlxd_fixture_open_mem"); }
+{
+    if ((!text && len) || !out)
+        return mlxd_err(EINVAL, "mlxd_fixture_open_mem: %s is NULL", out ? "text" : "out");
+    struct mlxd_fixture_reader *r;
+    int rc = reader_new(name ? name : "<memory>", &r);
+    if (rc < 0) return rc;
+    r->mem = malloc(len + 1);
+    if (!r->mem) { reader_free(r); return mlxd_err(ENOMEM, "mlxd_fixture_open_mem: out of memory"); }
+    if (len) memcpy(r->mem, text, len);
+    r->mem[len] = 0;
+    if (!len) {
+        rc = rerr(r, "empty file: no '" MAGIC " %d' line", MLXD_FIXTURE_VERSION);
+        reader_free(r);
+        return rc;
+    }
+    r->f = fmemopen(r->mem, len, "r");
+    if (!r->f) {
+        int e = errno;
+        reader_free(r);
+        return mlxd_err(e, "mlxd_fixture_open_mem: fmemopen: %s", strerror(e));
+    }
+    if ((rc = reader_start(r)) < 0) { reader_free(r); return rc; }
+    *out = r;
+    return 0;
+}
+
 const struct mlxd_fixture_header *mlxd_fixture_header(const struct mlxd_fixture_reader *r)
-{ (void)r; return NULL; }
+{
+    return r ? &r->hdr : NULL;
+}
+
 int mlxd_fixture_next(struct mlxd_fixture_reader *r, struct mlxd_fixture_record *rec)
-{ (void)r; (void)rec; return STUB("mlxd_fixture_next"); }
-void mlxd_fixture_close(struct mlxd_fixture_reader *r) { (void)r; }
+{
+    if (!r || !rec) return mlxd_err(EINVAL, "mlxd_fixture_next: %s is NULL", r ? "rec" : "reader");
+    if (r->err) return mlxd_err(-r->err, "%s", r->errmsg);
+    for (;;) {
+        if (!r->pending) {
+            int rc = read_line(r);
+            if (rc <= 0) return rc;
+        }
+        r->pending = false;
+        char *s = trim(r->line);
+        if (!*s || *s == '#') continue;
+        if (!is_record_line(s)) {
+            char *k = s;
+            k[strcspn(k, " \t")] = 0;
+            return rerr(r, "'%.40s' is not a record (header keys go before the first record; "
+                           "records are [+DELAY] and %u hex digits)", k, 2 * r->hdr.cqe_size);
+        }
+        int rc = record_line(r, s, rec);
+        return rc < 0 ? rc : 1;
+    }
+}
+
+void mlxd_fixture_close(struct mlxd_fixture_reader *r) { reader_free(r); }
+
 int mlxd_fixture_load(const char *path, struct mlxd_fixture **out)
-{ (void)path; (void)out; return STUB("mlxd_fixture_load"); }
-void mlxd_fixture_free(struct mlxd_fixture *f) { (void)f; }
+{
+    if (!path || !out) return mlxd_err(EINVAL, "mlxd_fixture_load: %s is NULL", path ? "out" : "path");
+    struct mlxd_fixture_reader *r = NULL;
+    struct mlxd_fixture *f = NULL;
+    int rc = mlxd_fixture_open(path, &r);
+    if (rc < 0) return rc;
+    f = calloc(1, sizeof *f);
+    if (!f) { rc = mlxd_err(ENOMEM, "mlxd_fixture_load: out of memory"); goto fail; }
+    f->header = r->hdr;
+    size_t cap = 0;
+    for (;;) {
+        struct mlxd_fixture_record rec;
+        rc = mlxd_fixture_next(r, &rec);
+        if (rc < 0) goto fail;
+        if (rc == 0) break;
+        if (f->count == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            void *p = realloc(f->records, ncap * sizeof *f->records);
+            if (!p) { rc = mlxd_err(ENOMEM, "mlxd_fixture_load: out of memory"); goto fail; }
+            f->records = p;
+            cap = ncap;
+        }
+        f->records[f->count++] = rec;
+    }
+    mlxd_fixture_close(r);
+    *out = f;
+    return 0;
+fail:
+    mlxd_fixture_free(f);
+    mlxd_fixture_close(r);
+    return rc;
+}
+
+void mlxd_fixture_free(struct mlxd_fixture *f)
+{
+    if (!f) return;
+    free(f->records);
+    free(f);
+}
+
+/* ---- writer --------------------------------------------------------------------------------- */
+static int check_header(const struct mlxd_fixture_header *h, const char *fn)
+{
+    if (h->version != MLXD_FIXTURE_VERSION)
+        return mlxd_err(EINVAL, "%s: header version %u, expected %d", fn, h->version, MLXD_FIXTURE_VERSION);
+    if (h->cqe_size != 64 && h->cqe_size != 128)
+        return mlxd_err(EINVAL, "%s: cqe_size %u is neither 64 nor 128", fn, h->cqe_size);
+    if (!is_pow2(h->ring_size) || h->ring_size > MLXD_FIXTURE_MAX_RING)
+        return mlxd_err(EINVAL, "%s: ring_size %u is not a power of two between 1 and %u", fn,
+                        h->ring_size, MLXD_FIXTURE_MAX_RING);
+    if (h->cqn > 0xFFFFFF) return mlxd_err(EINVAL, "%s: cqn 0x%x exceeds 24 bits", fn, h->cqn);
+    size_t n = strnlen(h->source, MLXD_FIXTURE_SOURCE_MAX);
+    if (n == MLXD_FIXTURE_SOURCE_MAX) return mlxd_err(EINVAL, "%s: source is not NUL-terminated", fn);
+    const char *s = h->source;
+    while (*s == ' ' || *s == '\t') s++;
+    if (!*s) return mlxd_err(EINVAL, "%s: source is empty", fn);
+    if (strpbrk(h->source, "\r\n")) return mlxd_err(EINVAL, "%s: source contains a newline", fn);
+    return 0;
+}
+
+static void wcheck(struct mlxd_fixture_writer *w, int printed)
+{
+    if (printed < 0 && !w->err) w->err = errno ? errno : EIO;
+}
+
+static int writer_start(FILE *f, bool owns, const struct mlxd_fixture_header *h,
+                        struct mlxd_fixture_writer **out)
+{
+    struct mlxd_fixture_writer *w = calloc(1, sizeof *w);
+    if (!w) {
+        if (owns) fclose(f);
+        return mlxd_err(ENOMEM, "mlxd_fixture_writer: out of memory");
+    }
+    w->f = f;
+    w->owns = owns;
+    w->cqe_size = h->cqe_size;
+    wcheck(w, fprintf(f, MAGIC " %d\n# CQE fixture, format: docs/fixture-format.md\n"
+                         "cqe_size %u\nring_size %u\ncqn 0x%06x\nsource %s\n",
+                      MLXD_FIXTURE_VERSION, h->cqe_size, h->ring_size, h->cqn, h->source));
+    if (w->err) {
+        int e = w->err;
+        if (owns) fclose(f);
+        free(w);
+        return mlxd_err(e, "mlxd_fixture_writer: writing the header: %s", strerror(e));
+    }
+    *out = w;
+    return 0;
+}
+
 int mlxd_fixture_writer_open(const char *path, const struct mlxd_fixture_header *h,
                              struct mlxd_fixture_writer **out)
-{ (void)path; (void)h; (void)out; return STUB("mlxd_fixture_writer_open"); }
+{
+    if (!path || !h || !out) return mlxd_err(EINVAL, "mlxd_fixture_writer_open: NULL argument");
+    int rc = check_header(h, "mlxd_fixture_writer_open");
+    if (rc < 0) return rc;
+    FILE *f = fopen(path, "w");
+    if (!f) { int e = errno; return mlxd_err(e, "%s: %s", path, strerror(e)); }
+    return writer_start(f, true, h, out);
+}
+
 int mlxd_fixture_writer_stream(FILE *f, const struct mlxd_fixture_header *h,
                                struct mlxd_fixture_writer **out)
-{ (void)f; (void)h; (void)out; return STUB("mlxd_fixture_writer_stream"); }
+{
+    if (!f || !h || !out) return mlxd_err(EINVAL, "mlxd_fixture_writer_stream: NULL argument");
+    int rc = check_header(h, "mlxd_fixture_writer_stream");
+    if (rc < 0) return rc;
+    return writer_start(f, false, h, out);
+}
+
 int mlxd_fixture_write(struct mlxd_fixture_writer *w, const void *cqe, bool has_delay,
                        uint64_t delay_ns)
-{ (void)w; (void)cqe; (void)has_delay; (void)delay_ns; return STUB("mlxd_fixture_write"); }
+{
+    if (!w || !cqe) return mlxd_err(EINVAL, "mlxd_fixture_write: %s is NULL", w ? "cqe" : "writer");
+    if (w->err) return mlxd_err(w->err, "mlxd_fixture_write: earlier write failed: %s", strerror(w->err));
+    char buf[24 + 2 * 128 + 2], *p = buf;
+    if (has_delay) p += sprintf(p, "+%" PRIu64 "ns ", delay_ns);
+    static const char hex[] = "0123456789abcdef";
+    const uint8_t *c = cqe;
+    for (uint32_t i = 0; i < w->cqe_size; i++) {
+        *p++ = hex[c[i] >> 4];
+        *p++ = hex[c[i] & 15];
+    }
+    *p++ = '\n';
+    if (fwrite(buf, 1, (size_t)(p - buf), w->f) != (size_t)(p - buf)) {
+        w->err = errno ? errno : EIO;
+        return mlxd_err(w->err, "mlxd_fixture_write: %s", strerror(w->err));
+    }
+    return 0;
+}
+
 int mlxd_fixture_comment(struct mlxd_fixture_writer *w, const char *text)
-{ (void)w; (void)text; return STUB("mlxd_fixture_comment"); }
-int mlxd_fixture_writer_close(struct mlxd_fixture_writer *w) { (void)w; return 0; }
+{
+    if (!w || !text) return mlxd_err(EINVAL, "mlxd_fixture_comment: %s is NULL", w ? "text" : "writer");
+    if (strpbrk(text, "\r\n")) return mlxd_err(EINVAL, "mlxd_fixture_comment: text contains a newline");
+    if (w->err) return mlxd_err(w->err, "mlxd_fixture_comment: earlier write failed: %s", strerror(w->err));
+    wcheck(w, fprintf(w->f, "# %s\n", text));
+    return w->err ? mlxd_err(w->err, "mlxd_fixture_comment: %s", strerror(w->err)) : 0;
+}
+
+int mlxd_fixture_writer_close(struct mlxd_fixture_writer *w)
+{
+    if (!w) return 0;
+    int e = w->err;
+    if (fflush(w->f) != 0 && !e) e = errno ? errno : EIO;
+    if (ferror(w->f) && !e) e = EIO;
+    if (w->owns && fclose(w->f) != 0 && !e) e = errno ? errno : EIO;
+    free(w);
+    return e ? mlxd_err(e, "mlxd_fixture_writer_close: %s", strerror(e)) : 0;
+}

@@ -1,0 +1,325 @@
+/* mlxd-cqe: decodes mlx5 CQEs pasted from logs (docs/cqe-tool.md).
+ *
+ *   mlxd-cqe [--json] [FILE...]      (no FILE or "-": standard input)
+ *
+ * Exit status: 0 when at least one CQE was decoded, 1 when nothing was decodable, 2 for usage
+ * errors. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "mlxd_abi.h"
+#include "mlxd_cqe.h"
+#include "mlxd_cqe_dump.h"
+#include "mlxd_error.h"
+#include "mlxd_names.h"
+#include "mlxd_version.h"
+
+static const char usage_text[] =
+    "usage: mlxd-cqe [--json] [FILE...]\n"
+    "Decodes the mlx5 completion queue entries (CQEs) found in FILEs (or standard input), as\n"
+    "pasted from rdma-core, kernel (mlx5_ib, mlx5e) and DPDK logs, or as 128 hex digits.\n"
+    "  --json      machine-readable output (one JSON object on standard output)\n"
+    "  --version   print the version\n"
+    "  -h, --help  this text\n"
+    "Exit status: 0 something decoded, 1 nothing decodable, 2 usage error.\n";
+
+/* ---- input ------------------------------------------------------------------------------- */
+static char *read_all(FILE *f, size_t *len)
+{
+    size_t cap = 65536, n = 0;
+    char *b = malloc(cap);
+    if (!b) return NULL;
+    for (;;) {
+        if (n == cap) {
+            char *q = realloc(b, cap *= 2);
+            if (!q) { free(b); return NULL; }
+            b = q;
+        }
+        size_t r = fread(b + n, 1, cap - n, f);
+        n += r;
+        if (r == 0) break;
+    }
+    if (ferror(f)) { free(b); return NULL; }
+    *len = n;
+    return b;
+}
+
+static const char *sev_name(enum mlxd_dump_severity s)
+{
+    return s == MLXD_DUMP_ERROR ? "error" : s == MLXD_DUMP_WARNING ? "warning" : "note";
+}
+
+static const char *or_unknown(const char *s) { return s ? s : "unknown"; }
+
+/* ---- text output ------------------------------------------------------------------------- */
+static void print_rows(const uint8_t *b, unsigned n, const char *indent)
+{
+    for (unsigned off = 0; off < n; off += 16) {
+        printf("%s%08x:", indent, off);
+        for (unsigned i = 0; i < 16 && off + i < n; i++) printf(" %02x", b[off + i]);
+        printf("\n");
+    }
+}
+
+static void print_wqe(const struct mlxd_dump_cqe *c)
+{
+    const uint8_t *w = c->wqe;
+    uint32_t oio = mlxd_load_be32(w + MLXD_WQE_CTRL_OFF_OPMOD_IDX_OPCODE);
+    uint32_t qd = mlxd_load_be32(w + MLXD_WQE_CTRL_OFF_QPN_DS);
+    uint8_t fm = w[MLXD_WQE_CTRL_OFF_FM_CE_SE];
+    unsigned op = oio & 0xff, ds = qd & MLXD_WQE_DS_MASK;
+    printf("  WQE DUMP (WQE index 0x%x, WQ size %u, %u bytes): ctrl segment\n", c->wqe_index,
+           c->wq_size, c->wqe_len);
+    printf("    opcode          0x%02x  %s (%s)\n", op, or_unknown(mlxd_wqe_opcode_name(op)),
+           or_unknown(mlxd_wqe_opcode_text(op)));
+    printf("    opmod           0x%02x\n", oio >> 24);
+    printf("    wqe index       0x%04x\n", (oio >> 8) & 0xffff);
+    printf("    qpn             0x%06x\n", qd >> 8);
+    printf("    ds              %u (%u bytes, %u WQEBB)\n", ds, ds * MLXD_WQE_DS_SIZE,
+           (ds * MLXD_WQE_DS_SIZE + MLXD_SEND_WQE_BB - 1) / MLXD_SEND_WQE_BB);
+    printf("    signature       0x%02x\n", w[MLXD_WQE_CTRL_OFF_SIGNATURE]);
+    printf("    fm_ce_se        0x%02x%s%s%s%s\n", fm,
+           fm & MLXD_WQE_CTRL_CQ_UPDATE ? " CQ_UPDATE" : "",
+           fm & MLXD_WQE_CTRL_SOLICITED ? " SOLICITED" : "",
+           fm & MLXD_WQE_CTRL_FENCE ? " FENCE" : "",
+           fm & MLXD_WQE_CTRL_INITIATOR_SMALL_FENCE ? " SMALL_FENCE" : "");
+    printf("    imm             0x%08x\n", mlxd_load_be32(w + MLXD_WQE_CTRL_OFF_IMM));
+    print_rows(c->wqe, c->wqe_len > 256 ? 256 : c->wqe_len, "    ");
+}
+
+static void print_text(const char *name, const struct mlxd_dump_result *r)
+{
+    for (size_t i = 0; i < r->ncqes; i++) {
+        const struct mlxd_dump_cqe *c = &r->cqes[i];
+        struct mlxd_cqe_decoded d;
+        mlxd_cqe_decode(c->bytes, c->size, &d);
+        printf("%s: CQE %zu of %zu, lines %u-%u (%s, %u bytes)\n", name, i + 1, r->ncqes,
+               c->first_line, c->last_line, or_unknown(mlxd_dump_format_name(c->format)), c->size);
+        const char *opn = or_unknown(mlxd_cqe_opcode_name(d.opcode));
+        const char *opt = or_unknown(mlxd_cqe_opcode_text(d.opcode));
+        if (d.is_error) {
+            printf("  %s (%s): %s (syndrome 0x%02x), vendor syndrome 0x%02x", opt, opn,
+                   or_unknown(mlxd_syndrome_text(d.syndrome)), d.syndrome, d.vendor_syndrome);
+            if (d.is_requester)
+                printf(", on %s", or_unknown(mlxd_wqe_opcode_text(d.wqe_opcode)));
+            printf(", QPN 0x%06x, wqe_counter %u\n", d.qpn, d.wqe_counter);
+        } else {
+            printf("  %s (%s), QPN 0x%06x, wqe_counter %u\n", opt, opn, d.qpn, d.wqe_counter);
+        }
+        printf("  opcode          0x%x   %s (%s)\n", d.opcode, opn, opt);
+        printf("  owner           %u\n", d.owner);
+        printf("  solicited       %u\n", d.solicited);
+        printf("  format          %u\n", d.format);
+        if (d.is_error) {
+            printf("  syndrome        0x%02x  %s (%s)\n", d.syndrome,
+                   or_unknown(mlxd_syndrome_name(d.syndrome)), or_unknown(mlxd_syndrome_text(d.syndrome)));
+            printf("  ibv_wc_status   %d     %s (\"%s\")\n", d.wc_status,
+                   or_unknown(mlxd_wc_status_name(d.wc_status)), or_unknown(mlxd_wc_status_text(d.wc_status)));
+            printf("  vendor syndrome 0x%02x\n", d.vendor_syndrome);
+            printf("  hw_err_synd     0x%02x  (byte 52; named by MLNX_OFED/UCX/SPDK, reserved upstream)\n",
+                   d.hw_err_synd);
+            printf("  hw_synd_type    0x%02x  (byte 53; named by MLNX_OFED/UCX/SPDK, reserved upstream)\n",
+                   d.hw_synd_type);
+            printf("  WQE opcode      0x%02x  %s (%s)%s\n", d.wqe_opcode,
+                   or_unknown(mlxd_wqe_opcode_name(d.wqe_opcode)),
+                   or_unknown(mlxd_wqe_opcode_text(d.wqe_opcode)),
+                   d.is_requester ? "" : "  [responder: byte 56 is not a send opcode]");
+            printf("  QPN             0x%06x\n", d.qpn);
+            printf("  wqe_counter     %u (0x%04x)\n", d.wqe_counter, d.wqe_counter);
+            printf("  srqn            0x%06x\n", d.srqn_uidx);
+            printf("  signature       0x%02x\n", d.signature);
+            if (d.syndrome == MLXD_SYND_REMOTE_ABORTED_ERR && d.vendor_syndrome == MLXD_VENDOR_SYND_ODP_PFAULT)
+                printf("  explanation     on-demand-paging page fault abort (vendor syndrome 0x93)\n");
+            const char *ex = mlxd_syndrome_explain(d.syndrome);
+            printf("  explanation     %s\n", ex ? ex : "syndrome not in the public tables; verbs reports general error");
+        } else {
+            printf("  byte count      %u\n", d.byte_cnt);
+            printf("  imm/inval key   0x%08x (network-order bytes %02x %02x %02x %02x)\n", d.imm,
+                   d.imm >> 24, (d.imm >> 16) & 0xff, (d.imm >> 8) & 0xff, d.imm & 0xff);
+            printf("  srqn/uidx       0x%06x\n", d.srqn_uidx);
+            printf("  timestamp       %" PRIu64 " (HCA clock ticks)\n", d.timestamp);
+            if (d.is_requester)
+                printf("  WQE opcode      0x%02x  %s (%s)\n", d.wqe_opcode,
+                       or_unknown(mlxd_wqe_opcode_name(d.wqe_opcode)),
+                       or_unknown(mlxd_wqe_opcode_text(d.wqe_opcode)));
+            else
+                printf("  drop counter    %u\n", d.drop_counter);
+            printf("  QPN             0x%06x\n", d.qpn);
+            printf("  wqe_counter     %u (0x%04x)\n", d.wqe_counter, d.wqe_counter);
+            printf("  signature       0x%02x\n", d.signature);
+            printf("  source QPN      0x%06x (UD only)\n", d.src_qpn);
+        }
+        if (c->has_mlx5e_hdr)
+            printf("  mlx5e header    cqn 0x%x, ci 0x%x, qn 0x%x, opcode 0x%x, syndrome 0x%x, vendor syndrome 0x%x\n",
+                   c->hdr_cqn, c->hdr_ci, c->hdr_qn, c->hdr_opcode, c->hdr_syndrome, c->hdr_vendor_syndrome);
+        printf("  bytes:\n");
+        print_rows(c->bytes, c->size, "    ");
+        if (c->has_wqe) print_wqe(c);
+        for (size_t k = 0; k < r->ndiags; k++)
+            if (r->diags[k].cqe == (int)i)
+                printf("  %s: line %u: %s\n", sev_name(r->diags[k].severity), r->diags[k].line,
+                       r->diags[k].msg);
+        printf("\n");
+    }
+    for (size_t k = 0; k < r->ndiags; k++)
+        if (r->diags[k].cqe < 0)
+            fprintf(stderr, "%s:%u: %s: %s\n", name, r->diags[k].line,
+                    sev_name(r->diags[k].severity), r->diags[k].msg);
+    if (!r->ncqes) fprintf(stderr, "%s: no decodable CQE found\n", name);
+}
+
+/* ---- JSON output ------------------------------------------------------------------------- */
+static void jstr(const char *s)
+{
+    putchar('"');
+    for (; s && *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') printf("\\%c", ch);
+        else if (ch < 0x20) printf("\\u%04x", ch);
+        else putchar(ch);
+    }
+    putchar('"');
+}
+static void jname(const char *key, const char *val)
+{
+    printf(", \"%s\": ", key);
+    if (val) jstr(val); else printf("null");
+}
+static void jhex(const uint8_t *b, unsigned n)
+{
+    putchar('"');
+    for (unsigned i = 0; i < n; i++) printf("%02x", b[i]);
+    putchar('"');
+}
+
+static void print_json(const char *name, const struct mlxd_dump_result *r, bool first)
+{
+    printf("%s\n  {\"name\": ", first ? "" : ",");
+    jstr(name);
+    printf(", \"cqes\": [");
+    for (size_t i = 0; i < r->ncqes; i++) {
+        const struct mlxd_dump_cqe *c = &r->cqes[i];
+        struct mlxd_cqe_decoded d;
+        mlxd_cqe_decode(c->bytes, c->size, &d);
+        printf("%s\n    {\"index\": %zu, \"first_line\": %u, \"last_line\": %u", i ? "," : "", i,
+               c->first_line, c->last_line);
+        jname("format", mlxd_dump_format_name(c->format));
+        printf(", \"size\": %u, \"bytes\": ", c->size);
+        jhex(c->bytes, c->size);
+        printf(", \"opcode\": %u", d.opcode);
+        jname("opcode_name", mlxd_cqe_opcode_name(d.opcode));
+        jname("opcode_text", mlxd_cqe_opcode_text(d.opcode));
+        printf(", \"owner\": %u, \"solicited\": %u, \"format_bits\": %u, \"is_error\": %s",
+               d.owner, d.solicited, d.format, d.is_error ? "true" : "false");
+        printf(", \"qpn\": %u, \"wqe_counter\": %u, \"signature\": %u", d.qpn, d.wqe_counter,
+               d.signature);
+        if (d.is_error) {
+            printf(", \"syndrome\": %u", d.syndrome);
+            jname("syndrome_name", mlxd_syndrome_name(d.syndrome));
+            jname("syndrome_text", mlxd_syndrome_text(d.syndrome));
+            jname("explanation", mlxd_syndrome_explain(d.syndrome));
+            printf(", \"wc_status\": %d", d.wc_status);
+            jname("wc_status_name", mlxd_wc_status_name(d.wc_status));
+            printf(", \"vendor_syndrome\": %u, \"hw_err_synd\": %u, \"hw_synd_type\": %u, "
+                   "\"wqe_opcode\": %u, \"srqn\": %u", d.vendor_syndrome, d.hw_err_synd,
+                   d.hw_synd_type, d.wqe_opcode, d.srqn_uidx);
+            jname("wqe_opcode_name", mlxd_wqe_opcode_name(d.wqe_opcode));
+        } else {
+            printf(", \"byte_cnt\": %u, \"imm\": %u, \"srqn_uidx\": %u, \"timestamp\": %" PRIu64
+                   ", \"src_qpn\": %u", d.byte_cnt, d.imm, d.srqn_uidx, d.timestamp, d.src_qpn);
+            if (d.is_requester) {
+                printf(", \"wqe_opcode\": %u", d.wqe_opcode);
+                jname("wqe_opcode_name", mlxd_wqe_opcode_name(d.wqe_opcode));
+            } else {
+                printf(", \"drop_counter\": %u", d.drop_counter);
+            }
+        }
+        if (c->has_mlx5e_hdr)
+            printf(", \"mlx5e_header\": {\"cqn\": %u, \"ci\": %u, \"qn\": %u, \"opcode\": %u, "
+                   "\"syndrome\": %u, \"vendor_syndrome\": %u}", c->hdr_cqn, c->hdr_ci, c->hdr_qn,
+                   c->hdr_opcode, c->hdr_syndrome, c->hdr_vendor_syndrome);
+        if (c->has_wqe) {
+            const uint8_t *w = c->wqe;
+            uint32_t oio = mlxd_load_be32(w), qd = mlxd_load_be32(w + 4);
+            printf(", \"wqe\": {\"index\": %u, \"wq_size\": %u, \"len\": %u, \"bytes\": ",
+                   c->wqe_index, c->wq_size, c->wqe_len);
+            jhex(w, c->wqe_len > 256 ? 256 : c->wqe_len);
+            printf(", \"ctrl\": {\"opcode\": %u", oio & 0xff);
+            jname("opcode_name", mlxd_wqe_opcode_name(oio & 0xff));
+            printf(", \"opmod\": %u, \"wqe_index\": %u, \"qpn\": %u, \"ds\": %u, \"signature\": %u, "
+                   "\"fm_ce_se\": %u, \"imm\": %u}}", oio >> 24, (oio >> 8) & 0xffff, qd >> 8,
+                   qd & MLXD_WQE_DS_MASK, w[8], w[11], mlxd_load_be32(w + 12));
+        }
+        printf("}");
+    }
+    printf("%s], \"diagnostics\": [", r->ncqes ? "\n  " : "");
+    for (size_t k = 0; k < r->ndiags; k++) {
+        printf("%s\n    {\"line\": %u, \"severity\": \"%s\", \"cqe\": %d, \"message\": ", k ? "," : "",
+               r->diags[k].line, sev_name(r->diags[k].severity), r->diags[k].cqe);
+        jstr(r->diags[k].msg);
+        printf("}");
+    }
+    printf("%s]}", r->ndiags ? "\n  " : "");
+}
+
+/* ---- main -------------------------------------------------------------------------------- */
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "json", no_argument, NULL, 'j' },
+        { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 'V' },
+        { NULL, 0, NULL, 0 },
+    };
+    bool json = false;
+    int o;
+    while ((o = getopt_long(argc, argv, "hj", opts, NULL)) != -1) {
+        switch (o) {
+        case 'j': json = true; break;
+        case 'h': fputs(usage_text, stdout); return 0;
+        case 'V': printf("mlxd-cqe %s\n", mlxd_version()); return 0;
+        default: fputs(usage_text, stderr); return 2;
+        }
+    }
+    static const char *const stdin_only[] = { "-" };
+    const char *const *files = optind < argc ? (const char *const *)argv + optind : stdin_only;
+    int nfiles = optind < argc ? argc - optind : 1;
+    size_t decoded = 0;
+    int nprinted = 0;
+    if (json) printf("{\"inputs\": [");
+    for (int i = 0; i < nfiles; i++) {
+        const char *name = files[i];
+        bool is_stdin = !strcmp(name, "-");
+        FILE *f = is_stdin ? stdin : fopen(name, "r");
+        if (!f) {
+            fprintf(stderr, "mlxd-cqe: %s: %s\n", name, strerror(errno));
+            continue;
+        }
+        size_t len = 0;
+        char *text = read_all(f, &len);
+        int rerr = errno;
+        if (!is_stdin) fclose(f);
+        if (!text) {
+            fprintf(stderr, "mlxd-cqe: %s: %s\n", name, strerror(rerr ? rerr : EIO));
+            continue;
+        }
+        struct mlxd_dump_result *r = NULL;
+        int rc = mlxd_cqe_dump_parse(text, len, &r);
+        free(text);
+        if (rc < 0) {
+            fprintf(stderr, "mlxd-cqe: %s: %s\n", name, mlxd_errmsg());
+            continue;
+        }
+        const char *shown = is_stdin ? "<stdin>" : name;
+        if (json) print_json(shown, r, nprinted++ == 0);
+        else print_text(shown, r);
+        decoded += r->ncqes;
+        mlxd_cqe_dump_free(r);
+    }
+    if (json) printf("\n]}\n");
+    if (fflush(stdout) != 0) return 1;
+    return decoded ? 0 : 1;
+}
