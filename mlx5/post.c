@@ -1,0 +1,198 @@
+/* post.c: the send and receive hot paths: WQE builders, the doorbell and BlueFlame, receives in
+ * batches.  No system call, lock, allocation or division (see mlxd_mlx5.h). */
+#include <endian.h>
+#include <errno.h>
+#include <string.h>
+#include "barrier.h"
+#include "driver.h"
+#include "mlxd_abi.h"
+#include "mlxd_error.h"
+#include "wqe.h"
+
+const uint8_t mlxd__wqe_opcode[6] = {
+    [MLXD_OP_NOP] = 0x00,        /* MLX5_OPCODE_NOP */
+    [MLXD_OP_WRITE] = 0x08,      /* MLX5_OPCODE_RDMA_WRITE */
+    [MLXD_OP_WRITE_IMM] = 0x09,  /* MLX5_OPCODE_RDMA_WRITE_IMM */
+    [MLXD_OP_SEND] = 0x0a,       /* MLX5_OPCODE_SEND */
+    [MLXD_OP_SEND_IMM] = 0x0b,   /* MLX5_OPCODE_SEND_IMM */
+    [MLXD_OP_READ] = 0x10,       /* MLX5_OPCODE_RDMA_READ */
+};
+
+#define KNOWN_FLAGS (MLXD_SIGNALED | MLXD_SOLICITED | MLXD_FENCE | MLXD_INLINE)
+
+uint32_t mlxd__wqe_bytes(const struct mlxd_entry *e, uint32_t max_inline, bool uc)
+{
+    if (e->op > MLXD_OP_READ || (e->flags & ~KNOWN_FLAGS) || e->num_local > 1) return 0;
+    uint32_t bytes = MLXD_WQE_CTRL_SIZE;
+    if (e->op == MLXD_OP_NOP) return bytes;
+    bool rdma = e->op == MLXD_OP_WRITE || e->op == MLXD_OP_WRITE_IMM || e->op == MLXD_OP_READ;
+    if (e->op == MLXD_OP_READ && (uc || (e->flags & MLXD_INLINE) || e->num_local == 0)) return 0;
+    if (rdma) bytes += MLXD_WQE_RADDR_SIZE;
+    if (e->flags & MLXD_INLINE) {
+        if (e->local.length > max_inline || (e->local.length && !e->local.addr)) return 0;
+        if (e->num_local && e->local.length)
+            bytes += (MLXD_WQE_INL_HDR_SIZE + e->local.length + 15) & ~15u;
+    } else if (e->num_local && e->local.length) {
+        /* byte_count 0 means 2 GiB to the NIC: a zero-length entry carries no segment (libmlx5) */
+        bytes += MLXD_WQE_DATA_SIZE;
+    }
+    return bytes;
+}
+
+static inline void st32(uint8_t *p, uint32_t v) { v = htobe32(v); memcpy(p, &v, 4); }
+static inline void st64(uint8_t *p, uint64_t v) { v = htobe64(v); memcpy(p, &v, 8); }
+
+uint32_t mlxd__wqe_build(volatile uint8_t *sqv, uint32_t sq_wqebbs, uint32_t pi, uint32_t qpn,
+                         const struct mlxd_entry *e, uint32_t bytes)
+{
+    uint8_t *sq = (uint8_t *)(uintptr_t)sqv;
+    uint32_t ring_mask = sq_wqebbs * MLXD_SEND_WQE_BB - 1;     /* bytes - 1 */
+    uint32_t base = (pi & (sq_wqebbs - 1)) << MLXD_SEND_WQE_SHIFT;
+    uint8_t *ctrl = sq + base;
+    uint32_t ds = bytes >> 4;
+    uint32_t nbb = (bytes + MLXD_SEND_WQE_BB - 1) >> MLXD_SEND_WQE_SHIFT;
+    /* ctrl: opmod_idx_opcode, qpn_ds, signature 0, dci 0, fm_ce_se, imm */
+    st32(ctrl + MLXD_WQE_CTRL_OFF_OPMOD_IDX_OPCODE, ((pi & 0xffff) << 8) | mlxd__wqe_opcode[e->op]);
+    st32(ctrl + MLXD_WQE_CTRL_OFF_QPN_DS, (qpn << 8) | ds);
+    ctrl[8] = 0; ctrl[9] = 0; ctrl[10] = 0;
+    ctrl[MLXD_WQE_CTRL_OFF_FM_CE_SE] = (uint8_t)(((e->flags & MLXD_SIGNALED) ? MLXD_WQE_CTRL_CQ_UPDATE : 0) |
+                                                 ((e->flags & MLXD_SOLICITED) ? MLXD_WQE_CTRL_SOLICITED : 0) |
+                                                 ((e->flags & MLXD_FENCE) ? MLXD_WQE_CTRL_FENCE : 0));
+    st32(ctrl + MLXD_WQE_CTRL_OFF_IMM,
+         (e->op == MLXD_OP_WRITE_IMM || e->op == MLXD_OP_SEND_IMM) ? e->imm : 0);
+    uint32_t off = MLXD_WQE_CTRL_SIZE;
+    if (e->op == MLXD_OP_NOP) return nbb;
+    if (e->op == MLXD_OP_WRITE || e->op == MLXD_OP_WRITE_IMM || e->op == MLXD_OP_READ) {
+        uint8_t *r = sq + ((base + off) & ring_mask);   /* 16-B segments never straddle the end */
+        st64(r + MLXD_WQE_RADDR_OFF_RADDR, e->remote.addr);
+        st32(r + MLXD_WQE_RADDR_OFF_RKEY, e->remote.rkey);
+        st32(r + 12, 0);
+        off += MLXD_WQE_RADDR_SIZE;
+    }
+    if (!e->num_local || !e->local.length) return nbb;
+    if (e->flags & MLXD_INLINE) {
+        uint32_t len = e->local.length;
+        uint8_t *h = sq + ((base + off) & ring_mask);
+        st32(h, len | MLXD_INLINE_SEG);
+        off += MLXD_WQE_INL_HDR_SIZE;
+        const uint8_t *src = (const uint8_t *)(uintptr_t)e->local.addr;
+        uint32_t padded = ((MLXD_WQE_INL_HDR_SIZE + len + 15) & ~15u) - MLXD_WQE_INL_HDR_SIZE;
+        /* data (and zero padding to 16 B) may wrap from the ring's end to its start */
+        uint32_t pos = (base + off) & ring_mask;
+        uint32_t first = ring_mask + 1 - pos;
+        if (first >= padded) {
+            memcpy(sq + pos, src, len);
+            memset(sq + pos + len, 0, padded - len);
+        } else {
+            uint32_t a = first < len ? first : len;
+            memcpy(sq + pos, src, a);
+            if (a < first) memset(sq + pos + a, 0, first - a);
+            uint32_t rest = len - a;
+            memcpy(sq, src + a, rest);
+            memset(sq + rest, 0, padded - first - rest);
+        }
+    } else {
+        uint8_t *d = sq + ((base + off) & ring_mask);
+        st32(d + MLXD_WQE_DATA_OFF_BYTE_COUNT, e->local.length);
+        st32(d + MLXD_WQE_DATA_OFF_LKEY, e->local.lkey);
+        st64(d + MLXD_WQE_DATA_OFF_ADDR, e->local.addr);
+    }
+    return nbb;
+}
+
+int mlxd_qp_post(struct mlxd_qp *qp, const struct mlxd_entry *e)
+{
+    if (mlxd_unlikely(!qp || qp->state != OBJ_LIVE || !qp->sq_wqebbs || !e))
+        return mlxd_err(EINVAL, "mlxd_qp_post: invalid/destroyed QP, a QP without a send ring, or entry NULL");
+    uint32_t bytes = mlxd__wqe_bytes(e, qp->max_inline, qp->type == MLXD_QP_UC);
+    if (mlxd_unlikely(!bytes))
+        return mlxd_err(EINVAL, "mlxd_qp_post: QP 0x%x: malformed entry (op %u, flags 0x%x, num_local %u, "
+                        "length %u, max_inline %u%s)", qp->qpn, e->op, e->flags, e->num_local,
+                        e->local.length, qp->max_inline, qp->type == MLXD_QP_UC ? ", UC has no READ" : "");
+    uint32_t nbb = (bytes + MLXD_SEND_WQE_BB - 1) >> MLXD_SEND_WQE_SHIFT;
+    uint32_t ci = atomic_load_explicit(&qp->sq_ci, memory_order_acquire);
+    if (mlxd_unlikely(qp->sq_pi + nbb - ci > qp->sq_wqebbs)) return -EAGAIN;
+    uint32_t pi = qp->sq_pi;
+    mlxd__wqe_build(qp->sq, qp->sq_wqebbs, pi, qp->qpn, e, bytes);
+    uint32_t idx = pi & (qp->sq_wqebbs - 1);
+    qp->sq_wrid[idx] = e->wr_id;
+    qp->sq_next[idx] = pi + nbb;
+    qp->last_pi = pi;
+    qp->last_nbb = nbb;
+    qp->pending++;
+    qp->sq_pi = pi + nbb;
+    return 0;
+}
+
+int mlxd_qp_ring(struct mlxd_qp *qp)
+{
+    if (mlxd_unlikely(!qp || qp->state != OBJ_LIVE || !qp->sq_wqebbs))
+        return mlxd_err(EINVAL, "mlxd_qp_ring: invalid/destroyed QP or a QP without a send ring");
+    if (!qp->pending) return 0;
+    mlxd_wmb();
+    qp->dbrec[MLXD_SND_DBR] = htobe32(qp->sq_pi & 0xffff);
+    mlxd_wc_start();
+    volatile uint64_t *reg = (volatile uint64_t *)(qp->bf_reg + qp->bf_offset);
+    uint32_t idx = qp->last_pi & (qp->sq_wqebbs - 1);
+    const uint64_t *wqe = (const uint64_t *)(uintptr_t)(qp->sq + ((size_t)idx << MLXD_SEND_WQE_SHIFT));
+    uint32_t bytes = qp->last_nbb << MLXD_SEND_WQE_SHIFT;
+    if (qp->pending == 1 && bytes <= qp->bf_buf_size && idx + qp->last_nbb <= qp->sq_wqebbs) {
+        /* BlueFlame: the whole WQE, 64 bytes at a time, as 8-byte stores */
+        for (uint32_t i = 0; i < bytes >> 3; i++) reg[i] = wqe[i];
+    } else {
+        reg[0] = wqe[0];       /* doorbell: the last WQE's ctrl bytes 0..7, one 64-bit store */
+    }
+    mlxd_wc_flush();
+    qp->bf_offset ^= qp->bf_buf_size;
+    qp->pending = 0;
+    return 0;
+}
+
+int mlxd_qp_receive(struct mlxd_qp *qp, const struct mlxd_recv *r, size_t n)
+{
+    if (mlxd_unlikely(!qp || qp->state != OBJ_LIVE || !qp->rq_wqe_cnt || (n && !r)))
+        return mlxd_err(EINVAL, "mlxd_qp_receive: invalid/destroyed QP, a QP without a receive ring, or r NULL");
+    for (size_t i = 0; i < n; i++)
+        if (mlxd_unlikely(r[i].num_local > qp->max_recv_sge || (r[i].num_local && !r[i].local)))
+            return mlxd_err(EINVAL, "mlxd_qp_receive: QP 0x%x: receive %zu has %u scatter entries (max %u)",
+                            qp->qpn, i, r[i].num_local, qp->max_recv_sge);
+    uint32_t ci = atomic_load_explicit(&qp->rq_ci, memory_order_acquire);
+    if (mlxd_unlikely(n > (size_t)(qp->rq_wqe_cnt - (qp->rq_head - ci)))) return -EAGAIN;
+    if (!n) return 0;
+    uint8_t *rq = (uint8_t *)(uintptr_t)qp->rq;
+    uint32_t mask = qp->rq_wqe_cnt - 1, shift = qp->rq_wqe_shift;
+    uint32_t max_gs = 1u << (shift - 4);
+    uint32_t head = qp->rq_head;
+    for (size_t i = 0; i < n; i++, head++) {
+        uint32_t idx = head & mask;
+        uint8_t *w = rq + ((size_t)idx << shift);
+        uint32_t k;
+        for (k = 0; k < r[i].num_local; k++, w += MLXD_WQE_DATA_SIZE) {
+            st32(w + MLXD_WQE_DATA_OFF_BYTE_COUNT, r[i].local[k].length);
+            st32(w + MLXD_WQE_DATA_OFF_LKEY, r[i].local[k].lkey);
+            st64(w + MLXD_WQE_DATA_OFF_ADDR, r[i].local[k].addr);
+        }
+        if (k < max_gs) {        /* terminator: byte_count 0, MLX5_INVALID_LKEY, addr 0 */
+            st32(w + MLXD_WQE_DATA_OFF_BYTE_COUNT, 0);
+            st32(w + MLXD_WQE_DATA_OFF_LKEY, MLXD_INVALID_LKEY);
+            st64(w + MLXD_WQE_DATA_OFF_ADDR, 0);
+        }
+        qp->rq_wrid[idx] = r[i].wr_id;
+    }
+    qp->rq_head = head;
+    mlxd_wmb();
+    qp->dbrec[MLXD_RCV_DBR] = htobe32(head & 0xffff);
+    return (int)n;
+}
+
+int mlxd_qp_send_room(const struct mlxd_qp *qp)
+{
+    if (!qp || qp->state != OBJ_LIVE) return mlxd_err(EINVAL, "mlxd_qp_send_room: invalid or destroyed QP");
+    return (int)(qp->sq_wqebbs - (qp->sq_pi - atomic_load_explicit(&((struct mlxd_qp *)qp)->sq_ci, memory_order_acquire)));
+}
+
+int mlxd_qp_recv_room(const struct mlxd_qp *qp)
+{
+    if (!qp || qp->state != OBJ_LIVE) return mlxd_err(EINVAL, "mlxd_qp_recv_room: invalid or destroyed QP");
+    return (int)(qp->rq_wqe_cnt - (qp->rq_head - atomic_load_explicit(&((struct mlxd_qp *)qp)->rq_ci, memory_order_acquire)));
+}

@@ -1,0 +1,107 @@
+/* replay.c: the replay feeder: plays a CQE fixture (abi/mlxd_fixture.h) into a detached CQ's
+ * ring the way the NIC writes CQEs: 63 bytes, a write barrier, then op_own with the owner bit
+ * of the producer's pass (!!(pi & ncqe)); it never overtakes the consumer, whose index it reads
+ * from the CQ doorbell record (24 bits, big-endian) as the NIC does (mlx5-uverbs-abi.md 6.3). */
+#include <endian.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "barrier.h"
+#include "driver.h"
+#include "mlxd_abi.h"
+#include "mlxd_error.h"
+#include "mlxd_fixture.h"
+
+struct mlxd_replay {
+    pthread_t thread;
+    struct mlxd_cq *cq;
+    struct mlxd_fixture *fx;
+    bool paced;
+    uint32_t loops;
+    atomic_bool stop;
+    long result;
+};
+
+static void sleep_until(const struct timespec *t)
+{
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, t, NULL) == EINTR) {}
+}
+
+static void *feeder(void *arg)
+{
+    struct mlxd_replay *rp = arg;
+    struct mlxd_cq *cq = rp->cq;
+    uint8_t *ring = (uint8_t *)(uintptr_t)cq->buf;
+    const uint32_t ncqe = cq->ncqe;
+    uint32_t pi = 0;
+    long written = 0;
+    struct timespec next;
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    for (uint32_t loop = 0; loop < rp->loops; loop++) {
+        for (size_t i = 0; i < rp->fx->count; i++) {
+            const struct mlxd_fixture_record *rec = &rp->fx->records[i];
+            if (rp->paced && rec->has_delay && rec->delay_ns) {
+                uint64_t ns = (uint64_t)next.tv_nsec + rec->delay_ns;
+                next.tv_sec += (time_t)(ns / 1000000000u);
+                next.tv_nsec = (long)(ns % 1000000000u);
+                sleep_until(&next);
+            }
+            /* wait for room: outstanding = pi - ci (24-bit arithmetic) must stay < ncqe */
+            for (;;) {
+                if (atomic_load_explicit(&rp->stop, memory_order_relaxed)) { rp->result = written; return NULL; }
+                uint32_t ci = be32toh(cq->dbrec[MLXD_CQ_SET_CI]) & MLXD_CQ_CI_MASK;
+                if (((pi - ci) & MLXD_CQ_CI_MASK) < ncqe) break;
+                sched_yield();
+            }
+            const uint8_t *src = rec->cqe + (rec->cqe_size == 128 ? 64 : 0);
+            uint8_t *dst = ring + ((size_t)(pi & (ncqe - 1)) << 6);
+            memcpy(dst, src, 63);
+            mlxd_wmb();
+            uint8_t op_own = (uint8_t)((src[63] & ~MLXD_CQE_OWNER_MASK) | ((pi & ncqe) ? 1 : 0));
+            *(volatile uint8_t *)(dst + 63) = op_own;
+            pi++;
+            written++;
+        }
+    }
+    rp->result = written;
+    return NULL;
+}
+
+int mlxd_replay_start(struct mlxd_cq *cq, const char *path, const struct mlxd_replay_opts *opts,
+                      struct mlxd_replay **out)
+{
+    if (!cq || cq->state != OBJ_LIVE || !cq->detached || !path || !out)
+        return mlxd_err(EINVAL, "mlxd_replay_start: needs a live detached CQ, a path and out");
+    if (opts && opts->sz < offsetof(struct mlxd_replay_opts, loops) + sizeof opts->loops)
+        return mlxd_err(EINVAL, "mlxd_replay_start: opts->sz %zu is too small", opts->sz);
+    struct mlxd_replay *rp = calloc(1, sizeof *rp);
+    if (!rp) return mlxd_err(ENOMEM, "mlxd_replay_start: out of memory");
+    int rc = mlxd_fixture_load(path, &rp->fx);
+    if (rc) { free(rp); return rc; }
+    rp->cq = cq;
+    rp->paced = opts && opts->paced;
+    rp->loops = opts && opts->loops ? opts->loops : 1;
+    atomic_init(&rp->stop, false);
+    rc = pthread_create(&rp->thread, NULL, feeder, rp);
+    if (rc) {
+        mlxd_fixture_free(rp->fx);
+        free(rp);
+        return mlxd_err(rc, "mlxd_replay_start: pthread_create: %s", strerror(rc));
+    }
+    *out = rp;
+    return 0;
+}
+
+long mlxd_replay_finish(struct mlxd_replay *rp, bool stop)
+{
+    if (!rp) return mlxd_err(EINVAL, "mlxd_replay_finish: rp is NULL");
+    if (stop) atomic_store(&rp->stop, true);
+    pthread_join(rp->thread, NULL);
+    long r = rp->result;
+    mlxd_fixture_free(rp->fx);
+    free(rp);
+    return r;
+}

@@ -1,0 +1,194 @@
+/* cq.c: completion queues: the ring and doorbell record this process owns, and the kernel's CQ
+ * (CQ_CREATE / CQ_DESTROY ioctls, mlx5-uverbs-abi.md 3.10, 5). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include "driver.h"
+#include "ioctl.h"
+#include "mlxd_abi.h"
+#include "mlxd_error.h"
+
+#define MAX_DETACHED_CQE (1u << 22)
+
+uint32_t mlxd__roundup_pow2(uint32_t v)
+{
+    if (v <= 1) return 1;
+    if (v > (1u << 31)) return 0;
+    return 1u << (32 - __builtin_clz(v - 1));
+}
+
+/* Allocates the ring (page aligned, every op_own 0xF0) and a 64-byte doorbell record. */
+static int ring_alloc(struct mlxd_cq *cq, uint32_t ncqe)
+{
+    size_t len = (size_t)ncqe * MLXD_CQE_SIZE;
+    long pg = sysconf(_SC_PAGESIZE);
+    len = (len + (size_t)pg - 1) & ~((size_t)pg - 1);
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return -ENOMEM;
+    madvise(m, len, MADV_DONTFORK);    /* the ring is not the child's (seed: fork rule) */
+    void *db = aligned_alloc(64, 64);
+    if (!db) { munmap(m, len); return -ENOMEM; }
+    memset(db, 0, 64);
+    for (uint32_t i = 0; i < ncqe; i++) ((uint8_t *)m)[(size_t)i * MLXD_CQE_SIZE + MLXD_CQE_OFF_OP_OWN] = MLXD_CQE_OP_OWN_INIT;
+    cq->mem = m;
+    cq->mem_len = len;
+    cq->db = db;
+    cq->buf = m;
+    cq->dbrec = db;
+    cq->ncqe = ncqe;
+    cq->ci = 0;
+    return 0;
+}
+
+void mlxd__cq_release(struct mlxd_cq *cq)
+{
+    if (cq->mem) munmap(cq->mem, cq->mem_len);
+    free(cq->db);
+    cq->mem = cq->db = NULL;
+    cq->buf = NULL;
+    cq->dbrec = NULL;
+}
+
+int mlxd__comp_channel(struct mlxd_nic *nic);
+
+int mlxd_cq_create(struct mlxd_nic *nic, uint32_t entries, const struct mlxd_cq_opts *opts,
+                   struct mlxd_cq **out)
+{
+    static const char fn[] = "mlxd_cq_create";
+    if (!nic_ok(nic) || !out) return mlxd_err(EINVAL, "%s: invalid or closed nic, or out NULL", fn);
+    if (!entries) return mlxd_err(EINVAL, "%s: 0 entries", fn);
+    if (opts && opts->sz < offsetof(struct mlxd_cq_opts, user_data) + sizeof opts->user_data)
+        return mlxd_err(EINVAL, "%s: opts->sz %zu is too small", fn, opts->sz);
+    if (opts && nic->num_comp_vectors && opts->comp_vector >= nic->num_comp_vectors)
+        return mlxd_err(EINVAL, "%s: comp_vector %u, the device has %u", fn, opts->comp_vector,
+                        nic->num_comp_vectors);
+    uint32_t ncqe = mlxd__roundup_pow2(entries < 2 ? 2 : entries);
+    if (!ncqe || ncqe > nic->max_cqe)
+        return mlxd_err(EINVAL, "%s: %u entries exceeds the device's maximum %u", fn, entries, nic->max_cqe);
+    struct mlxd_cq *cq = calloc(1, sizeof *cq);
+    if (!cq) return mlxd_err(ENOMEM, "%s: out of memory", fn);
+    int rc = ring_alloc(cq, ncqe);
+    if (rc) { free(cq); return mlxd_err(ENOMEM, "%s: cannot allocate a ring of %u CQEs", fn, ncqe); }
+    cq->events = opts && opts->events;
+    cq->user_data = opts ? opts->user_data : 0;
+    cq->nic = nic;
+    cq->cqe_version = nic->cqe_version;
+    cq->qp_table = nic->qp_table;
+    cq->arm_db = (volatile uint64_t *)((uint8_t *)nic->uar_map + MLXD_UAR_CQ_DOORBELL);
+    if (cq->events) {
+        pthread_mutex_lock(&nic->lock);
+        rc = mlxd__comp_channel(nic);
+        pthread_mutex_unlock(&nic->lock);
+        if (rc) {
+            rc = mlxd_err(-rc, "%s %s: the kernel refused CREATE_COMP_CHANNEL: %s", fn, nic->name, strerror(-rc));
+            goto fail;
+        }
+    }
+    struct mlx5_ib_create_cq req;
+    struct mlx5_ib_create_cq_resp resp;
+    memset(&req, 0, sizeof req);
+    memset(&resp, 0, sizeof resp);
+    req.buf_addr = (uintptr_t)cq->buf;
+    req.db_addr = (uintptr_t)cq->dbrec;
+    req.cqe_size = MLXD_CQE_SIZE;
+    req.flags = MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX;
+    req.uar_page_index = (uint16_t)nic->uar_page_id;
+    uint32_t resp_cqe = 0;
+    struct ioc c;
+    ioc_init(&c, UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE);
+    int h = ioc_obj(&c, UVERBS_ATTR_CREATE_CQ_HANDLE, 0);
+    ioc_in_u32(&c, UVERBS_ATTR_CREATE_CQ_CQE, ncqe - 1);
+    ioc_in_u64(&c, UVERBS_ATTR_CREATE_CQ_USER_HANDLE, (uintptr_t)cq);
+    if (cq->events) ioc_obj(&c, UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, (uint64_t)nic->comp_fd);
+    ioc_in_u32(&c, UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, opts ? opts->comp_vector : 0);
+    ioc_out(&c, UVERBS_ATTR_CREATE_CQ_RESP_CQE, &resp_cqe, sizeof resp_cqe);
+    ioc_in(&c, UVERBS_ATTR_UHW_IN, &req, sizeof req);
+    ioc_out(&c, UVERBS_ATTR_UHW_OUT, &resp, sizeof resp);
+    rc = mlxd__ioctl(nic->fd, &c);
+    if (rc) {
+        rc = mlxd_err(-rc, "%s %s: the kernel refused CQ_CREATE (%u CQEs): %s", fn, nic->name, ncqe, strerror(-rc));
+        goto fail;
+    }
+    cq->handle = (uint32_t)ioc_value(&c, h);
+    cq->cqn = resp.cqn;
+    cq->state = OBJ_LIVE;
+    pthread_mutex_lock(&nic->lock);
+    cq->next = nic->cqs;
+    nic->cqs = cq;
+    pthread_mutex_unlock(&nic->lock);
+    *out = cq;
+    return 0;
+fail:
+    mlxd__cq_release(cq);
+    free(cq);
+    return rc;
+}
+
+int mlxd_cq_create_detached(uint32_t entries, struct mlxd_cq **out)
+{
+    if (!out || !entries || entries > MAX_DETACHED_CQE)
+        return mlxd_err(EINVAL, "mlxd_cq_create_detached: entries must be 1..%u and out not NULL", MAX_DETACHED_CQE);
+    struct mlxd_cq *cq = calloc(1, sizeof *cq);
+    if (!cq) return mlxd_err(ENOMEM, "mlxd_cq_create_detached: out of memory");
+    if (ring_alloc(cq, mlxd__roundup_pow2(entries < 2 ? 2 : entries))) {
+        free(cq);
+        return mlxd_err(ENOMEM, "mlxd_cq_create_detached: cannot allocate the ring");
+    }
+    cq->detached = true;
+    cq->cqe_version = 1;
+    cq->state = OBJ_LIVE;
+    *out = cq;
+    return 0;
+}
+
+int mlxd_cq_destroy(struct mlxd_cq *cq)
+{
+    if (!cq) return mlxd_err(EINVAL, "mlxd_cq_destroy: cq is NULL");
+    if (cq->detached) {
+        /* detached CQs have no NIC to keep a tombstone: they are freed */
+        if (cq->state != OBJ_LIVE) return mlxd_err(EINVAL, "mlxd_cq_destroy: destroyed CQ");
+        cq->state = OBJ_DEAD;
+        mlxd__cq_release(cq);
+        free(cq);
+        return 0;
+    }
+    struct mlxd_nic *nic = cq->nic;
+    if (nic->state != OBJ_LIVE) return mlxd_err(EINVAL, "mlxd_cq_destroy: its NIC is closed");
+    if (cq->state == OBJ_DEAD)
+        return cq->destroy_result ? mlxd_err(-cq->destroy_result, "mlxd_cq_destroy: the first call failed: %s",
+                                             strerror(-cq->destroy_result)) : 0;
+    pthread_mutex_lock(&nic->lock);
+    unsigned users = cq->qps;
+    pthread_mutex_unlock(&nic->lock);
+    if (users) return mlxd_err(EBUSY, "mlxd_cq_destroy %s: %u queue pairs still use CQ 0x%x", nic->name, users, cq->cqn);
+    struct ib_uverbs_destroy_cq_resp resp = {0, 0};
+    struct ioc c;
+    ioc_init(&c, UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_DESTROY);
+    ioc_obj(&c, UVERBS_ATTR_DESTROY_CQ_HANDLE, cq->handle);
+    ioc_out(&c, UVERBS_ATTR_DESTROY_CQ_RESP, &resp, sizeof resp);
+    int rc = mlxd__ioctl(nic->fd, &c);
+    pthread_mutex_lock(&nic->lock);
+    cq->state = OBJ_DEAD;
+    cq->destroy_result = rc;
+    pthread_mutex_unlock(&nic->lock);
+    /* after a refusal the kernel may still write the ring: keep it until close; else free it */
+    if (rc) return mlxd_err(-rc, "mlxd_cq_destroy %s: the kernel refused CQ_DESTROY: %s", nic->name, strerror(-rc));
+    mlxd__cq_release(cq);
+    return 0;
+}
+
+uint32_t mlxd_cq_size(const struct mlxd_cq *cq)
+{
+    return cq && cq->state == OBJ_LIVE ? cq->ncqe : 0;
+}
+
+int mlxd_cq_ring(struct mlxd_cq *cq, volatile void **ring, uint32_t *ncqe, volatile uint32_t **dbrec)
+{
+    if (!cq || cq->state != OBJ_LIVE) return mlxd_err(EINVAL, "mlxd_cq_ring: invalid or destroyed CQ");
+    if (ring) *ring = cq->buf;
+    if (ncqe) *ncqe = cq->ncqe;
+    if (dbrec) *dbrec = cq->dbrec;
+    return 0;
+}

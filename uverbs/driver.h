@@ -1,0 +1,143 @@
+/* driver.h (private): the objects behind the opaque handles of mlxd_uverbs.h / mlxd_mlx5.h,
+ * shared by uverbs/ (kernel calls) and mlx5/ (the data path).  Hot fields come first. */
+#ifndef MLXD_DRIVER_H
+#define MLXD_DRIVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "mlxd_uverbs.h"
+#include "mlxd_mlx5.h"
+
+#define MLXD_MAX_QPS 4096          /* per NIC; uidx (cqe_version 1) indexes nic->qp_table */
+#define MLXD_MAX_GIDS 256
+
+enum obj_state { OBJ_LIVE = 0x4c495645 /* "LIVE" */, OBJ_DEAD = 0x44454144 /* "DEAD" */ };
+
+struct mlxd_cq {
+    /* --- hot: mlxd_cq_poll / mlxd_cq_arm --- */
+    volatile uint8_t *buf;          /* ncqe CQEs of 64 bytes */
+    uint32_t ci;                    /* consumer index (free-running) */
+    uint32_t ncqe;                  /* power of two */
+    volatile uint32_t *dbrec;       /* [0] SET_CI BE32, [1] ARM BE32 */
+    struct mlxd_qp *const *qp_table;/* nic->qp_table, NULL for detached CQs */
+    uint32_t state;                 /* enum obj_state */
+    uint8_t  cqe_version;
+    bool     events;                /* armable (comp channel attached) */
+    bool     detached;
+    uint32_t cqn;
+    volatile uint64_t *arm_db;      /* NC UAR + 0x20 */
+    _Atomic uint32_t arm_sn;        /* incremented per completion event read (mlxd_wait) */
+    /* --- cold --- */
+    struct mlxd_nic *nic;
+    uint32_t handle;
+    uint64_t user_data;
+    void    *mem;                   /* mmap'ed ring */
+    size_t   mem_len;
+    void    *db;                    /* aligned_alloc'ed doorbell record (64 bytes) */
+    unsigned qps;                   /* QPs using this CQ (under nic->lock) */
+    int      destroy_result;
+    struct mlxd_cq *next;
+};
+
+struct mlxd_qp {
+    /* --- hot: send --- */
+    volatile uint8_t *sq;           /* send ring: sq_wqebbs blocks of 64 bytes */
+    uint32_t sq_pi;                 /* producer index in WQEBBs (free-running) */
+    uint32_t sq_wqebbs;             /* power of two (0 = no send ring) */
+    _Atomic uint32_t sq_ci;         /* WQEBBs released by completions (written by poll) */
+    uint32_t qpn;
+    uint64_t *sq_wrid;              /* [idx] wr_id of the WQE starting at idx */
+    uint32_t *sq_next;              /* [idx] sq_pi after the WQE starting at idx */
+    volatile uint32_t *dbrec;       /* [0] RCV BE32, [1] SND BE32 */
+    volatile uint8_t *bf_reg;       /* UAR + 0x800 */
+    uint32_t bf_offset;             /* 0 or bf_buf_size, toggled per ring */
+    uint32_t bf_buf_size;           /* half of bf_reg_size for a WC UAR; 0 = doorbell only */
+    uint32_t pending;               /* WQEs posted since the last ring */
+    uint32_t last_pi;               /* sq_pi of the last posted WQE */
+    uint32_t last_nbb;              /* its WQEBBs */
+    uint32_t max_inline;
+    uint32_t state;                 /* enum obj_state */
+    uint32_t type;                  /* MLXD_QP_RC / MLXD_QP_UC */
+    /* --- hot: receive --- */
+    volatile uint8_t *rq;
+    uint32_t rq_head;               /* receives posted (free-running) */
+    uint32_t rq_wqe_cnt;            /* power of two (0 = no receive ring) */
+    _Atomic uint32_t rq_ci;         /* receives completed (written by poll) */
+    uint32_t rq_wqe_shift;          /* log2 of the receive WQE stride */
+    uint32_t max_recv_sge;          /* data segments written per receive at most */
+    uint64_t *rq_wrid;
+    /* --- cold --- */
+    struct mlxd_nic *nic;
+    struct mlxd_cq *send_cq, *recv_cq;
+    uint32_t handle;
+    uint32_t uidx;
+    uint32_t ib_state;              /* IB_QPS_*: 0 RESET 1 INIT 2 RTR 3 RTS 6 ERR */
+    uint32_t psn;
+    uint32_t gid_index;
+    uint8_t  gid[16];
+    uint64_t user_data;
+    void    *mem;                   /* mmap'ed QP buffer */
+    size_t   mem_len;
+    void    *db;
+    uint32_t uar_handle;
+    void    *uar_map;
+    bool     uar_bf;
+    int      destroy_result;
+    struct mlxd_qp *next;
+};
+
+struct mlxd_region {
+    uint64_t iova, length;
+    uint32_t lkey, rkey;
+    uint32_t state;
+    uint32_t handle;
+    struct mlxd_nic *nic;
+    int      deregister_result;
+    struct mlxd_region *next;
+};
+
+struct mlxd_nic {
+    uint32_t state;                 /* enum obj_state (DEAD after close) */
+    char     name[64];
+    char     dev_path[64];
+    int      fd, async_fd, comp_fd;
+    /* GET_CONTEXT (struct mlx5_ib_alloc_ucontext_resp) */
+    uint32_t bf_reg_size, cache_line_size, max_send_wqebb, max_recv_wr, num_uars_per_page;
+    uint32_t max_sq_desc_sz, max_rq_desc_sz, num_comp_vectors;
+    uint8_t  cqe_version;
+    /* QUERY_DEVICE (defaults when the kernel does not answer it) */
+    uint32_t max_cqe, max_qp_wr, max_sge, max_qp_rd_atom;
+    /* QUERY_PORT(1) */
+    struct mlxd_port_info port;
+    struct mlxd_gid gids[MLXD_MAX_GIDS];
+    unsigned ngids;
+    int      default_gid;
+    /* the NC UAR for CQ arm doorbells */
+    uint32_t uar_handle, uar_page_id;
+    void    *uar_map;
+    uint32_t pd_handle, pdn;
+    pthread_mutex_t lock;           /* object lists, qp_table, pinned bytes (never on hot paths) */
+    struct mlxd_region *regions;
+    struct mlxd_cq *cqs;
+    struct mlxd_qp *qps;
+    struct mlxd_qp *qp_table[MLXD_MAX_QPS];
+    uint64_t pinned;                /* bytes registered (for the RLIMIT_MEMLOCK message) */
+    struct mlxd_nic *next_closed;
+};
+
+/* Validity checks used by every entry point (misuse -> -EINVAL with a message). */
+static inline bool nic_ok(const struct mlxd_nic *n) { return n && n->state == OBJ_LIVE; }
+
+/* Kernel-side helpers (uverbs/). */
+int  mlxd__uar_alloc(struct mlxd_nic *nic, uint32_t type, uint32_t *handle, uint32_t *page_id,
+                     void **map);
+int  mlxd__uar_free(struct mlxd_nic *nic, uint32_t handle, void *map);
+void mlxd__cq_release(struct mlxd_cq *cq);      /* rings + db (no kernel call) */
+void mlxd__qp_release(struct mlxd_qp *qp);
+/* Sizing shared with the tests' expectations (mlx5-uverbs-abi.md 5). */
+uint32_t mlxd__roundup_pow2(uint32_t v);
+uint32_t mlxd__send_wqe_size(uint32_t max_inline, uint32_t max_send_sge);
+
+#endif

@@ -1,0 +1,373 @@
+/* qp.c: queue pairs: the buffer and doorbell record this process owns, the kernel's QP
+ * (QP_CREATE / QP_DESTROY ioctls) and the state machine through MODIFY_QP (INVOKE_WRITE 26).
+ * Sources: mlx5-uverbs-abi.md 3.11, 3.12, 4.1, 5; kernel verbs.c qp_state_table. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
+#include "driver.h"
+#include "ioctl.h"
+#include "mlxd_abi.h"
+#include "mlxd_error.h"
+
+/* Send WQE bytes for the largest entry the QP accepts (libmlx5 mlx5_calc_send_wqe): ctrl +
+ * raddr + max(one data segment, the inline header + max_inline bytes), in 64-byte units. */
+uint32_t mlxd__send_wqe_size(uint32_t max_inline, uint32_t max_send_sge)
+{
+    uint32_t data = max_send_sge * MLXD_WQE_DATA_SIZE;
+    uint32_t inl = max_inline ? (MLXD_WQE_INL_HDR_SIZE + max_inline + 15) & ~15u : 0;
+    uint32_t sz = MLXD_WQE_CTRL_SIZE + MLXD_WQE_RADDR_SIZE + (data > inl ? data : inl);
+    return (sz + MLXD_SEND_WQE_BB - 1) & ~(MLXD_SEND_WQE_BB - 1);
+}
+
+void mlxd__qp_release(struct mlxd_qp *qp)
+{
+    if (qp->mem) munmap(qp->mem, qp->mem_len);
+    free(qp->db);
+    free(qp->sq_wrid);
+    free(qp->sq_next);
+    free(qp->rq_wrid);
+    qp->mem = qp->db = NULL;
+    qp->sq_wrid = NULL;
+    qp->sq_next = NULL;
+    qp->rq_wrid = NULL;
+    qp->sq = qp->rq = NULL;
+    qp->dbrec = NULL;
+}
+
+static uint32_t random_psn(void)
+{
+    uint32_t v = 0;
+    if (getrandom(&v, sizeof v, GRND_NONBLOCK) != sizeof v) v = (uint32_t)(uintptr_t)&v ^ (uint32_t)getpid();
+    v &= 0xffffff;
+    return v ? v : 1;
+}
+
+static const uint8_t *gid_by_index(const struct mlxd_nic *nic, uint32_t idx)
+{
+    for (unsigned i = 0; i < nic->ngids; i++)
+        if (nic->gids[i].index == idx) return nic->gids[i].raw;
+    return NULL;
+}
+
+int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct mlxd_qp **out)
+{
+    static const char fn[] = "mlxd_qp_create";
+    if (!cq || cq->detached || cq->state != OBJ_LIVE || !cq->nic || !nic_ok(cq->nic) || !opts || !out)
+        return mlxd_err(EINVAL, "%s: invalid/destroyed/detached CQ, closed NIC, or NULL opts/out", fn);
+    struct mlxd_nic *nic = cq->nic;
+    if (opts->sz < offsetof(struct mlxd_qp_opts, user_data) + sizeof opts->user_data)
+        return mlxd_err(EINVAL, "%s: opts->sz %zu is too small", fn, opts->sz);
+    uint32_t type = opts->type ? opts->type : MLXD_QP_RC;
+    if (type != MLXD_QP_RC && type != MLXD_QP_UC) return mlxd_err(EINVAL, "%s: type %u is not RC (2) or UC (3)", fn, type);
+    if (!opts->send_depth && !opts->recv_depth) return mlxd_err(EINVAL, "%s: send and receive depth are both 0", fn);
+    struct mlxd_cq *rcq = opts->recv_cq ? opts->recv_cq : cq;
+    if (rcq->state != OBJ_LIVE || rcq->nic != nic) return mlxd_err(EINVAL, "%s: recv_cq is destroyed or of another NIC", fn);
+    uint32_t recv_sge = opts->max_recv_sge ? opts->max_recv_sge : 1;
+    if (recv_sge > nic->max_sge) return mlxd_err(EINVAL, "%s: max_recv_sge %u exceeds the device's maximum %u", fn, recv_sge, nic->max_sge);
+    if (opts->send_depth > nic->max_qp_wr) return mlxd_err(EINVAL, "%s: send depth %u exceeds the device's maximum %u", fn, opts->send_depth, nic->max_qp_wr);
+    if (opts->recv_depth > nic->max_qp_wr) return mlxd_err(EINVAL, "%s: receive depth %u exceeds the device's maximum %u", fn, opts->recv_depth, nic->max_qp_wr);
+    if (opts->max_inline > nic->port.max_inline) return mlxd_err(EINVAL, "%s: max_inline %u exceeds the device's maximum %u", fn, opts->max_inline, nic->port.max_inline);
+    uint32_t gid_index = opts->has_gid_index ? opts->gid_index : (uint32_t)nic->default_gid;
+    const uint8_t *gid = gid_by_index(nic, gid_index);
+    if (!gid) return mlxd_err(EINVAL, "%s: GID index %u is not a valid GID of port 1", fn, gid_index);
+
+    /* sizes (abi doc 5) */
+    uint32_t sq_wqebbs = 0, wqe_size = 0;
+    if (opts->send_depth) {
+        wqe_size = mlxd__send_wqe_size(opts->max_inline, 1);
+        uint32_t max_desc = nic->max_sq_desc_sz ? nic->max_sq_desc_sz : 1024;
+        if (wqe_size > max_desc) return mlxd_err(EINVAL, "%s: a %u-byte WQE exceeds the device's maximum %u", fn, wqe_size, max_desc);
+        uint64_t bytes = (uint64_t)opts->send_depth * wqe_size;
+        if (bytes > (1ull << 31)) return mlxd_err(EINVAL, "%s: send ring too large", fn);
+        sq_wqebbs = mlxd__roundup_pow2((uint32_t)bytes) / MLXD_SEND_WQE_BB;
+        if (nic->max_send_wqebb && sq_wqebbs > nic->max_send_wqebb)
+            return mlxd_err(EINVAL, "%s: send depth %u needs %u WQEBBs, exceeds the device's maximum %u", fn,
+                            opts->send_depth, sq_wqebbs, nic->max_send_wqebb);
+    }
+    uint32_t rq_cnt = 0, rq_shift = 0;
+    if (opts->recv_depth) {
+        uint32_t stride = mlxd__roundup_pow2(recv_sge * MLXD_WQE_DATA_SIZE);
+        uint32_t bytes = mlxd__roundup_pow2(opts->recv_depth) * stride;
+        if (bytes < 64) bytes = 64;
+        rq_cnt = bytes / stride;
+        rq_shift = (uint32_t)__builtin_ctz(stride);
+    }
+    struct mlxd_qp *qp = calloc(1, sizeof *qp);
+    if (!qp) return mlxd_err(ENOMEM, "%s: out of memory", fn);
+    int rc;
+    size_t rq_bytes = (size_t)rq_cnt << rq_shift;
+    size_t len = rq_bytes + (size_t)sq_wqebbs * MLXD_SEND_WQE_BB;
+    long pg = sysconf(_SC_PAGESIZE);
+    len = (len + (size_t)pg - 1) & ~((size_t)pg - 1);
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) { free(qp); return mlxd_err(ENOMEM, "%s: cannot allocate a %zu-byte QP buffer", fn, len); }
+    madvise(m, len, MADV_DONTFORK);
+    qp->mem = m;
+    qp->mem_len = len;
+    qp->db = aligned_alloc(64, 64);
+    if (sq_wqebbs) {
+        qp->sq_wrid = calloc(sq_wqebbs, sizeof *qp->sq_wrid);
+        qp->sq_next = calloc(sq_wqebbs, sizeof *qp->sq_next);
+    }
+    if (rq_cnt) qp->rq_wrid = calloc(rq_cnt, sizeof *qp->rq_wrid);
+    if (!qp->db || (sq_wqebbs && (!qp->sq_wrid || !qp->sq_next)) || (rq_cnt && !qp->rq_wrid)) {
+        rc = mlxd_err(ENOMEM, "%s: out of memory", fn);
+        goto fail_mem;
+    }
+    memset(qp->db, 0, 64);
+    qp->dbrec = qp->db;
+    qp->rq = rq_cnt ? (uint8_t *)m : NULL;
+    qp->sq = sq_wqebbs ? (uint8_t *)m + rq_bytes : NULL;
+    qp->sq_wqebbs = sq_wqebbs;
+    qp->rq_wqe_cnt = rq_cnt;
+    qp->rq_wqe_shift = rq_shift;
+    qp->max_recv_sge = recv_sge;
+    qp->max_inline = opts->max_inline;
+    qp->type = type;
+    qp->nic = nic;
+    qp->send_cq = cq;
+    qp->recv_cq = rcq;
+    qp->user_data = opts->user_data;
+    qp->gid_index = gid_index;
+    memcpy(qp->gid, gid, 16);
+    qp->psn = opts->psn ? (opts->psn & 0xffffff) : random_psn();
+
+    /* a user index (cqe_version 1) */
+    pthread_mutex_lock(&nic->lock);
+    uint32_t uidx = 0;
+    while (uidx < MLXD_MAX_QPS && nic->qp_table[uidx]) uidx++;
+    if (uidx == MLXD_MAX_QPS) {
+        pthread_mutex_unlock(&nic->lock);
+        rc = mlxd_err(ENOSPC, "%s %s: the NIC's table of %u QPs is full", fn, nic->name, MLXD_MAX_QPS);
+        goto fail_mem;
+    }
+    nic->qp_table[uidx] = (struct mlxd_qp *)qp;   /* reserved; the poll loop checks qpn too */
+    pthread_mutex_unlock(&nic->lock);
+    qp->uidx = uidx;
+
+    /* a doorbell UAR of its own: BlueFlame (write-combining) when the device has it */
+    uint32_t page_id = 0;
+    rc = -EOPNOTSUPP;
+    if (nic->bf_reg_size && sq_wqebbs) {
+        rc = mlxd__uar_alloc(nic, MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF, &qp->uar_handle, &page_id, &qp->uar_map);
+        qp->uar_bf = rc == 0;
+    }
+    if (rc == -EOPNOTSUPP)      /* no BlueFlame: a non-cached doorbell page (abi doc 4.1) */
+        rc = mlxd__uar_alloc(nic, MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC, &qp->uar_handle, &page_id, &qp->uar_map);
+    if (rc) {
+        rc = mlxd_err(-rc, "%s %s: the kernel refused UAR_OBJ_ALLOC + mmap: %s", fn, nic->name, strerror(-rc));
+        goto fail_uidx;
+    }
+    qp->bf_reg = (uint8_t *)qp->uar_map + MLXD_UAR_BF_OFFSET;
+    qp->bf_buf_size = qp->uar_bf ? nic->bf_reg_size / 2 : 0;
+
+    struct mlx5_ib_create_qp req;
+    struct mlx5_ib_create_qp_resp resp;
+    memset(&req, 0, sizeof req);
+    memset(&resp, 0, sizeof resp);
+    req.buf_addr = (uintptr_t)m;
+    req.db_addr = (uintptr_t)qp->dbrec;
+    req.sq_wqe_count = sq_wqebbs;
+    req.rq_wqe_count = rq_cnt;
+    req.rq_wqe_shift = rq_shift;
+    req.flags = MLX5_QP_FLAG_UAR_PAGE_INDEX;
+    req.uidx = nic->cqe_version ? uidx : 0xffffff;
+    req.bfreg_index = page_id;
+    struct ib_uverbs_qp_cap cap = {
+        .max_send_wr = opts->send_depth, .max_recv_wr = opts->recv_depth,
+        .max_send_sge = opts->send_depth ? 1 : 0, .max_recv_sge = opts->recv_depth ? recv_sge : 0,
+        .max_inline_data = opts->max_inline,
+    }, rcap;
+    uint32_t qpn = 0;
+    struct ioc c;
+    ioc_init(&c, UVERBS_OBJECT_QP, UVERBS_METHOD_QP_CREATE);
+    int h = ioc_obj(&c, UVERBS_ATTR_CREATE_QP_HANDLE, 0);
+    ioc_obj(&c, UVERBS_ATTR_CREATE_QP_PD_HANDLE, nic->pd_handle);
+    ioc_obj(&c, UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, cq->handle);
+    ioc_obj(&c, UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, rcq->handle);
+    ioc_in_u64(&c, UVERBS_ATTR_CREATE_QP_USER_HANDLE, (uintptr_t)qp);
+    ioc_in(&c, UVERBS_ATTR_CREATE_QP_CAP, &cap, sizeof cap);
+    ioc_in_u64(&c, UVERBS_ATTR_CREATE_QP_TYPE, type);
+    ioc_out(&c, UVERBS_ATTR_CREATE_QP_RESP_CAP, &rcap, sizeof rcap);
+    ioc_out(&c, UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, &qpn, sizeof qpn);
+    ioc_in(&c, UVERBS_ATTR_UHW_IN, &req, sizeof req);
+    ioc_out(&c, UVERBS_ATTR_UHW_OUT, &resp, sizeof resp);
+    rc = mlxd__ioctl(nic->fd, &c);
+    if (rc) {
+        rc = mlxd_err(-rc, "%s %s: the kernel refused QP_CREATE: %s", fn, nic->name, strerror(-rc));
+        goto fail_uar;
+    }
+    qp->handle = (uint32_t)ioc_value(&c, h);
+    qp->qpn = qpn & 0xffffff;
+    qp->ib_state = 0;
+    qp->state = OBJ_LIVE;
+    pthread_mutex_lock(&nic->lock);
+    nic->qp_table[uidx] = qp;
+    qp->next = nic->qps;
+    nic->qps = qp;
+    cq->qps++;
+    if (rcq != cq) rcq->qps++;
+    pthread_mutex_unlock(&nic->lock);
+    *out = qp;
+    return 0;
+
+fail_uar:
+    mlxd__uar_free(nic, qp->uar_handle, qp->uar_map);
+fail_uidx:
+    pthread_mutex_lock(&nic->lock);
+    nic->qp_table[uidx] = NULL;
+    pthread_mutex_unlock(&nic->lock);
+fail_mem:
+    mlxd__qp_release(qp);
+    free(qp);
+    return rc;
+}
+
+int mlxd_qp_endpoint(const struct mlxd_qp *qp, struct mlxd_endpoint *out)
+{
+    if (!qp || qp->state != OBJ_LIVE || !out) return mlxd_err(EINVAL, "mlxd_qp_endpoint: invalid or destroyed QP, or out NULL");
+    memset(out, 0, sizeof *out);
+    out->qpn = qp->qpn;
+    out->psn = qp->psn;
+    memcpy(out->gid, qp->gid, 16);
+    return 0;
+}
+
+int mlxd_qp_state(const struct mlxd_qp *qp)
+{
+    if (!qp || qp->state != OBJ_LIVE) return mlxd_err(EINVAL, "mlxd_qp_state: invalid or destroyed QP");
+    return (int)qp->ib_state;
+}
+
+static int modify(struct mlxd_qp *qp, struct ib_uverbs_modify_qp *m)
+{
+    m->qp_handle = qp->handle;
+    return mlxd__invoke_write(qp->nic->fd, IB_USER_VERBS_CMD_MODIFY_QP, m, sizeof *m, NULL, 0, NULL, 0, NULL, 0);
+}
+
+/* IB_QP_* attribute mask bits (rdma/ib_user_verbs.h has no names for them; values from
+ * include/rdma/ib_verbs.h enum ib_qp_attr_mask = IBV_QP_*) */
+enum {
+    QPA_STATE = 1, QPA_ACCESS = 8, QPA_PKEY = 0x10, QPA_PORT = 0x20, QPA_AV = 0x80,
+    QPA_PATH_MTU = 0x100, QPA_TIMEOUT = 0x200, QPA_RETRY = 0x400, QPA_RNR_RETRY = 0x800,
+    QPA_RQ_PSN = 0x1000, QPA_MAX_RD_ATOMIC = 0x2000, QPA_MIN_RNR = 0x8000, QPA_SQ_PSN = 0x10000,
+    QPA_MAX_DEST_RD_ATOMIC = 0x20000, QPA_DEST_QPN = 0x100000,
+};
+
+int mlxd_qp_connect(struct mlxd_qp *qp, const struct mlxd_endpoint *peer,
+                    const struct mlxd_connect_opts *o)
+{
+    static const char fn[] = "mlxd_qp_connect";
+    if (!qp || qp->state != OBJ_LIVE || !nic_ok(qp->nic) || !peer)
+        return mlxd_err(EINVAL, "%s: invalid or destroyed QP, closed NIC, or peer NULL", fn);
+    if (o && o->sz < offsetof(struct mlxd_connect_opts, max_rd_atomic) + sizeof o->max_rd_atomic)
+        return mlxd_err(EINVAL, "%s: opts->sz %zu is too small", fn, o->sz);
+    if (qp->ib_state != 0) return mlxd_err(EINVAL, "%s: QP 0x%x is not in RESET (state %u): connect once", fn, qp->qpn, qp->ib_state);
+    uint32_t access = o ? o->peer_access : 0;
+    uint32_t allowed = qp->type == MLXD_QP_UC ? MLXD_ACCESS_REMOTE_WRITE
+                     : MLXD_ACCESS_REMOTE_WRITE | MLXD_ACCESS_REMOTE_READ | MLXD_ACCESS_REMOTE_ATOMIC;
+    if (access & ~allowed) return mlxd_err(EINVAL, "%s: peer_access 0x%x not allowed on this QP type (allowed 0x%x)", fn, access, allowed);
+    if (o && o->path_mtu > 5) return mlxd_err(EINVAL, "%s: path_mtu %u is not an IB MTU enum 1..5", fn, o->path_mtu);
+    if (peer->qpn > 0xffffff) return mlxd_err(EINVAL, "%s: peer QPN 0x%x exceeds 24 bits", fn, peer->qpn);
+    struct mlxd_nic *nic = qp->nic;
+    bool rc_qp = qp->type == MLXD_QP_RC;
+    uint8_t mtu = o && o->path_mtu ? o->path_mtu : (uint8_t)nic->port.active_mtu;
+    if (mtu > nic->port.active_mtu) mtu = (uint8_t)nic->port.active_mtu;
+    uint8_t rd_atomic = o && o->max_rd_atomic ? o->max_rd_atomic : 1;
+
+    struct ib_uverbs_modify_qp m;
+    memset(&m, 0, sizeof m);
+    m.qp_state = 1;                                   /* INIT */
+    m.attr_mask = QPA_STATE | QPA_PKEY | QPA_PORT | QPA_ACCESS;
+    m.pkey_index = 0;
+    m.port_num = 1;
+    m.qp_access_flags = access;
+    int rc = modify(qp, &m);
+    if (rc) return mlxd_err(-rc, "%s %s: the kernel refused MODIFY_QP RESET->INIT of QP 0x%x: %s", fn, nic->name, qp->qpn, strerror(-rc));
+    qp->ib_state = 1;
+
+    memset(&m, 0, sizeof m);
+    m.qp_state = 2;                                   /* RTR */
+    m.attr_mask = QPA_STATE | QPA_AV | QPA_PATH_MTU | QPA_DEST_QPN | QPA_RQ_PSN;
+    m.path_mtu = mtu;
+    m.dest_qp_num = peer->qpn;
+    m.rq_psn = peer->psn & 0xffffff;
+    memcpy(m.dest.dgid, peer->gid, 16);
+    m.dest.is_global = 1;
+    m.dest.sgid_index = (uint8_t)qp->gid_index;
+    m.dest.hop_limit = o && o->hop_limit ? o->hop_limit : 64;
+    m.dest.traffic_class = o ? o->traffic_class : 0;
+    m.dest.sl = o ? o->sl : 0;
+    m.dest.port_num = 1;
+    if (rc_qp) {
+        m.attr_mask |= QPA_MAX_DEST_RD_ATOMIC | QPA_MIN_RNR;
+        m.max_dest_rd_atomic = rd_atomic;
+        m.min_rnr_timer = o && o->min_rnr_timer ? o->min_rnr_timer : 12;
+    }
+    rc = modify(qp, &m);
+    if (rc) return mlxd_err(-rc, "%s %s: the kernel refused MODIFY_QP INIT->RTR of QP 0x%x: %s (QP left in INIT)", fn, nic->name, qp->qpn, strerror(-rc));
+    qp->ib_state = 2;
+    if (o && o->receive_only) return 0;
+
+    memset(&m, 0, sizeof m);
+    m.qp_state = 3;                                   /* RTS */
+    m.attr_mask = QPA_STATE | QPA_SQ_PSN;
+    m.sq_psn = qp->psn;
+    if (rc_qp) {
+        m.attr_mask |= QPA_TIMEOUT | QPA_RETRY | QPA_RNR_RETRY | QPA_MAX_RD_ATOMIC;
+        m.timeout = o && o->timeout ? o->timeout : 14;
+        m.retry_cnt = o && o->retry_cnt ? o->retry_cnt : 7;
+        m.rnr_retry = o && o->rnr_retry ? o->rnr_retry : 7;
+        m.max_rd_atomic = rd_atomic;
+    }
+    rc = modify(qp, &m);
+    if (rc) return mlxd_err(-rc, "%s %s: the kernel refused MODIFY_QP RTR->RTS of QP 0x%x: %s (QP left in RTR)", fn, nic->name, qp->qpn, strerror(-rc));
+    qp->ib_state = 3;
+    return 0;
+}
+
+int mlxd_qp_to_error(struct mlxd_qp *qp)
+{
+    if (!qp || qp->state != OBJ_LIVE || !nic_ok(qp->nic)) return mlxd_err(EINVAL, "mlxd_qp_to_error: invalid or destroyed QP");
+    struct ib_uverbs_modify_qp m;
+    memset(&m, 0, sizeof m);
+    m.qp_state = 6;
+    m.attr_mask = QPA_STATE;
+    int rc = modify(qp, &m);
+    if (rc) return mlxd_err(-rc, "mlxd_qp_to_error %s: the kernel refused MODIFY_QP ->ERR of QP 0x%x: %s", qp->nic->name, qp->qpn, strerror(-rc));
+    qp->ib_state = 6;
+    return 0;
+}
+
+int mlxd_qp_destroy(struct mlxd_qp *qp)
+{
+    if (!qp || !qp->nic) return mlxd_err(EINVAL, "mlxd_qp_destroy: qp is NULL");
+    struct mlxd_nic *nic = qp->nic;
+    if (nic->state != OBJ_LIVE) return mlxd_err(EINVAL, "mlxd_qp_destroy: its NIC is closed");
+    if (qp->state == OBJ_DEAD)
+        return qp->destroy_result ? mlxd_err(-qp->destroy_result, "mlxd_qp_destroy: the first call failed: %s",
+                                             strerror(-qp->destroy_result)) : 0;
+    uint32_t events = 0;
+    struct ioc c;
+    ioc_init(&c, UVERBS_OBJECT_QP, UVERBS_METHOD_QP_DESTROY);
+    ioc_obj(&c, UVERBS_ATTR_DESTROY_QP_HANDLE, qp->handle);
+    ioc_out(&c, UVERBS_ATTR_DESTROY_QP_RESP, &events, sizeof events);
+    int rc = mlxd__ioctl(nic->fd, &c);
+    pthread_mutex_lock(&nic->lock);
+    qp->state = OBJ_DEAD;
+    qp->destroy_result = rc;
+    if (nic->qp_table[qp->uidx] == qp) nic->qp_table[qp->uidx] = NULL;
+    qp->send_cq->qps--;
+    if (qp->recv_cq != qp->send_cq) qp->recv_cq->qps--;
+    pthread_mutex_unlock(&nic->lock);
+    if (rc) return mlxd_err(-rc, "mlxd_qp_destroy %s: the kernel refused QP_DESTROY of QP 0x%x: %s", nic->name, qp->qpn, strerror(-rc));
+    mlxd__uar_free(nic, qp->uar_handle, qp->uar_map);
+    qp->uar_map = NULL;
+    qp->bf_reg = NULL;
+    mlxd__qp_release(qp);
+    return 0;
+}
