@@ -171,16 +171,17 @@ static int header_line(struct mlxd_fixture_reader *r, char *s, unsigned *have)
     return 0;
 }
 
-/* A record line starts with '+' (a delay) or its first word is all hex digits; a header line's
- * first word is a key (cqe_size, ring_size, cqn, source), which always has a non-hex letter. */
+/* A record line starts with '+' (a delay) or a hex digit; a header line starts with one of the
+ * keys (cqe_size and cqn begin with the hex digit 'c', so keys are checked first).  A line that
+ * is neither is reported where it stands (unknown key before the records, bad record after). */
 static bool is_record_line(const char *s)
 {
     if (*s == '+') return true;
+    static const char *const keys[] = { "cqe_size", "ring_size", "cqn", "source" };
     size_t n = strcspn(s, " \t#");
-    if (!n) return false;
-    for (size_t i = 0; i < n; i++)
-        if (hexval((unsigned char)s[i]) < 0) return false;
-    return true;
+    for (unsigned i = 0; i < 4; i++)
+        if (n == strlen(keys[i]) && !strncmp(s, keys[i], n)) return false;
+    return hexval((unsigned char)*s) >= 0;
 }
 
 /* Parses a record line into rec.  0 or error. */
@@ -195,8 +196,9 @@ static int record_line(struct mlxd_fixture_reader *r, char *s, struct mlxd_fixtu
         uint64_t v = 0;
         if (!isdigit((unsigned char)*p)) return rerr(r, "delay '+' must be followed by a decimal number and a unit (ns, us, ms, s)");
         for (; isdigit((unsigned char)*p); p++) {
-            if (v > (UINT64_MAX - 9) / 10) return rerr(r, "delay does not fit in 64 bits");
-            v = v * 10 + (uint64_t)(*p - '0');
+            uint64_t d = (uint64_t)(*p - '0');
+            if (v > (UINT64_MAX - d) / 10) return rerr(r, "delay does not fit in 64 bits");
+            v = v * 10 + d;
         }
         uint64_t mult;
         size_t ul;
@@ -253,6 +255,13 @@ static int reader_start(struct mlxd_fixture_reader *r)
         }
         if (is_record_line(s)) {
             char buf[64];
+            size_t n = strcspn(s, " \t#");
+            bool hexword = *s == '+';
+            for (size_t i = 0; !hexword && i < n && hexval((unsigned char)s[i]) >= 0; i++)
+                hexword = i + 1 == n;
+            if (have != HAVE_ALL && !hexword)
+                return rerr(r, "unknown header key '%.*s' (expected cqe_size, ring_size, cqn or source)",
+                            (int)(n > 40 ? 40 : n), s);
             if (have != HAVE_ALL)
                 return rerr(r, "record before the header is complete (missing %s)",
                             missing_keys(have, buf, sizeof buf));
