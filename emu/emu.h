@@ -177,6 +177,11 @@ void emu_nic_qp_destroy(struct emu_qp *qp);
 /* The port's state changed (fault injection): the engine raises PORT_ACTIVE/PORT_ERR. */
 void emu_nic_port_event(struct emu_device *dev, bool up);
 
+/* Added by the NIC half: the clock the engine stamps CQEs with (mlx5_cqe64.timestamp):
+ * CLOCK_MONOTONIC in nanoseconds, i.e. a free-running 1 GHz counter (hca_core_clock 1000000 kHz
+ * if the kernel half exposes it through the core-clock page). */
+uint64_t emu_nic_clock_ns(void);
+
 /* ---- services the kernel half offers the NIC half. */
 /* Queue an async event (struct ib_uverbs_async_event_desc) on fd; element = user_handle or port. */
 void emu_async_event(int async_fd, uint64_t element, uint32_t event_type);

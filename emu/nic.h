@@ -1,0 +1,202 @@
+/* nic.h: private state of the emulated NIC (engine, wire, faults).  Not installed.
+ *
+ * Everything here is guarded by the owning device's dev->lock (emu.h), except the fields
+ * marked "engine thread only" and the atomics. */
+#ifndef MLXD_EMU_NIC_H
+#define MLXD_EMU_NIC_H
+
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "emu.h"
+#include "nic_api.h"
+#include "mlxd_roce.h"
+
+#define NIC_PKT_MAX     (MLXD_ROCE_MAX_HDR_LEN + 4096 + 8)   /* one packet incl. IP/UDP */
+#define NIC_TX_BATCH    64
+#define NIC_RX_BATCH    32
+#define NIC_MAX_SGE     64
+#define NIC_WQE_MAX     (63 * 16)  /* ds is 6 bits */
+#define NIC_RC_WINDOW   2048u      /* unacknowledged PSNs a requester may have in flight */
+
+/* mlx5 WQE opcodes (mlx5dv.h MLX5_OPCODE_*) */
+enum { NIC_OP_NOP = 0x00, NIC_OP_RDMA_WRITE = 0x08, NIC_OP_RDMA_WRITE_IMM = 0x09,
+       NIC_OP_SEND = 0x0a, NIC_OP_SEND_IMM = 0x0b, NIC_OP_RDMA_READ = 0x10 };
+/* CQE opcodes (mlx5dv.h MLX5_CQE_*) */
+enum { NIC_CQE_REQ = 0, NIC_CQE_RESP_WR_IMM = 1, NIC_CQE_RESP_SEND = 2, NIC_CQE_RESP_SEND_IMM = 3,
+       NIC_CQE_REQ_ERR = 13, NIC_CQE_RESP_ERR = 14 };
+/* syndromes (mlx5dv.h MLX5_CQE_SYNDROME_*) and the vendor syndromes ConnectX reports with them */
+enum { NIC_SYND_LOCAL_LENGTH = 0x01, NIC_SYND_LOCAL_QP_OP = 0x02, NIC_SYND_LOCAL_PROT = 0x04,
+       NIC_SYND_WR_FLUSH = 0x05, NIC_SYND_BAD_RESP = 0x10, NIC_SYND_REMOTE_INVAL_REQ = 0x12,
+       NIC_SYND_REMOTE_ACCESS = 0x13, NIC_SYND_REMOTE_OP = 0x14, NIC_SYND_RETRY_EXC = 0x15,
+       NIC_SYND_RNR_RETRY_EXC = 0x16 };
+/* async event types (ib_user_verbs.h IB_UVERBS ... / ib_event_type) */
+enum { NIC_EV_CQ_ERR = 0, NIC_EV_QP_FATAL = 1, NIC_EV_QP_REQ_ERR = 2, NIC_EV_QP_ACCESS_ERR = 3,
+       NIC_EV_PORT_ACTIVE = 9, NIC_EV_PORT_ERR = 10 };
+/* QP states (IB_QPS_*) */
+enum { NIC_QPS_RESET = 0, NIC_QPS_INIT = 1, NIC_QPS_RTR = 2, NIC_QPS_RTS = 3, NIC_QPS_SQD = 4,
+       NIC_QPS_SQE = 5, NIC_QPS_ERR = 6 };
+/* MR access (IB_UVERBS_ACCESS_*) */
+enum { NIC_ACC_LOCAL_WRITE = 1, NIC_ACC_REMOTE_WRITE = 2, NIC_ACC_REMOTE_READ = 4 };
+
+struct nic_sge { uint8_t *ptr; uint32_t len; };
+
+/* One send WQE being executed (requester). */
+struct nic_msg {
+    uint16_t wqe_idx;          /* WQE counter of the first WQEBB */
+    uint8_t  opcode, fm_ce_se, err_synd, nsge;
+    uint32_t imm;              /* raw (wire order) */
+    uint64_t raddr;
+    uint32_t rkey, len;
+    uint32_t first_psn, npsn;  /* PSNs the message uses (READ: its responses) */
+    uint32_t read_rcvd;        /* READ: response bytes received */
+    bool     read_done;
+    struct nic_sge sge[NIC_MAX_SGE + 1];
+};
+
+struct nic_dev;
+
+struct nic_qp {
+    struct emu_qp *qp;
+    struct nic_dev *nd;
+    struct nic_qp *next;
+    uint32_t mtu;
+    struct sockaddr_in peer;
+    /* requester */
+    uint16_t sq_ci;             /* next WQEBB counter to fetch */
+    uint32_t next_psn;          /* PSN of the next packet sent */
+    struct nic_msg *msgs;       /* ring, cap = sq_wqe_cnt */
+    uint32_t cap, head, send, tail;  /* head: oldest not completed; send: being sent; tail: next free */
+    uint32_t send_pkt;          /* packets of msgs[send] already sent */
+    uint64_t deadline_ns;       /* RC retransmission timer (0 = stopped) */
+    uint64_t rnr_until_ns;      /* RC: RNR wait */
+    int      retries_left, rnr_left;
+    /* responder */
+    uint32_t epsn, msn;
+    uint16_t rq_ci;             /* next receive WQE (bound to a message while in_msg) */
+    bool     in_msg, uc_drop, nak_sent, ack_pending;
+    uint8_t  msg_kind;          /* 1 SEND, 2 WRITE */
+    bool     msg_imm_wqe;       /* the message's receive WQE has been checked/bound */
+    uint64_t w_va;              /* WRITE: next VA */
+    uint32_t w_left;            /* WRITE: DMA length left */
+    struct emu_mr *w_mr;
+    uint32_t r_bytes, r_sge, r_off;   /* SEND: bytes scattered, cursor */
+    uint32_t ack_psn;
+    /* statistics */
+    uint64_t retransmits;
+};
+
+struct nic_cq {
+    struct emu_cq *cq;
+    struct nic_cq *next;
+    uint32_t last_dbrec_arm;    /* last value seen in dbrec[1] */
+    uint64_t last_uar_arm;      /* last value seen at uar + 0x20 */
+    bool     event_fired;       /* an event has been delivered at least once */
+    uint8_t  fired_sn;          /* sn of the arm that produced the last event */
+    bool     overrun;
+};
+
+struct nic_txslot { uint8_t buf[NIC_PKT_MAX]; uint32_t len; struct sockaddr_in to; };
+
+struct nic_fault_state {
+    struct mlxd_emu_fault f;
+    uint64_t idx;               /* egress packets seen since the faults were set */
+    uint64_t rng;
+    bool     active;
+    struct nic_txslot held;     /* reorder: packet held back */
+    bool     holding;
+};
+
+struct nic_dev {
+    struct emu_device *dev;
+    pthread_t thread;
+    atomic_bool stop;
+    int      sock;
+    struct sockaddr_in self;
+    struct nic_qp *qps;
+    struct nic_cq *cqs;
+    /* tx batch (engine thread only, while holding dev->lock) */
+    struct nic_txslot *tx;
+    unsigned ntx;
+    /* rx */
+    uint8_t (*rx)[NIC_PKT_MAX + 64];
+    void    *pcap, *pcap_dumper;
+    struct nic_fault_state fault;
+    struct mlxd_emu_nic_stats st;
+    uint64_t now_ns;
+    unsigned poll_max_us;
+};
+
+/* nic_engine.c */
+uint64_t nic_now_ns(void);
+struct nic_dev *nic_dev_get(unsigned index);      /* registry (NULL if not open) */
+void nic_qp_to_err(struct nic_qp *q, int event);  /* event < 0: none */
+
+/* nic_cq.c */
+struct nic_cqe {
+    uint8_t  opcode, syndrome, vendor, se;
+    uint8_t  wqe_opcode;        /* REQ: the WQE opcode (sop_drop_qpn[31:24]) */
+    uint16_t wqe_counter;
+    uint32_t byte_cnt, imm;     /* imm raw */
+    uint32_t qpn, uidx;
+};
+int  nic_cqe_write(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c);
+int  nic_cq_poll_arm(struct nic_dev *nd, struct nic_cq *c);
+
+/* nic_req.c: requester */
+int  nic_req_progress(struct nic_qp *q);
+void nic_req_on_ack(struct nic_qp *q, const struct mlxd_roce_pkt *p);
+void nic_req_on_read_resp(struct nic_qp *q, const struct mlxd_roce_pkt *p);
+void nic_req_timers(struct nic_qp *q);
+void nic_req_flush(struct nic_qp *q);
+void nic_req_reset(struct nic_qp *q);
+
+/* nic_resp.c: responder */
+void nic_resp_packet(struct nic_dev *nd, const struct mlxd_roce_pkt *p);
+void nic_resp_flush_acks(struct nic_qp *q);
+void nic_resp_flush_rq(struct nic_qp *q);
+void nic_resp_reset(struct nic_qp *q);
+
+/* wire_udp.c */
+int  wire_open(struct nic_dev *nd);
+void wire_close(struct nic_dev *nd);
+/* A slot to build one packet in (IP header at buf[0]); NULL if the batch is full (flush). */
+struct nic_txslot *wire_tx_slot(struct nic_dev *nd);
+void wire_tx_commit(struct nic_dev *nd, struct nic_txslot *s, uint32_t len,
+                    const struct sockaddr_in *to);
+void wire_tx_flush(struct nic_dev *nd);
+int  wire_rx(struct nic_dev *nd);       /* receives and dispatches a batch; returns packets */
+void wire_fault_parse_env(struct nic_dev *nd);
+
+/* pcap_writer.c */
+int  pcap_writer_open(struct nic_dev *nd, const char *path);
+void pcap_writer_packet(struct nic_dev *nd, const uint8_t *ip, uint32_t len);
+void pcap_writer_flush(struct nic_dev *nd);
+void pcap_writer_close(struct nic_dev *nd);
+
+/* Build the headers of a packet for q into s->buf; returns header length. */
+uint32_t nic_pkt_hdrs(struct nic_qp *q, uint8_t *buf, const struct mlxd_roce_pkt *p,
+                      uint32_t payload_len);
+/* Finish a packet whose payload is in place: pad, iCRC, commit. */
+void nic_pkt_send(struct nic_qp *q, struct nic_txslot *s, uint32_t hl, uint32_t payload_len);
+
+static inline uint32_t be32_load(const volatile void *p)
+{
+    return __builtin_bswap32(*(const volatile uint32_t *)p);
+}
+static inline uint32_t rd_be32(const volatile uint8_t *p)
+{
+    uint32_t v;
+    __builtin_memcpy(&v, (const void *)p, 4);
+    return __builtin_bswap32(v);
+}
+static inline uint64_t rd_be64(const volatile uint8_t *p)
+{
+    uint64_t v;
+    __builtin_memcpy(&v, (const void *)p, 8);
+    return __builtin_bswap64(v);
+}
+static inline struct emu_device *nic_qp_dev(struct nic_qp *q) { return q->nd->dev; }
+
+#endif

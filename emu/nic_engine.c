@@ -1,0 +1,435 @@
+/* nic_engine.c: the emulated ConnectX data engine, one thread per opened device.
+ *
+ * The thread loops: take dev->lock (trylock: the kernel half's hooks may hold it while they
+ * join us), look at every QP's doorbell records (SQ: dbrec[1], RQ: dbrec[0]) and every CQ's arm
+ * words (dbrec[1] and UAR + 0x20), execute what they announce, receive a batch of packets from
+ * the UDP socket, run the RC timers, send what was built, drop the lock.  When a pass finds no
+ * work it spins a little (sched_yield) and then sleeps in ppoll() on the socket, the timeout
+ * doubling from 20 us up to MLXD_EMU_POLL_US (default 1 ms): that is the worst delay before an
+ * idle engine notices a doorbell; a busy engine notices one within one pass.
+ *
+ * Memory ordering with the process (mlx5 ABI, ../shared/reference/mlx5-uverbs-abi.md sec. 6-7):
+ * doorbell records are read with acquire semantics before the WQEs they announce; a CQE's
+ * fields are stored before its op_own byte, which is stored with release semantics. */
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "nic.h"
+
+#define API __attribute__((visibility("default")))
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct nic_dev *registry[EMU_MAX_DEVICES];
+/* faults set through the API before a device is opened (or kept across reopen) */
+static struct mlxd_emu_fault pending_fault[EMU_MAX_DEVICES];
+static bool pending_fault_set[EMU_MAX_DEVICES];
+
+uint64_t nic_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t emu_nic_clock_ns(void) { return nic_now_ns(); }
+
+struct nic_dev *nic_dev_get(unsigned index)
+{
+    return index < EMU_MAX_DEVICES ? registry[index] : NULL;
+}
+
+/* ---- services of the kernel half: weak stand-ins so the NIC half links (and its unit test
+ * runs) before the kernel half provides them. */
+#ifndef NIC_NO_WEAK_SERVICES
+__attribute__((weak)) void emu_async_event(int async_fd, uint64_t element, uint32_t event_type)
+{
+    (void)async_fd; (void)element; (void)event_type;
+}
+__attribute__((weak)) void emu_comp_event(struct emu_cq *cq) { (void)cq; }
+#endif
+
+/* ---- QP error handling ------------------------------------------------------------------- */
+void nic_qp_to_err(struct nic_qp *q, int event)
+{
+    struct emu_qp *qp = q->qp;
+    if (qp->state == NIC_QPS_ERR) return;
+    qp->state = NIC_QPS_ERR;
+    if (event >= 0) {
+        q->nd->st.async_events++;
+        emu_async_event(qp->async_fd, qp->user_handle, (uint32_t)event);
+    }
+    nic_req_flush(q);
+    nic_resp_flush_rq(q);
+}
+
+static uint32_t mtu_bytes(struct nic_qp *q)
+{
+    uint32_t m = q->qp->attr.path_mtu >= 1 && q->qp->attr.path_mtu <= 5
+                     ? 128u << q->qp->attr.path_mtu : 1024;
+    uint32_t port = q->nd->dev->cfg.mtu ? q->nd->dev->cfg.mtu : 4096;
+    return m < port ? m : port;
+}
+
+static void qp_set_peer(struct nic_qp *q)
+{
+    const uint8_t *g = q->qp->attr.dgid;
+    memset(&q->peer, 0, sizeof q->peer);
+    q->peer.sin_family = AF_INET;
+    memcpy(&q->peer.sin_addr, g + 12, 4);       /* ::ffff:a.b.c.d (IPv4-mapped GID) */
+    uint16_t port = q->nd->dev->cfg.dst_udp_port ? q->nd->dev->cfg.dst_udp_port : 4791;
+    q->peer.sin_port = htons(port);
+}
+
+/* ---- hooks ---------------------------------------------------------------------------------- */
+int emu_nic_qp_create(struct emu_qp *qp)
+{
+    struct nic_dev *nd = qp->ctx && qp->ctx->dev ? qp->ctx->dev->nic : NULL;
+    if (!nd) return -ENODEV;
+    if (qp->type != 2 && qp->type != 3) return 0;   /* RC and UC only: others are inert */
+    struct nic_qp *q = calloc(1, sizeof *q);
+    if (!q) return -ENOMEM;
+    q->cap = qp->sq_wqe_cnt ? qp->sq_wqe_cnt : 1;
+    q->msgs = calloc(q->cap, sizeof *q->msgs);
+    if (!q->msgs) { free(q); return -ENOMEM; }
+    q->qp = qp;
+    q->nd = nd;
+    qp->nic = q;
+    q->next = nd->qps;
+    nd->qps = q;
+    return 0;
+}
+
+void emu_nic_qp_destroy(struct emu_qp *qp)
+{
+    struct nic_qp *q = qp->nic;
+    if (!q) return;
+    for (struct nic_qp **pp = &q->nd->qps; *pp; pp = &(*pp)->next)
+        if (*pp == q) { *pp = q->next; break; }
+    qp->nic = NULL;
+    free(q->msgs);
+    free(q);
+}
+
+void emu_nic_qp_modified(struct emu_qp *qp, uint32_t old_state)
+{
+    struct nic_qp *q = qp->nic;
+    if (!q) return;
+    q->mtu = mtu_bytes(q);
+    qp_set_peer(q);
+    switch (qp->state) {
+    case NIC_QPS_RESET:
+        nic_req_reset(q);
+        nic_resp_reset(q);
+        break;
+    case NIC_QPS_RTR:
+        if (old_state != NIC_QPS_RTR) {
+            q->epsn = qp->attr.rq_psn & MLXD_ROCE_PSN_MASK;
+            q->in_msg = q->uc_drop = q->nak_sent = q->ack_pending = false;
+        }
+        break;
+    case NIC_QPS_RTS:
+        if (old_state == NIC_QPS_RTR || old_state == NIC_QPS_INIT) {
+            q->next_psn = qp->attr.sq_psn & MLXD_ROCE_PSN_MASK;
+            q->retries_left = qp->attr.retry_cnt;
+            q->rnr_left = qp->attr.rnr_retry;
+        }
+        break;
+    case NIC_QPS_ERR:
+        qp->state = NIC_QPS_RTS;       /* let nic_qp_to_err do the transition and the flush */
+        nic_qp_to_err(q, -1);
+        break;
+    default:
+        break;
+    }
+}
+
+int emu_nic_cq_create(struct emu_cq *cq)
+{
+    struct nic_dev *nd = cq->ctx && cq->ctx->dev ? cq->ctx->dev->nic : NULL;
+    if (!nd) return -ENODEV;
+    struct nic_cq *c = calloc(1, sizeof *c);
+    if (!c) return -ENOMEM;
+    c->cq = cq;
+    c->last_dbrec_arm = cq->dbrec ? be32_load(&cq->dbrec[1]) : 0;
+    c->last_uar_arm = 0;
+    cq->nic = c;
+    cq->pi = 0;
+    cq->armed = cq->armed_solicited = false;
+    c->next = nd->cqs;
+    nd->cqs = c;
+    return 0;
+}
+
+void emu_nic_cq_destroy(struct emu_cq *cq)
+{
+    struct nic_cq *c = cq->nic;
+    if (!c) return;
+    struct nic_dev *nd = cq->ctx->dev->nic;
+    if (nd)
+        for (struct nic_cq **pp = &nd->cqs; *pp; pp = &(*pp)->next)
+            if (*pp == c) { *pp = c->next; break; }
+    cq->nic = NULL;
+    free(c);
+}
+
+/* Async port event to every context with objects on the device (each once). */
+static void port_event(struct nic_dev *nd, uint32_t type)
+{
+    int fds[64];
+    unsigned n = 0;
+    for (struct nic_cq *c = nd->cqs; c; c = c->next) {
+        int fd = c->cq->ctx ? c->cq->ctx->default_async_fd : -1;
+        bool seen = fd < 0;
+        for (unsigned i = 0; i < n && !seen; i++) seen = fds[i] == fd;
+        if (!seen && n < 64) fds[n++] = fd;
+    }
+    for (struct nic_qp *q = nd->qps; q; q = q->next) {
+        int fd = q->qp->ctx ? q->qp->ctx->default_async_fd : -1;
+        bool seen = fd < 0;
+        for (unsigned i = 0; i < n && !seen; i++) seen = fds[i] == fd;
+        if (!seen && n < 64) fds[n++] = fd;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        nd->st.async_events++;
+        emu_async_event(fds[i], 1, type);
+    }
+}
+
+void emu_nic_port_event(struct emu_device *dev, bool up)
+{
+    struct nic_dev *nd = dev->nic;
+    dev->cfg.link_up = up;
+    if (nd) port_event(nd, up ? NIC_EV_PORT_ACTIVE : NIC_EV_PORT_ERR);
+}
+
+/* ---- the engine loop --------------------------------------------------------------------- */
+static int poll_rq_flush(struct nic_qp *q)
+{
+    /* in ERR, receives posted later are flushed as they appear */
+    if (q->qp->state != NIC_QPS_ERR || !q->qp->rq_wqe_cnt || !q->qp->dbrec) return 0;
+    uint16_t pi = (uint16_t)__builtin_bswap32(__atomic_load_n(&q->qp->dbrec[0], __ATOMIC_ACQUIRE));
+    if (pi == q->rq_ci) return 0;
+    nic_resp_flush_rq(q);
+    return 1;
+}
+
+static int engine_pass(struct nic_dev *nd)
+{
+    int work = 0;
+    nd->now_ns = nic_now_ns();
+    for (struct nic_qp *q = nd->qps; q; q = q->next) {
+        work += nic_req_progress(q);
+        nic_req_timers(q);
+        work += poll_rq_flush(q);
+    }
+    work += wire_rx(nd);
+    for (struct nic_qp *q = nd->qps; q; q = q->next) {
+        if (q->ack_pending) nic_resp_flush_acks(q);
+        work += nic_req_progress(q);    /* ACKs may have opened the window */
+    }
+    for (struct nic_cq *c = nd->cqs; c; c = c->next) work += nic_cq_poll_arm(nd, c);
+    wire_tx_flush(nd);
+    return work;
+}
+
+static void *engine_main(void *arg)
+{
+    struct nic_dev *nd = arg;
+    unsigned idle = 0, sleep_us = 20;
+    while (!atomic_load_explicit(&nd->stop, memory_order_acquire)) {
+        int work = 0;
+        if (pthread_mutex_trylock(&nd->dev->lock) == 0) {
+            work = engine_pass(nd);
+            if (!work && idle == 0) pcap_writer_flush(nd);
+            pthread_mutex_unlock(&nd->dev->lock);
+        } else {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        if (work) { idle = 0; sleep_us = 20; continue; }
+        if (++idle < 64) { sched_yield(); continue; }
+        struct pollfd pfd = {.fd = nd->sock, .events = POLLIN};
+        struct timespec ts = {0, (long)sleep_us * 1000};
+        ppoll(&pfd, 1, &ts, NULL);
+        if (!(pfd.revents & POLLIN) && sleep_us < nd->poll_max_us) {
+            sleep_us *= 2;
+            if (sleep_us > nd->poll_max_us) sleep_us = nd->poll_max_us;
+        }
+    }
+    return NULL;
+}
+
+int emu_nic_device_open(struct emu_device *dev)
+{
+    if (dev->nic) return 0;
+    unsigned idx = dev->cfg.index;
+    if (idx >= EMU_MAX_DEVICES) return -EINVAL;
+    struct nic_dev *nd = calloc(1, sizeof *nd);
+    if (!nd) return -ENOMEM;
+    nd->dev = dev;
+    nd->sock = -1;
+    nd->st.sz = sizeof nd->st;
+    nd->tx = calloc(NIC_TX_BATCH, sizeof *nd->tx);
+    nd->rx = calloc(NIC_RX_BATCH, sizeof *nd->rx);
+    int rc = -ENOMEM;
+    if (!nd->tx || !nd->rx) goto fail;
+    const char *e = getenv("MLXD_EMU_POLL_US");
+    nd->poll_max_us = e && atoi(e) > 0 ? (unsigned)atoi(e) : 1000;
+    if (nd->poll_max_us < 20) nd->poll_max_us = 20;
+    rc = wire_open(nd);
+    if (rc) goto fail;
+    pthread_mutex_lock(&reg_lock);
+    if (pending_fault_set[idx]) {
+        nd->fault.f = pending_fault[idx];
+        nd->fault.active = true;
+        nd->fault.rng = nd->fault.f.seed ? nd->fault.f.seed : 0x9e3779b97f4a7c15ull;
+    }
+    pthread_mutex_unlock(&reg_lock);
+    if (!nd->fault.active) wire_fault_parse_env(nd);
+    char path[512] = "";
+    if (dev->cfg.pcap_path[0]) {
+        snprintf(path, sizeof path, "%s", dev->cfg.pcap_path);
+    } else {
+        char name[32];
+        snprintf(name, sizeof name, "MLXD_EMU_PCAP_%u", idx);
+        const char *p = getenv(name);
+        if (!p || !*p) p = getenv("MLXD_EMU_PCAP");
+        if (p && *p) {
+            const char *d = strstr(p, "%d");
+            if (d) snprintf(path, sizeof path, "%.*s%u%s", (int)(d - p), p, idx, d + 2);
+            else snprintf(path, sizeof path, "%s", p);
+        }
+    }
+    if (path[0] && (rc = pcap_writer_open(nd, path))) goto fail_wire;
+    dev->nic = nd;
+    atomic_store(&nd->stop, false);
+    if (pthread_create(&nd->thread, NULL, engine_main, nd)) { rc = -EAGAIN; goto fail_pcap; }
+    pthread_mutex_lock(&reg_lock);
+    registry[idx] = nd;
+    pthread_mutex_unlock(&reg_lock);
+    return 0;
+fail_pcap:
+    dev->nic = NULL;
+    pcap_writer_close(nd);
+fail_wire:
+    wire_close(nd);
+fail:
+    free(nd->tx);
+    free(nd->rx);
+    free(nd);
+    return rc;
+}
+
+void emu_nic_device_close(struct emu_device *dev)
+{
+    struct nic_dev *nd = dev->nic;
+    if (!nd) return;
+    pthread_mutex_lock(&reg_lock);
+    if (registry[dev->cfg.index] == nd) registry[dev->cfg.index] = NULL;
+    pthread_mutex_unlock(&reg_lock);
+    /* The caller holds dev->lock; the engine only ever trylocks it, so it cannot be blocked on
+     * it and the join completes. */
+    atomic_store_explicit(&nd->stop, true, memory_order_release);
+    pthread_join(nd->thread, NULL);
+    wire_tx_flush(nd);
+    pcap_writer_close(nd);
+    wire_close(nd);
+    /* objects still registered (the kernel half destroys them first, normally) */
+    while (nd->qps) emu_nic_qp_destroy(nd->qps->qp);
+    while (nd->cqs) emu_nic_cq_destroy(nd->cqs->cq);
+    dev->nic = NULL;
+    free(nd->tx);
+    free(nd->rx);
+    free(nd);
+}
+
+/* ---- public API (nic_api.h) ---------------------------------------------------------------- */
+static int fault_check(const struct mlxd_emu_fault *f)
+{
+    if (f->sz != sizeof *f) return -EINVAL;
+    const double r[4] = {f->drop_rate, f->dup_rate, f->reorder_rate, f->corrupt_rate};
+    for (int i = 0; i < 4; i++)
+        if (!(r[i] >= 0 && r[i] <= 1)) return -EINVAL;
+    if (f->n_drop_idx > MLXD_EMU_FAULT_MAX_IDX || f->n_dup_idx > MLXD_EMU_FAULT_MAX_IDX ||
+        f->n_reorder_idx > MLXD_EMU_FAULT_MAX_IDX || f->n_corrupt_idx > MLXD_EMU_FAULT_MAX_IDX)
+        return -EINVAL;
+    return 0;
+}
+
+/* Returns the open device `index` with its dev->lock held, or NULL.  reg_lock is only tried
+ * under dev->lock's absence: the kernel half calls emu_nic_device_close() with dev->lock held
+ * and that takes reg_lock, so we never wait for dev->lock while holding reg_lock. */
+static struct nic_dev *lock_dev(unsigned index)
+{
+    for (;;) {
+        pthread_mutex_lock(&reg_lock);
+        struct nic_dev *nd = registry[index];
+        if (!nd) { pthread_mutex_unlock(&reg_lock); return NULL; }
+        if (pthread_mutex_trylock(&nd->dev->lock) == 0) {
+            pthread_mutex_unlock(&reg_lock);
+            return nd;
+        }
+        pthread_mutex_unlock(&reg_lock);
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+API int mlxd_emu_fault_set(unsigned index, const struct mlxd_emu_fault *f)
+{
+    if (index >= EMU_MAX_DEVICES) return -EINVAL;
+    if (f && fault_check(f)) return -EINVAL;
+    pthread_mutex_lock(&reg_lock);
+    pending_fault_set[index] = f != NULL;
+    if (f) pending_fault[index] = *f;
+    pthread_mutex_unlock(&reg_lock);
+    struct nic_dev *nd = lock_dev(index);
+    if (nd) {
+        memset(&nd->fault, 0, sizeof nd->fault);
+        if (f) {
+            nd->fault.f = *f;
+            nd->fault.active = true;
+            nd->fault.rng = f->seed ? f->seed : 0x9e3779b97f4a7c15ull;
+        }
+        pthread_mutex_unlock(&nd->dev->lock);
+    }
+    return 0;
+}
+
+API int mlxd_emu_port_set(unsigned index, bool up)
+{
+    if (index >= EMU_MAX_DEVICES) return -EINVAL;
+    struct nic_dev *nd = lock_dev(index);
+    if (!nd) return -ENODEV;
+    if (nd->dev->cfg.link_up != up) emu_nic_port_event(nd->dev, up);
+    pthread_mutex_unlock(&nd->dev->lock);
+    return 0;
+}
+
+API int mlxd_emu_pcap(unsigned index, const char *path)
+{
+    if (index >= EMU_MAX_DEVICES) return -EINVAL;
+    struct nic_dev *nd = lock_dev(index);
+    if (!nd) return -ENODEV;
+    wire_tx_flush(nd);
+    pcap_writer_close(nd);
+    int rc = path ? pcap_writer_open(nd, path) : 0;
+    pthread_mutex_unlock(&nd->dev->lock);
+    return rc;
+}
+
+API int mlxd_emu_nic_stats(unsigned index, struct mlxd_emu_nic_stats *st)
+{
+    if (index >= EMU_MAX_DEVICES || !st || st->sz != sizeof *st) return -EINVAL;
+    struct nic_dev *nd = lock_dev(index);
+    if (!nd) return -ENODEV;
+    *st = nd->st;
+    pthread_mutex_unlock(&nd->dev->lock);
+    return 0;
+}

@@ -1,0 +1,371 @@
+/* nic_resp.c: the responder: incoming packets -> memory writes, receive completions, ACK/NAK.
+ *
+ * Rules (IB spec vol. 1 chapter 9.7): RC responder PSN checking (a duplicate is re-acknowledged,
+ * a duplicate RDMA READ re-executed; a PSN ahead of the expected one gets one NAK-PSN-sequence
+ * and is dropped until the sequence is repaired), opcode sequence checking (FIRST/MIDDLE/LAST),
+ * R_Key and access checking before any byte is written, RNR NAK when no receive WQE is posted,
+ * coalesced ACKs (an ACK of PSN n acknowledges every PSN up to n).  UC: no ACK/NAK; a broken
+ * PSN sequence or any error drops the message silently and a new FIRST/ONLY resynchronises.
+ * Receive WQEs: ../shared/reference/mlx5-uverbs-abi.md section 7.3 (data segments, the 0x100
+ * lkey terminator). */
+#include <string.h>
+#include "nic.h"
+
+enum { K_SEND = 1, K_WRITE = 2, K_READ = 3 };
+
+static bool resp_is_rc(const struct nic_qp *q) { return q->qp->type == 2; }
+
+static uint16_t rq_pi(const struct nic_qp *q)
+{
+    if (!q->qp->rq_wqe_cnt || !q->qp->dbrec) return q->rq_ci;
+    return (uint16_t)__builtin_bswap32(__atomic_load_n(&q->qp->dbrec[0], __ATOMIC_ACQUIRE));
+}
+
+static void resp_cqe(struct nic_qp *q, uint8_t opcode, uint8_t synd, uint8_t vendor,
+                     uint32_t byte_cnt, uint32_t imm, bool se)
+{
+    struct emu_qp *qp = q->qp;
+    if (!qp->recv_cq) return;
+    struct nic_cqe c = {
+        .opcode = opcode, .syndrome = synd, .vendor = vendor, .se = se,
+        .wqe_counter = q->rq_ci, .byte_cnt = byte_cnt, .imm = imm,
+        .qpn = qp->qpn, .uidx = qp->uidx == 0xffffff ? 0 : qp->uidx,
+    };
+    q->rq_ci++;
+    if (nic_cqe_write(q->nd, qp->recv_cq, &c) && synd != NIC_SYND_WR_FLUSH)
+        nic_qp_to_err(q, NIC_EV_QP_FATAL);
+}
+
+void nic_resp_flush_rq(struct nic_qp *q)
+{
+    uint16_t pi = rq_pi(q);
+    q->in_msg = false;
+    while (q->rq_ci != pi) resp_cqe(q, NIC_CQE_RESP_ERR, NIC_SYND_WR_FLUSH, 0xf9, 0, 0, false);
+}
+
+void nic_resp_reset(struct nic_qp *q)
+{
+    q->rq_ci = 0;
+    q->epsn = q->msn = 0;
+    q->in_msg = q->uc_drop = q->nak_sent = q->ack_pending = false;
+}
+
+/* ---- ACK / NAK ------------------------------------------------------------------------------ */
+static void send_aeth(struct nic_qp *q, uint32_t psn, uint8_t syndrome)
+{
+    struct nic_txslot *s = wire_tx_slot(q->nd);
+    if (!s) { wire_tx_flush(q->nd); s = wire_tx_slot(q->nd); }
+    struct mlxd_roce_pkt p = {.opcode = MLXD_ROCE_TRANSPORT_RC | MLXD_ROCE_OP_ACKNOWLEDGE,
+                              .psn = psn & MLXD_ROCE_PSN_MASK, .aeth_syndrome = syndrome,
+                              .aeth_msn = q->msn & 0xffffff};
+    uint32_t hl = nic_pkt_hdrs(q, s->buf, &p, 0);
+    nic_pkt_send(q, s, hl, 0);
+}
+
+void nic_resp_flush_acks(struct nic_qp *q)
+{
+    q->ack_pending = false;
+    q->nd->st.acks_sent++;
+    send_aeth(q, q->ack_psn, MLXD_ROCE_AETH_ACK | 0x1f);   /* credit field 0x1f: invalid */
+}
+
+static void nak(struct nic_qp *q, uint32_t psn, uint8_t code)
+{
+    if (q->ack_pending) nic_resp_flush_acks(q);
+    q->nd->st.naks_sent++;
+    send_aeth(q, psn, (uint8_t)(MLXD_ROCE_AETH_NAK | code));
+}
+
+/* Responder-detected error on RC: NAK, QP to ERR with an async event (IB spec 10.3.1 /
+ * 11.6.3: invalid request -> QP_REQ_ERR, access violation -> QP_ACCESS_ERR). */
+static void resp_fatal(struct nic_qp *q, uint32_t psn, uint8_t nak_code, int event)
+{
+    nak(q, psn, nak_code);
+    nic_qp_to_err(q, event);
+}
+
+/* ---- memory -------------------------------------------------------------------------------- */
+/* R_Key check for a remote access of len bytes at va (IB spec 10.6.3.2 / C10-?): the MR must
+ * exist under that rkey, belong to the QP's PD, grant `acc`, and contain [va, va + len). */
+static struct emu_mr *rkey_check(struct nic_qp *q, uint32_t rkey, uint64_t va, uint32_t len,
+                                 uint32_t acc)
+{
+    struct emu_device *dev = nic_qp_dev(q);
+    struct emu_mr *mr = dev->mr_by_key ? dev->mr_by_key(dev, rkey) : NULL;
+    if (!mr || mr->rkey != rkey || (q->qp->pd && mr->pd != q->qp->pd)) return NULL;
+    if (!(mr->access & acc) || !(q->qp->attr.access_flags & acc)) return NULL;
+    if (va < mr->iova || len > mr->length || va - mr->iova > mr->length - len) return NULL;
+    return mr;
+}
+
+/* Scatters len bytes at message offset off into the receive WQE at rq_ci.  Returns 0, or the
+ * syndrome: local length (the WQE is too small), local protection (bad lkey/bounds/access). */
+static uint8_t scatter(struct nic_qp *q, uint32_t off, const uint8_t *src, uint32_t len,
+                       bool dry)
+{
+    struct emu_qp *qp = q->qp;
+    struct emu_device *dev = nic_qp_dev(q);
+    volatile uint8_t *w = qp->rq + ((size_t)(q->rq_ci & (qp->rq_wqe_cnt - 1)) << qp->rq_wqe_shift);
+    uint32_t nseg = (1u << qp->rq_wqe_shift) / 16;
+    for (uint32_t i = 0; i < nseg && len; i++) {
+        uint8_t s[16];
+        __builtin_memcpy(s, (const void *)(w + i * 16), 16);
+        uint32_t bc = rd_be32(s), lkey = rd_be32(s + 4);
+        uint64_t addr = rd_be64(s + 8);
+        if (lkey == 0x100) break;                      /* MLX5_INVALID_LKEY terminator */
+        if (off >= bc) { off -= bc; continue; }
+        uint32_t n = bc - off < len ? bc - off : len;
+        struct emu_mr *mr = dev->mr_by_key ? dev->mr_by_key(dev, lkey) : NULL;
+        if (!mr || mr->lkey != lkey || (qp->pd && mr->pd != qp->pd) ||
+            !(mr->access & NIC_ACC_LOCAL_WRITE) || addr < mr->iova || bc > mr->length ||
+            addr - mr->iova > mr->length - bc)
+            return NIC_SYND_LOCAL_PROT;
+        if (!dry) memcpy((uint8_t *)(uintptr_t)(mr->addr + (addr - mr->iova) + off), src, n);
+        src += n; len -= n; off = 0;
+    }
+    return len ? NIC_SYND_LOCAL_LENGTH : 0;
+}
+
+/* ---- RDMA READ responses ---------------------------------------------------------------------- */
+static void serve_read(struct nic_qp *q, const struct mlxd_roce_pkt *p, struct emu_mr *mr)
+{
+    uint32_t mtu = q->mtu ? q->mtu : 1024;
+    uint32_t len = p->reth_len, n = len ? (len + mtu - 1) / mtu : 1;
+    const uint8_t *src = mr ? (const uint8_t *)(uintptr_t)(mr->addr + (p->reth_va - mr->iova)) : NULL;
+    for (uint32_t k = 0; k < n; k++) {
+        struct nic_txslot *s = wire_tx_slot(q->nd);
+        if (!s) { wire_tx_flush(q->nd); s = wire_tx_slot(q->nd); }
+        uint32_t off = k * mtu, plen = len - off < mtu ? len - off : mtu;
+        uint8_t op = n == 1 ? MLXD_ROCE_OP_READ_RESPONSE_ONLY
+                   : k == 0 ? MLXD_ROCE_OP_READ_RESPONSE_FIRST
+                   : k == n - 1 ? MLXD_ROCE_OP_READ_RESPONSE_LAST
+                   : MLXD_ROCE_OP_READ_RESPONSE_MIDDLE;
+        struct mlxd_roce_pkt r = {.opcode = MLXD_ROCE_TRANSPORT_RC | op,
+                                  .psn = (p->psn + k) & MLXD_ROCE_PSN_MASK,
+                                  .aeth_syndrome = MLXD_ROCE_AETH_ACK | 0x1f,
+                                  .aeth_msn = q->msn & 0xffffff};
+        uint32_t hl = nic_pkt_hdrs(q, s->buf, &r, plen);
+        if (plen) memcpy(s->buf + hl, src + off, plen);
+        nic_pkt_send(q, s, hl, plen);
+    }
+}
+
+/* ---- the responder ------------------------------------------------------------------------- */
+static void drop_uc(struct nic_qp *q)
+{
+    q->uc_drop = true;
+    q->in_msg = false;
+    q->nd->st.rx_dropped_uc++;
+}
+
+static void responder(struct nic_qp *q, const struct mlxd_roce_pkt *p)
+{
+    struct emu_qp *qp = q->qp;
+    struct nic_dev *nd = q->nd;
+    bool rc = resp_is_rc(q);
+    uint8_t op = p->opcode & 0x1f;
+    int kind;
+    bool first, last;
+    switch (op) {
+    case MLXD_ROCE_OP_SEND_FIRST: kind = K_SEND; first = true; last = false; break;
+    case MLXD_ROCE_OP_SEND_MIDDLE: kind = K_SEND; first = last = false; break;
+    case MLXD_ROCE_OP_SEND_LAST: case MLXD_ROCE_OP_SEND_LAST_IMM:
+        kind = K_SEND; first = false; last = true; break;
+    case MLXD_ROCE_OP_SEND_ONLY: case MLXD_ROCE_OP_SEND_ONLY_IMM:
+        kind = K_SEND; first = last = true; break;
+    case MLXD_ROCE_OP_WRITE_FIRST: kind = K_WRITE; first = true; last = false; break;
+    case MLXD_ROCE_OP_WRITE_MIDDLE: kind = K_WRITE; first = last = false; break;
+    case MLXD_ROCE_OP_WRITE_LAST: case MLXD_ROCE_OP_WRITE_LAST_IMM:
+        kind = K_WRITE; first = false; last = true; break;
+    case MLXD_ROCE_OP_WRITE_ONLY: case MLXD_ROCE_OP_WRITE_ONLY_IMM:
+        kind = K_WRITE; first = last = true; break;
+    case MLXD_ROCE_OP_READ_REQUEST: kind = K_READ; first = last = true; break;
+    default:
+        nd->st.rx_malformed++;
+        return;
+    }
+    bool imm = p->hdrs & MLXD_ROCE_HAS_IMMDT;
+
+    /* PSN */
+    if (rc) {
+        int32_t d = mlxd_roce_psn_diff(p->psn, q->epsn);
+        if (d < 0) {
+            nd->st.rx_dup++;
+            if (kind == K_READ) {
+                struct emu_mr *mr = p->reth_len ? rkey_check(q, p->reth_rkey, p->reth_va,
+                                                             p->reth_len, NIC_ACC_REMOTE_READ)
+                                                : NULL;
+                if (mr || !p->reth_len) serve_read(q, p, mr);
+            } else {
+                q->ack_pending = true;
+                q->ack_psn = (q->epsn - 1) & MLXD_ROCE_PSN_MASK;
+            }
+            return;
+        }
+        if (d > 0) {
+            nd->st.rx_out_of_seq++;
+            if (!q->nak_sent) { q->nak_sent = true; nak(q, q->epsn, MLXD_ROCE_NAK_PSN_SEQ); }
+            return;
+        }
+        q->nak_sent = false;
+    } else {
+        if (p->psn != q->epsn || q->uc_drop) {
+            if (!first) {
+                q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK;
+                drop_uc(q);
+                nd->st.rx_out_of_seq++;
+                return;
+            }
+            q->uc_drop = false;
+            q->in_msg = false;
+        }
+        if (q->in_msg && first) q->in_msg = false;     /* the previous message lost its end */
+    }
+
+    /* opcode sequence (IB spec 9.8.3.1 / C9-?) */
+    bool seq_ok = q->in_msg ? (!first && kind == q->msg_kind) : first;
+    uint32_t mtu = q->mtu ? q->mtu : 1024;
+    bool len_ok = (first && last) ? p->payload_len <= mtu
+                : last ? (p->payload_len >= 1 && p->payload_len <= mtu)
+                : p->payload_len == mtu;
+    if (!seq_ok || !len_ok) {
+        nd->st.rx_malformed++;
+        if (rc) resp_fatal(q, p->psn, MLXD_ROCE_NAK_INV_REQ, NIC_EV_QP_REQ_ERR);
+        else { q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK; drop_uc(q); }
+        return;
+    }
+
+    if (kind == K_READ) {
+        struct emu_mr *mr = NULL;
+        if (p->reth_len &&
+            !(mr = rkey_check(q, p->reth_rkey, p->reth_va, p->reth_len, NIC_ACC_REMOTE_READ))) {
+            resp_fatal(q, p->psn, MLXD_ROCE_NAK_REM_ACCESS, NIC_EV_QP_ACCESS_ERR);
+            return;
+        }
+        uint32_t n = p->reth_len ? (p->reth_len + mtu - 1) / mtu : 1;
+        q->msn++;
+        serve_read(q, p, mr);
+        q->epsn = (p->psn + n) & MLXD_ROCE_PSN_MASK;
+        return;
+    }
+
+    bool need_wqe = (kind == K_SEND && first) || (kind == K_WRITE && last && imm);
+    if (need_wqe && rq_pi(q) == q->rq_ci) {
+        /* no receive WQE: RNR NAK (RC, IB spec 9.7.5.2.8) or a silent drop (UC) */
+        if (rc) {
+            if (q->ack_pending) nic_resp_flush_acks(q);
+            nd->st.rnr_naks_sent++;
+            send_aeth(q, p->psn, (uint8_t)(MLXD_ROCE_AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)));
+        } else {
+            q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK;
+            drop_uc(q);
+        }
+        return;
+    }
+
+    if (kind == K_WRITE) {
+        if (first) {
+            q->w_mr = NULL;
+            if (p->payload_len > p->reth_len || (last && p->payload_len != p->reth_len)) {
+                if (rc) resp_fatal(q, p->psn, MLXD_ROCE_NAK_INV_REQ, NIC_EV_QP_REQ_ERR);
+                else { q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK; drop_uc(q); }
+                return;
+            }
+            if (p->reth_len &&
+                !(q->w_mr = rkey_check(q, p->reth_rkey, p->reth_va, p->reth_len,
+                                       NIC_ACC_REMOTE_WRITE))) {
+                if (rc) resp_fatal(q, p->psn, MLXD_ROCE_NAK_REM_ACCESS, NIC_EV_QP_ACCESS_ERR);
+                else { q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK; drop_uc(q); }
+                return;
+            }
+            q->w_va = p->reth_va;
+            q->w_left = p->reth_len;
+            q->r_bytes = 0;
+        } else if (p->payload_len > q->w_left || (last && p->payload_len != q->w_left)) {
+            if (rc) resp_fatal(q, p->psn, MLXD_ROCE_NAK_INV_REQ, NIC_EV_QP_REQ_ERR);
+            else { q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK; drop_uc(q); }
+            return;
+        }
+        if (p->payload_len) {
+            struct emu_mr *mr = q->w_mr;
+            memcpy((uint8_t *)(uintptr_t)(mr->addr + (q->w_va - mr->iova)), p->payload,
+                   p->payload_len);
+        }
+        q->w_va += p->payload_len;
+        q->w_left -= p->payload_len;
+        q->r_bytes += p->payload_len;
+        q->in_msg = !last;
+        q->msg_kind = K_WRITE;
+        if (last) {
+            q->msn++;
+            if (imm) resp_cqe(q, NIC_CQE_RESP_WR_IMM, 0, 0, q->r_bytes, p->imm, p->se);
+        }
+    } else {   /* SEND */
+        if (first) { q->r_bytes = 0; }
+        uint8_t e = scatter(q, q->r_bytes, p->payload, p->payload_len, true);
+        if (e) {
+            if (!rc) { q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK; drop_uc(q); return; }
+            /* RC: error CQE on the receive WQE, NAK to the requester, QP to ERR */
+            resp_cqe(q, NIC_CQE_RESP_ERR, e, e == NIC_SYND_LOCAL_LENGTH ? 0x69 : 0x52, 0, 0, false);
+            q->in_msg = false;
+            resp_fatal(q, p->psn, e == NIC_SYND_LOCAL_LENGTH ? MLXD_ROCE_NAK_INV_REQ
+                                                               : MLXD_ROCE_NAK_REM_OP, -1);
+            return;
+        }
+        scatter(q, q->r_bytes, p->payload, p->payload_len, false);
+        q->r_bytes += p->payload_len;
+        q->in_msg = !last;
+        q->msg_kind = K_SEND;
+        if (last) {
+            q->msn++;
+            resp_cqe(q, imm ? NIC_CQE_RESP_SEND_IMM : NIC_CQE_RESP_SEND, 0, 0, q->r_bytes,
+                     imm ? p->imm : 0, p->se);
+        }
+    }
+    q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK;
+    if (rc && p->ackreq) {
+        q->ack_pending = true;
+        q->ack_psn = p->psn;
+    }
+}
+
+/* Dispatches one verified packet to its QP. */
+void nic_resp_packet(struct nic_dev *nd, const struct mlxd_roce_pkt *p)
+{
+    struct emu_device *dev = nd->dev;
+    struct emu_qp *qp = dev->qp_by_qpn ? dev->qp_by_qpn(dev, p->dest_qp) : NULL;
+    struct nic_qp *q = qp ? qp->nic : NULL;
+    if (!q) { nd->st.rx_unknown_qp++; return; }
+    /* transport of the opcode must be the QP's; default partition only (P_Key 0x7fff/0xffff) */
+    uint8_t tr = p->opcode & 0xe0;
+    if ((qp->type == 2 && tr != MLXD_ROCE_TRANSPORT_RC) ||
+        (qp->type == 3 && tr != MLXD_ROCE_TRANSPORT_UC) || (p->pkey & 0x7fff) != 0x7fff) {
+        nd->st.rx_malformed++;
+        return;
+    }
+    if (qp->state != NIC_QPS_RTR && qp->state != NIC_QPS_RTS && qp->state != NIC_QPS_SQD) {
+        nd->st.rx_bad_state++;
+        return;
+    }
+    uint8_t op = p->opcode & 0x1f;
+    switch (op) {
+    case MLXD_ROCE_OP_ACKNOWLEDGE:
+        nic_req_on_ack(q, p);
+        return;
+    case MLXD_ROCE_OP_READ_RESPONSE_FIRST: case MLXD_ROCE_OP_READ_RESPONSE_MIDDLE:
+    case MLXD_ROCE_OP_READ_RESPONSE_LAST: case MLXD_ROCE_OP_READ_RESPONSE_ONLY:
+        nic_req_on_read_resp(q, p);
+        return;
+    case MLXD_ROCE_OP_ATOMIC_ACKNOWLEDGE: case MLXD_ROCE_OP_COMPARE_SWAP:
+    case MLXD_ROCE_OP_FETCH_ADD: case MLXD_ROCE_OP_SEND_LAST_INV: case MLXD_ROCE_OP_SEND_ONLY_INV:
+        /* not supported by this device: invalid request */
+        if (qp->type == 2) {
+            int32_t d = mlxd_roce_psn_diff(p->psn, q->epsn);
+            if (d == 0) resp_fatal(q, p->psn, MLXD_ROCE_NAK_INV_REQ, NIC_EV_QP_REQ_ERR);
+        }
+        nd->st.rx_malformed++;
+        return;
+    default:
+        responder(q, p);
+    }
+}

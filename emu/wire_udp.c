@@ -1,0 +1,251 @@
+/* wire_udp.c: the emulated wire: RoCE v2 packets as UDP datagrams on loopback, with egress
+ * fault injection and the pcap tap.
+ *
+ * Each device binds one UDP socket to its address and port (emu_device_cfg.ipv4:udp_port).  A
+ * packet is built with its IPv4 + UDP headers in front (the iCRC covers them, IB spec A17.8) and
+ * the UDP payload (BTH .. iCRC) is what is sent; the kernel adds the same headers (IP ID 0 and DF
+ * on an unconnected socket with IP_PMTUDISC_DO).  On receipt the headers are rebuilt from the
+ * source address and our own (mlxd_roce_wrap_udp) and the packet is parsed and its iCRC
+ * checked before anything else looks at it. */
+#include <errno.h>
+#include <netinet/ip.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "nic.h"
+
+int wire_open(struct nic_dev *nd)
+{
+    const struct emu_device_cfg *cfg = &nd->dev->cfg;
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s < 0) return -errno;
+    int one = 1, pmtu = IP_PMTUDISC_DO, sz = 8 << 20;
+    setsockopt(s, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+    setsockopt(s, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+    setsockopt(s, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+    (void)one;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr = cfg->ipv4,
+                            .sin_port = htons(cfg->udp_port ? cfg->udp_port : 4791)};
+    if (!a.sin_addr.s_addr) a.sin_addr.s_addr = htonl(0x7f000001 + cfg->index);
+    if (bind(s, (struct sockaddr *)&a, sizeof a) < 0) {
+        int e = errno;
+        close(s);
+        return -e;
+    }
+    nd->sock = s;
+    nd->self = a;
+    return 0;
+}
+
+void wire_close(struct nic_dev *nd)
+{
+    if (nd->sock >= 0) close(nd->sock);
+    nd->sock = -1;
+}
+
+struct nic_txslot *wire_tx_slot(struct nic_dev *nd)
+{
+    return nd->ntx < NIC_TX_BATCH - 2 ? &nd->tx[nd->ntx] : NULL;  /* 2 spare: dup / reorder */
+}
+
+static uint64_t rng_next(struct nic_fault_state *f)
+{
+    uint64_t x = f->rng;          /* xorshift64* */
+    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+    f->rng = x;
+    return x * 0x2545f4914f6cdd1dull;
+}
+
+static bool chance(struct nic_fault_state *f, double rate)
+{
+    if (rate <= 0) return false;
+    return (double)(rng_next(f) >> 11) * (1.0 / 9007199254740992.0) < rate;
+}
+
+static bool in_list(const uint64_t *l, unsigned n, uint64_t idx)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (l[i] == idx) return true;
+    return false;
+}
+
+/* Appends the slot (already at nd->tx[nd->ntx]) to the batch, applying egress faults. */
+void wire_tx_commit(struct nic_dev *nd, struct nic_txslot *s, uint32_t len,
+                    const struct sockaddr_in *to)
+{
+    s->len = len;
+    s->to = *to;
+    if (!nd->dev->cfg.link_up) { nd->st.tx_dropped_link_down++; return; }
+    struct nic_fault_state *f = &nd->fault;
+    if (f->active) {
+        uint64_t idx = f->idx++;
+        const struct mlxd_emu_fault *c = &f->f;
+        if (in_list(c->drop_idx, c->n_drop_idx, idx) || chance(f, c->drop_rate)) {
+            nd->st.tx_dropped_fault++;
+            return;
+        }
+        if (in_list(c->corrupt_idx, c->n_corrupt_idx, idx) || chance(f, c->corrupt_rate)) {
+            /* flip one bit after the BTH (or in it): the iCRC no longer matches */
+            uint32_t at = MLXD_ROCE_BTH_OFF + 5 + (uint32_t)(rng_next(f) % (len - MLXD_ROCE_BTH_OFF - 5 - 4));
+            s->buf[at] ^= (uint8_t)(1u << (rng_next(f) & 7));
+            nd->st.tx_corrupted_fault++;
+        }
+        bool dup = in_list(c->dup_idx, c->n_dup_idx, idx) || chance(f, c->dup_rate);
+        bool reorder = in_list(c->reorder_idx, c->n_reorder_idx, idx) || chance(f, c->reorder_rate);
+        if (reorder && !f->holding) {
+            memcpy(f->held.buf, s->buf, len);
+            f->held.len = len;
+            f->held.to = *to;
+            f->holding = true;
+            nd->st.tx_reordered_fault++;
+            return;
+        }
+        nd->ntx++;
+        pcap_writer_packet(nd, s->buf, len);
+        if (dup) {
+            struct nic_txslot *d = &nd->tx[nd->ntx++];
+            memcpy(d->buf, s->buf, len);
+            d->len = len;
+            d->to = *to;
+            pcap_writer_packet(nd, d->buf, len);
+            nd->st.tx_dup_fault++;
+        }
+        if (f->holding && !reorder) {
+            struct nic_txslot *h = &nd->tx[nd->ntx++];
+            memcpy(h->buf, f->held.buf, f->held.len);
+            h->len = f->held.len;
+            h->to = f->held.to;
+            f->holding = false;
+            pcap_writer_packet(nd, h->buf, h->len);
+        }
+        if (nd->ntx >= NIC_TX_BATCH - 2) wire_tx_flush(nd);
+        return;
+    }
+    nd->ntx++;
+    pcap_writer_packet(nd, s->buf, len);
+    if (nd->ntx >= NIC_TX_BATCH - 2) wire_tx_flush(nd);
+}
+
+void wire_tx_flush(struct nic_dev *nd)
+{
+    if (!nd->ntx) return;
+    struct mmsghdr mm[NIC_TX_BATCH];
+    struct iovec iov[NIC_TX_BATCH];
+    unsigned n = nd->ntx;
+    for (unsigned i = 0; i < n; i++) {
+        iov[i].iov_base = nd->tx[i].buf + MLXD_ROCE_BTH_OFF;
+        iov[i].iov_len = nd->tx[i].len - MLXD_ROCE_BTH_OFF;
+        memset(&mm[i], 0, sizeof mm[i]);
+        mm[i].msg_hdr.msg_name = &nd->tx[i].to;
+        mm[i].msg_hdr.msg_namelen = sizeof nd->tx[i].to;
+        mm[i].msg_hdr.msg_iov = &iov[i];
+        mm[i].msg_hdr.msg_iovlen = 1;
+        nd->st.tx_pkts++;
+        nd->st.tx_bytes += nd->tx[i].len;
+    }
+    unsigned done = 0;
+    int spins = 0;
+    while (done < n) {
+        int r = sendmmsg(nd->sock, mm + done, n - done, 0);
+        if (r > 0) { done += (unsigned)r; continue; }
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == ENOBUFS) && spins++ < 1000) {
+            struct timespec ts = {0, 10000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        /* unreachable peer (ECONNREFUSED from an earlier ICMP) or a full queue: the packet is
+         * lost on the wire, as it would be on a real network; skip it */
+        done++;
+    }
+    nd->ntx = 0;
+}
+
+int wire_rx(struct nic_dev *nd)
+{
+    struct mmsghdr mm[NIC_RX_BATCH];
+    struct iovec iov[NIC_RX_BATCH];
+    struct sockaddr_in from[NIC_RX_BATCH];
+    int total = 0;
+    for (int rounds = 0; rounds < 4; rounds++) {
+        for (unsigned i = 0; i < NIC_RX_BATCH; i++) {
+            iov[i].iov_base = nd->rx[i] + MLXD_ROCE_BTH_OFF;
+            iov[i].iov_len = NIC_PKT_MAX - MLXD_ROCE_BTH_OFF;
+            memset(&mm[i], 0, sizeof mm[i]);
+            mm[i].msg_hdr.msg_name = &from[i];
+            mm[i].msg_hdr.msg_namelen = sizeof from[i];
+            mm[i].msg_hdr.msg_iov = &iov[i];
+            mm[i].msg_hdr.msg_iovlen = 1;
+        }
+        int n = recvmmsg(nd->sock, mm, NIC_RX_BATCH, MSG_DONTWAIT, NULL);
+        if (n <= 0) break;
+        for (int i = 0; i < n; i++) {
+            uint32_t ulen = mm[i].msg_len;
+            uint8_t *b = nd->rx[i];
+            nd->st.rx_pkts++;
+            nd->st.rx_bytes += ulen + MLXD_ROCE_BTH_OFF;
+            if (mm[i].msg_hdr.msg_flags & MSG_TRUNC) { nd->st.rx_malformed++; continue; }
+            mlxd_roce_wrap_udp(b, ntohl(from[i].sin_addr.s_addr), ntohs(from[i].sin_port),
+                               ntohl(nd->self.sin_addr.s_addr), ntohs(nd->self.sin_port), ulen);
+            pcap_writer_packet(nd, b, ulen + MLXD_ROCE_BTH_OFF);
+            if (!nd->dev->cfg.link_up) { nd->st.rx_dropped_link_down++; continue; }
+            struct mlxd_roce_pkt p;
+            int r = mlxd_roce_parse(b, ulen + MLXD_ROCE_BTH_OFF, 0, true, &p);
+            if (r == -EBADMSG) { nd->st.rx_bad_icrc++; continue; }
+            if (r) { nd->st.rx_malformed++; continue; }
+            nic_resp_packet(nd, &p);
+        }
+        total += n;
+        if (n < NIC_RX_BATCH) break;
+    }
+    return total;
+}
+
+/* "drop=0.1,dup_idx=3:7,seed=5" -> fault config.  Unknown keys are ignored. */
+static void parse_idx(const char *v, uint64_t *l, unsigned *n)
+{
+    *n = 0;
+    while (*v && *n < MLXD_EMU_FAULT_MAX_IDX) {
+        char *end;
+        unsigned long long x = strtoull(v, &end, 0);
+        if (end == v) break;
+        l[(*n)++] = x;
+        v = *end == ':' ? end + 1 : end;
+        if (*end != ':') break;
+    }
+}
+
+void wire_fault_parse_env(struct nic_dev *nd)
+{
+    char name[32];
+    snprintf(name, sizeof name, "MLXD_EMU_FAULT_%u", nd->dev->cfg.index);
+    const char *e = getenv(name);
+    if (!e || !*e) e = getenv("MLXD_EMU_FAULT");
+    if (!e || !*e) return;
+    struct mlxd_emu_fault f;
+    memset(&f, 0, sizeof f);
+    f.sz = sizeof f;
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", e);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(t, '=');
+        if (!eq) continue;
+        *eq = 0;
+        const char *k = t, *v = eq + 1;
+        if (!strcmp(k, "drop")) f.drop_rate = atof(v);
+        else if (!strcmp(k, "dup")) f.dup_rate = atof(v);
+        else if (!strcmp(k, "reorder")) f.reorder_rate = atof(v);
+        else if (!strcmp(k, "corrupt")) f.corrupt_rate = atof(v);
+        else if (!strcmp(k, "drop_idx")) parse_idx(v, f.drop_idx, &f.n_drop_idx);
+        else if (!strcmp(k, "dup_idx")) parse_idx(v, f.dup_idx, &f.n_dup_idx);
+        else if (!strcmp(k, "reorder_idx")) parse_idx(v, f.reorder_idx, &f.n_reorder_idx);
+        else if (!strcmp(k, "corrupt_idx")) parse_idx(v, f.corrupt_idx, &f.n_corrupt_idx);
+        else if (!strcmp(k, "seed")) f.seed = strtoull(v, NULL, 0);
+    }
+    nd->fault.f = f;
+    nd->fault.active = true;
+    nd->fault.rng = f.seed ? f.seed : 0x9e3779b97f4a7c15ull;
+}
