@@ -34,6 +34,15 @@ static int run_tool(const char *args)
     return WEXITSTATUS(st);
 }
 
+/* Writes text to a new temporary file; path must be a "/tmp/...XXXXXX" buffer. */
+static void tmp_with(char *path, const char *text)
+{
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, strlen(text)), (int)strlen(text));
+    close(fd);
+}
+
 START_TEST(spdk_500_done_when)
 {
     ck_assert_int_eq(run_tool("fixtures/cqe-dumps/spdk-500.txt"), 0);
@@ -60,25 +69,24 @@ END_TEST
 
 START_TEST(exit_statuses)
 {
-    ck_assert_int_eq(run_tool("README.md"), 1);                  /* nothing decodable */
+    char plain[] = "/tmp/mlxd-cqe-plain-XXXXXX", bad[] = "/tmp/mlxd-cqe-bad-XXXXXX", cmd[512];
+    tmp_with(plain, "an ordinary log line\nanother one, 0x1234\n");
+    tmp_with(bad, "got completion with error:\n00000000 00000000\n");
+    ck_assert_int_eq(run_tool(plain), 1);                        /* nothing decodable */
     ck_assert_int_eq(run_tool("/nonexistent-file"), 1);
     ck_assert_int_eq(run_tool("--no-such-option"), 2);
     ck_assert_int_eq(run_tool("--help"), 0);
-    /* a refused paste: error naming the line, exit 1 */
     ck_assert_int_eq(run_tool("< /dev/null"), 1);
-    char path[] = "/tmp/mlxd-cqe-tool-XXXXXX", cmd[512];
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    static const char bad[] = "got completion with error:\n00000000 00000000\n";
-    ck_assert_int_eq(write(fd, bad, sizeof bad - 1), (int)sizeof bad - 1);
-    close(fd);
-    snprintf(cmd, sizeof cmd, "< %s", path);
+    /* a refused paste: error naming the line, exit 1 */
+    snprintf(cmd, sizeof cmd, "< %s", bad);
     ck_assert_int_eq(run_tool(cmd), 1);
-    unlink(path);
     ck_assert_ptr_nonnull(strstr(out, "<stdin>:2: error"));
     /* several files: status 0 when one decodes */
-    ck_assert_int_eq(run_tool("README.md fixtures/cqe-dumps/ucx-857.txt"), 0);
+    snprintf(cmd, sizeof cmd, "%s fixtures/cqe-dumps/ucx-857.txt", plain);
+    ck_assert_int_eq(run_tool(cmd), 0);
     ck_assert_ptr_nonnull(strstr(out, "local QP operation error"));
+    unlink(plain);
+    unlink(bad);
 }
 END_TEST
 

@@ -7,7 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 #include "mlxd_error.h"
+#include "mlxd_cqe.h"
 #include "mlxd_fixture.h"
+#include "util.h"
 
 #define Z32 "00000000000000000000000000000000"
 #define HEX64 Z32 Z32 Z32 "00000000000000000000000000000ae1"   /* byte 62 = 0x0a, op_own 0xe1 */
@@ -194,6 +196,41 @@ START_TEST(writer_refuses_bad_headers_and_reader_missing_file)
 }
 END_TEST
 
+/* The example in docs/fixture-format.md is a valid fixture and decodes as the text says. */
+START_TEST(docs_example_reads_as_documented)
+{
+    FILE *f = fopen(mlxd_test_path("docs/fixture-format.md"), "r");
+    ck_assert_ptr_nonnull(f);
+    static char doc[1 << 16];
+    size_t n = fread(doc, 1, sizeof doc - 1, f);
+    fclose(f);
+    doc[n] = 0;
+    char *a = strstr(doc, "```\nmlxd-cqe-fixture 1\n");
+    ck_assert_ptr_nonnull(a);
+    a += 4;
+    char *e = strstr(a, "```");
+    ck_assert_ptr_nonnull(e);
+    struct mlxd_fixture_reader *r = NULL;
+    ck_assert_msg(mlxd_fixture_open_mem(a, (size_t)(e - a), "fixture-format.md", &r) == 0, "%s",
+                  mlxd_errmsg());
+    ck_assert_uint_eq(mlxd_fixture_header(r)->cqn, 0x412);
+    ck_assert_uint_eq(mlxd_fixture_header(r)->ring_size, 256);
+    struct mlxd_fixture_record rec;
+    for (unsigned i = 0; i < 3; i++) {
+        ck_assert_int_eq(mlxd_fixture_next(r, &rec), 1);
+        ck_assert_uint_eq(mlxd_cqe_opcode(rec.cqe), 1);      /* RESP_WR_IMM */
+        ck_assert_uint_eq(mlxd_cqe_owner(rec.cqe), 0);
+        ck_assert_uint_eq(mlxd_cqe_imm(rec.cqe), i + 1);
+        ck_assert_uint_eq(mlxd_cqe_byte_cnt(rec.cqe), 0x1000);
+        ck_assert_uint_eq(mlxd_cqe_qpn(rec.cqe), 0x123);
+        ck_assert_uint_eq(mlxd_cqe_wqe_counter(rec.cqe), i);
+        ck_assert_uint_eq(rec.delay_ns, i ? 16666667u : 0u);
+    }
+    ck_assert_int_eq(mlxd_fixture_next(r, &rec), 0);
+    mlxd_fixture_close(r);
+}
+END_TEST
+
 Suite *fixture_suite(void)
 {
     Suite *s = suite_create("fixture");
@@ -204,6 +241,7 @@ Suite *fixture_suite(void)
     tcase_add_test(tc, reads_spec_example_with_units_comments_and_spaces);
     tcase_add_loop_test(tc, malformed_file_error_names_line, 0, (int)(sizeof bad / sizeof bad[0]));
     tcase_add_test(tc, writer_refuses_bad_headers_and_reader_missing_file);
+    tcase_add_test(tc, docs_example_reads_as_documented);
     suite_add_tcase(s, tc);
     return s;
 }
