@@ -551,11 +551,12 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
     p.bth_resv = 0xff;          /* what the emulator sends (fixtures/roce-pcaps/README.md) */
     p.dest_qp = m->qpn & MLXD_ROCE_QPN_MASK;
     p.reth_rkey = m->rkey;
-    for (uint64_t f = 0; !g->frames || f < g->frames; f++) {
+    for (uint64_t k = 0; !g->frames || k < g->frames; k++) {
+        uint64_t f = g->first_frame + k;
         if (so && so->stop && atomic_load(so->stop))
             break;
         if (interval)
-            sleep_until(t0 + f * interval);
+            sleep_until(t0 + k * interval);
         uint64_t page_va = m->base_va + (uint64_t)page * m->page_size;
         mlxd_hsb_payload_fill(frame, g->frame_size, (uint32_t)f);
         memset(frame + g->frame_size, 0, mdoff - g->frame_size);
@@ -622,7 +623,7 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
         st->frames++;
         if (so && so->frame_gap_us)
             sleep_us(so->frame_gap_us);
-        if (so && so->sent_frame && !so->sent_frame(so->ctx, f))
+        if (so && so->sent_frame && !so->sent_frame(so->ctx, k))
             break;
         page = page + 1 == m->pages ? 0 : page + 1;
     }

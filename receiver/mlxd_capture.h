@@ -161,10 +161,12 @@ struct mlxd_gen_opts {
     uint64_t frames;            /* frames to send; 0 = until stop */
     uint32_t first_page;        /* page of frame 0; the emulator's is 1 (mod pages) */
     uint32_t first_psn;         /* PSN of the first packet (20 bits) */
+    uint64_t first_frame;       /* frame number (and payload tag) of the first frame */
 };
 
-/* Sends generated frames to map m (page n of frame f = (first_page + f) mod pages; payload word
- * i = (f << 24) | i; metadata: psn of its packet, bytes_written = frame_size, frame_number = f,
+/* Sends generated frames to map m: the k-th frame (k from 0) is frame number f = first_frame + k,
+ * goes to page (first_page + k) mod pages; payload word i = (f << 24) | i; metadata: psn of its
+ * packet, bytes_written = frame_size, frame_number = f (32 bits at offset 32),
  * CLOCK_REALTIME timestamps).  so: destination, pacing (frame_gap_us), stop, callback; loops and
  * max_frames ignored (use g->frames).  Returns 0 or a negative errno. */
 int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,

@@ -1,0 +1,651 @@
+/* mlxd-capture: run an HSB-style frame receiver (receiver/mlxd_receiver.h) on an mlx5 device or
+ * on the emulated one, optionally fed from a pcap capture (--replay) or from the generator
+ * (--generate), and report every frame.  See `mlxd-capture --help` and docs/receiver.md.
+ *
+ * Exit status: 0 when every expected frame came (and every checked payload verified), 1
+ * otherwise, 2 for usage errors. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mlxd_capture.h"
+#include "mlxd_error.h"
+#include "mlxd_receiver.h"
+#include "mlxd_uverbs.h"
+
+#define EMU_REEXEC_ENV "MLXD_CAPTURE_EMULATED"
+#define EMU_DEFAULT_DEVICES "mlx5_0:127.0.0.1:mtu=4096,mlx5_1:127.0.0.2:mtu=4096"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: mlxd-capture [options]\n"
+"Receive sensor-bridge frames over RoCE v2 (Holoscan Sensor Bridge RoceReceiver semantics).\n"
+"\n"
+"receiver (as the original's options):\n"
+"  -d, --device NAME        RDMA device (default: the first mlx5 device; mlx5_0 emulated)\n"
+"  -P, --port N             port (1)\n"
+"      --frame-size BYTES   frame bytes the device sends (replay: from the capture)\n"
+"      --page-size BYTES    bytes from page to page (default round_up(frame,128)+128)\n"
+"      --pages N            pages the device cycles through (default 2; replay: capture's)\n"
+"      --metadata-offset B  metadata offset in a page (default round_up(frame,128))\n"
+"      --peer-ip ADDR       the sensor bridge's IPv4 address (emulated: 127.0.0.1)\n"
+"      --queue-size N       frames queued for the consumer (1)\n"
+"  -n, --frames N           stop after N frames (replay/generate: the expected count)\n"
+"      --duration SECONDS   stop after this long\n"
+"      --busy | --event     monitor mode: busy-poll or completion events (default event)\n"
+"      --legacy-imm         immediate = {psn[23:0], page[7:0]} (HSB-Lite 2510)\n"
+"      --no-metadata        the device sends no metadata block (md_disable)\n"
+"\n"
+"sources:\n"
+"      --emulate            use the emulated NIC (default when no mlx5 device exists)\n"
+"      --replay FILE.pcap   feed a recorded capture into the emulated port (implies --emulate)\n"
+"      --pace MODE          replay pacing: lockstep (default: next frame once the previous one\n"
+"                           was received), fast, recorded\n"
+"      --loops N            replay the capture N times\n"
+"      --generate           feed generated frames (implies --emulate)\n"
+"      --fps F              generator frame rate (0 = as fast as possible; default 60)\n"
+"      --gen-metadata M     separate (default) | embedded | none\n"
+"      --payload-size B     generator bytes per packet (default 1408 = MTU 1500)\n"
+"      --target ADDR[:PORT] where replay/generator send (default: the receiver's address:4791)\n"
+"\n"
+"output:\n"
+"      --save DIR           write each frame's bytes_written bytes to DIR/frame-NNNNNN.bin\n"
+"      --json               one JSON object per frame and a final summary object\n"
+"  -v, --print-frames       one text line per frame (decoded metadata, payload check)\n"
+"      --no-verify          do not check the payload pattern (word i of frame f = (f<<24)|i)\n"
+"      --consumer-delay-ms M  sleep M ms after each frame (a deliberately slow consumer)\n"
+"      --timeout-ms M       give up when no frame came for M ms after the source ended (2000)\n"
+"  -q, --quiet              no live status line\n"
+"  -h, --help\n"
+"\n"
+"exit status: 0 all expected frames came and verified, 1 otherwise, 2 usage error\n");
+}
+
+struct cfg {
+    const char *device;
+    unsigned port;
+    uint64_t frame_size, page_size, metadata_offset;
+    unsigned pages, queue_size;
+    bool frame_size_set, page_size_set, pages_set, md_off_set;
+    const char *peer_ip;
+    uint64_t frames;
+    double duration;
+    uint32_t mode;
+    bool legacy, no_metadata;
+    bool emulate, generate;
+    const char *replay;
+    const char *pace;
+    unsigned loops;
+    double fps;
+    uint32_t gen_md;
+    uint32_t payload_size;
+    const char *target;
+    const char *save;
+    bool json, print_frames, verify, quiet;
+    unsigned consumer_delay_ms, timeout_ms;
+};
+
+static _Atomic bool g_stop;
+static _Atomic uint64_t g_ready;     /* frames the monitor has queued (frame-ready callback) */
+
+static void on_signal(int sig) { (void)sig; atomic_store(&g_stop, true); }
+static void on_frame_ready(void *ctx) { (void)ctx; atomic_fetch_add(&g_ready, 1); }
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || end == s || *end || s[0] == '-')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "mlxd-capture: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n(try mlxd-capture --help)\n");
+    va_end(ap);
+    return 2;
+}
+
+/* Re-executes this program under the emulator (LD_PRELOAD of <exe dir>/../lib/libmlx5direct-emu.so). */
+static int reexec_emulated(char **argv)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        fprintf(stderr, "mlxd-capture: cannot find my executable: %s\n", strerror(errno));
+        return 1;
+    }
+    exe[n] = 0;
+    char lib[PATH_MAX + 64];
+    char *slash = strrchr(exe, '/');
+    *slash = 0;
+    snprintf(lib, sizeof lib, "%s/../lib/libmlx5direct-emu.so", exe);
+    *slash = '/';
+    if (access(lib, R_OK)) {
+        fprintf(stderr, "mlxd-capture: the emulator %s is missing (run make)\n", lib);
+        return 1;
+    }
+    const char *old = getenv("LD_PRELOAD");
+    char *pre = malloc(strlen(lib) + (old ? strlen(old) : 0) + 2);
+    sprintf(pre, "%s%s%s", lib, old && *old ? ":" : "", old ? old : "");
+    setenv("LD_PRELOAD", pre, 1);
+    setenv(EMU_REEXEC_ENV, "1", 1);
+    /* sensor bridges send 1408-byte payloads at Ethernet MTU 1500 and the original connects with
+     * path MTU 4096: give the emulated ports a 4096-byte MTU unless the user configured them */
+    if (!getenv("MLXD_EMU_DEVICES") && !getenv("MLXD_EMU_CONFIG"))
+        setenv("MLXD_EMU_DEVICES", EMU_DEFAULT_DEVICES, 1);
+    execv(exe, argv);
+    fprintf(stderr, "mlxd-capture: exec %s: %s\n", exe, strerror(errno));
+    return 1;
+}
+
+static bool emulated_now(void)
+{
+    const char *e = getenv(EMU_REEXEC_ENV);
+    const char *p = getenv("LD_PRELOAD");
+    return (e && !strcmp(e, "1")) || (p && strstr(p, "libmlx5direct-emu"));
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+struct run {
+    struct cfg *c;
+    struct mlxd_receiver *rx;
+    struct mlxd_capture *cap;
+    struct mlxd_replay_map map;
+    struct mlxd_send_opts so;
+    struct mlxd_send_stats sst;
+    int feed_rc;
+    char feed_err[512];
+    _Atomic bool feed_done;
+    int monitor_rc;
+    char monitor_err[512];
+    char target_ip[64];
+    uint16_t target_port;
+    uint64_t expected;          /* frames expected (0 = unknown) */
+};
+
+static bool lockstep_wait(void *ctx, uint64_t frame)
+{
+    struct run *r = ctx;
+    double deadline = now_s() + 1.0;
+    while (atomic_load(&g_ready) < frame + 1 && now_s() < deadline && !atomic_load(&g_stop)) {
+        struct timespec ts = { 0, 100000 };
+        nanosleep(&ts, NULL);
+    }
+    (void)r;
+    return !atomic_load(&g_stop);
+}
+
+static void *monitor_main(void *arg)
+{
+    struct run *r = arg;
+    r->monitor_rc = mlxd_receiver_blocking_monitor(r->rx);
+    if (r->monitor_rc < 0)
+        snprintf(r->monitor_err, sizeof r->monitor_err, "%s", mlxd_errmsg());
+    return NULL;
+}
+
+static void *feed_main(void *arg)
+{
+    struct run *r = arg;
+    struct cfg *c = r->c;
+    if (c->replay) {
+        r->feed_rc = mlxd_capture_replay(r->cap, &r->map, &r->so, &r->sst);
+    } else {
+        struct mlxd_gen_opts g = { .sz = sizeof g, .frame_size = c->frame_size,
+                                   .payload_size = c->payload_size, .metadata = c->gen_md,
+                                   .fps = c->fps, .frames = c->frames, .first_page = 1 };
+        r->feed_rc = mlxd_gen_run(&r->map, &g, &r->so, &r->sst);
+    }
+    if (r->feed_rc < 0)
+        snprintf(r->feed_err, sizeof r->feed_err, "%s", mlxd_errmsg());
+    atomic_store(&r->feed_done, true);
+    return NULL;
+}
+
+/* 0 when buf holds what the capture's packets write (mapped by m), 1 when not, -1 if it cannot
+ * tell (a write outside the buffer). */
+static int check_image(const struct mlxd_capture *cap, const struct mlxd_replay_map *m,
+                       const uint8_t *buf, size_t size, uint64_t *nbytes)
+{
+    uint8_t *img = calloc(1, size), *mask = calloc(1, size);
+    int rc = 0;
+    *nbytes = 0;
+    if (!img || !mask) { free(img); free(mask); return -1; }
+    for (size_t i = 0; i < cap->npackets && rc == 0; i++) {
+        const struct mlxd_roce_pkt *h = &cap->pkts[i].hdr;
+        if (!(h->hdrs & MLXD_ROCE_HAS_RETH) || h->reth_va < cap->geo.base_va) continue;
+        uint64_t rel = h->reth_va - cap->geo.base_va;
+        uint64_t off = rel / cap->geo.page_size * m->page_size + rel % cap->geo.page_size;
+        if (off + h->payload_len > size) { rc = -1; break; }
+        memcpy(img + off, h->payload, h->payload_len);
+        memset(mask + off, 1, h->payload_len);
+    }
+    for (size_t k = 0; k < size && rc == 0; k++)
+        if (mask[k]) {
+            (*nbytes)++;
+            if (img[k] != buf[k]) rc = 1;
+        }
+    free(img);
+    free(mask);
+    return rc;
+}
+
+static const char *state_name(int s)
+{
+    return s == MLXD_FRAME_INTACT ? "intact" : s == MLXD_FRAME_AT_RISK ? "at_risk"
+         : s == MLXD_FRAME_OVERWRITTEN ? "overwritten" : "unknown";
+}
+
+static int run(struct cfg *c)
+{
+    struct run R;
+    memset(&R, 0, sizeof R);
+    R.c = c;
+    int status = 1;
+    uint8_t *buf = NULL;
+    pthread_t mon, feed;
+    bool mon_started = false, feed_started = false;
+
+    if (c->replay) {
+        int rc = mlxd_capture_load(c->replay, &R.cap);
+        if (rc < 0) {
+            fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
+            return 1;
+        }
+        const struct mlxd_capture_geometry *g = &R.cap->geo;
+        if (!c->frame_size_set) c->frame_size = g->frame_size;
+        if (!c->page_size_set) c->page_size = g->page_size;
+        if (!c->pages_set) c->pages = g->pages;
+        if (!c->md_off_set) c->metadata_offset = g->metadata_offset;
+        if (!g->has_metadata && !c->no_metadata && R.cap->nframes)
+            c->no_metadata = true;
+        unsigned loops = c->loops ? c->loops : 1;
+        R.expected = (uint64_t)R.cap->nframes * loops;
+        if (c->frames && c->frames < R.expected)
+            R.expected = c->frames;
+        if (!c->quiet || c->json)
+            fprintf(stderr, "mlxd-capture: %s: %zu packets, %zu frames; frame %" PRIu64 " B, page %" PRIu64
+                    " B x %u pages, metadata %s at +%" PRIu64 ", first page %u\n", c->replay,
+                    R.cap->npackets, R.cap->nframes, g->frame_size, g->page_size, g->pages,
+                    g->has_metadata ? (g->separate_metadata ? "separate" : "embedded") : "none",
+                    g->metadata_offset, g->first_page);
+        if (R.cap->nframes == 0)
+            fprintf(stderr, "mlxd-capture: this capture has no RDMA WRITE with immediate (metadata "
+                    "disabled in the sender): the receiver gets no completion, so no frame; the %zu "
+                    "packets' bytes still land in the buffer\n", R.cap->npackets);
+    } else {
+        if (!c->frame_size_set) {
+            if (c->generate) c->frame_size = 4096;
+            else return usage_error("--frame-size is required (or --replay/--generate)");
+        }
+        if (!c->page_size_set) c->page_size = mlxd_hsb_min_page_size(c->frame_size);
+        if (!c->md_off_set) c->metadata_offset = mlxd_hsb_metadata_offset(c->frame_size);
+        if (c->generate) {
+            if (!c->frames && c->duration <= 0) c->frames = 100;
+            R.expected = c->frames;
+            if (c->gen_md == MLXD_GEN_MD_NONE) c->no_metadata = true;
+        } else {
+            R.expected = c->frames;
+        }
+    }
+    if (!c->pages) c->pages = 2;
+    if (!c->queue_size) c->queue_size = 1;
+    if (!c->peer_ip) c->peer_ip = "127.0.0.1";
+
+    size_t bufsize = ((size_t)c->pages * c->page_size + 4095) & ~(size_t)4095;
+    if (bufsize == 0 || posix_memalign((void **)&buf, 4096, bufsize)) {
+        fprintf(stderr, "mlxd-capture: cannot allocate %zu bytes for %u pages\n", bufsize, c->pages);
+        goto out;
+    }
+    memset(buf, 0, bufsize);
+
+    R.rx = mlxd_receiver_new();
+    mlxd_receiver_set_frame_ready(R.rx, on_frame_ready, NULL);
+    struct mlxd_receiver_opts o = {
+        .sz = sizeof o, .device = c->device, .port = c->port, .buffer = (uintptr_t)buf,
+        .buffer_size = bufsize, .frame_size = c->frame_size, .page_size = c->page_size,
+        .pages = c->pages, .metadata_offset = c->metadata_offset, .peer_ip = c->peer_ip,
+        .queue_size = c->queue_size, .mode = c->mode,
+        .imm_layout = c->legacy ? MLXD_HSB_IMM_LEGACY_8_24 : MLXD_HSB_IMM_12_20,
+        .memory = MLXD_RECEIVER_MEM_HOST, .no_metadata = c->no_metadata,
+    };
+    int rc = mlxd_receiver_start(R.rx, &o);
+    if (rc < 0) {
+        fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
+        status = rc == -EINVAL ? 2 : 1;
+        goto out;
+    }
+    uint32_t lip = mlxd_receiver_local_ipv4(R.rx);
+    snprintf(R.target_ip, sizeof R.target_ip, "%u.%u.%u.%u", lip >> 24, (lip >> 16) & 255,
+             (lip >> 8) & 255, lip & 255);
+    R.target_port = 4791;
+    if (c->target) {
+        snprintf(R.target_ip, sizeof R.target_ip, "%s", c->target);
+        char *colon = strchr(R.target_ip, ':');
+        if (colon) {
+            *colon = 0;
+            R.target_port = (uint16_t)atoi(colon + 1);
+        }
+    }
+    R.map = (struct mlxd_replay_map){ .qpn = mlxd_receiver_qp_number(R.rx), .rkey = mlxd_receiver_rkey(R.rx),
+                                      .base_va = mlxd_receiver_external_frame_memory(R.rx),
+                                      .page_size = c->page_size, .pages = c->pages };
+    if (!c->quiet || c->json)
+        fprintf(stderr, "mlxd-capture: receiving on %s port 1 (GID %d, %s): program the sensor "
+                "bridge with DP_QP=0x%06x DP_RKEY=0x%08x DP_PAGE=0x%016" PRIx64 " DP_PAGE_INC=%" PRIu64
+                " DP_MAX_BUFF=%u DP_BUFFER_LENGTH=%" PRIu64 " DP_HOST_IP=%s\n",
+                c->device, mlxd_receiver_gid_index(R.rx), c->mode == MLXD_RECEIVER_EVENT ? "event" : "busy-poll",
+                R.map.qpn, R.map.rkey, R.map.base_va, c->page_size / 128, c->pages - 1, c->frame_size,
+                R.target_ip);
+
+    if (pthread_create(&mon, NULL, monitor_main, &R)) {
+        fprintf(stderr, "mlxd-capture: cannot start the monitor thread\n");
+        goto out;
+    }
+    mon_started = true;
+
+    if (c->replay || c->generate) {
+        R.so = (struct mlxd_send_opts){ .sz = sizeof R.so, .dst_ip = R.target_ip, .dst_port = R.target_port,
+                                        .loops = c->loops, .max_frames = c->replay ? c->frames : 0,
+                                        .stop = &g_stop };
+        if (c->replay) {
+            if (!strcmp(c->pace, "lockstep")) {
+                R.so.sent_frame = lockstep_wait;
+                R.so.ctx = &R;
+            } else if (!strcmp(c->pace, "recorded")) {
+                R.so.pacing = MLXD_PACE_RECORDED;
+            }
+        }
+        if (pthread_create(&feed, NULL, feed_main, &R)) {
+            fprintf(stderr, "mlxd-capture: cannot start the feeder thread\n");
+            goto out;
+        }
+        feed_started = true;
+    } else {
+        atomic_store(&R.feed_done, true);
+    }
+
+    /* the consumer */
+    bool live = !c->quiet && !c->json && isatty(2);
+    double t0 = now_s(), last_status = t0, last_frame_t = t0;
+    uint64_t got = 0, bad_payload = 0, checked = 0, bytes = 0, last_fn = 0, overwritten_read = 0;
+    bool feeding = c->replay || c->generate;
+    for (;;) {
+        if (atomic_load(&g_stop)) break;
+        if (c->frames && got >= c->frames) break;
+        if (c->duration > 0 && now_s() - t0 >= c->duration) break;
+        if (R.monitor_rc < 0) break;
+        if (feeding && atomic_load(&R.feed_done)) {
+            struct mlxd_receiver_stats st;
+            mlxd_receiver_stats(R.rx, &st);
+            if (R.expected && st.frames >= R.expected && !mlxd_receiver_frames_ready(R.rx)) break;
+            if (now_s() - last_frame_t > c->timeout_ms / 1000.0 && !mlxd_receiver_frames_ready(R.rx)) break;
+        }
+        struct mlxd_receiver_frame f;
+        if (!mlxd_receiver_get_next_frame(R.rx, 100, &f)) {
+            /* nothing yet */
+        } else {
+            got++;
+            last_frame_t = now_s();
+            uint64_t nbytes = c->no_metadata ? c->frame_size : f.metadata.bytes_written;
+            if (nbytes > c->frame_size) nbytes = c->frame_size;
+            bytes += nbytes;
+            last_fn = c->no_metadata ? f.received_frame_number - 1 : f.frame_number;
+            const uint8_t *data = buf + (size_t)f.page * c->page_size;
+            int pay = -1;   /* -1 not checked, 0 bad, 1 ok */
+            long bad_at = -1;
+            if (c->verify && (c->replay || c->generate)) {
+                /* the sender's frame index: metadata frame_number (the emulator's counter), else
+                 * the order of arrival */
+                uint32_t fi = c->no_metadata ? (uint32_t)(f.received_frame_number - 1) : f.metadata.frame_number32;
+                bad_at = mlxd_hsb_payload_check(data, nbytes, fi);
+                pay = bad_at < 0;
+                checked++;
+                if (!pay) bad_payload++;
+            }
+            if (c->replay && R.cap && R.cap->nframes && !c->no_metadata) {
+                /* compare the decoded metadata with the capture's frame of that number */
+                uint32_t fi = f.metadata.frame_number32;
+                const struct mlxd_capture_frame *cf = NULL;
+                for (size_t k = 0; k < R.cap->nframes; k++)
+                    if (R.cap->frames[k].has_metadata && R.cap->frames[k].md.frame_number32 == fi) cf = &R.cap->frames[k];
+                if (!cf || cf->md.psn != f.metadata.psn || cf->md.timestamp_s != f.metadata.timestamp_s ||
+                    cf->md.timestamp_ns != f.metadata.timestamp_ns || cf->md.bytes_written != f.metadata.bytes_written ||
+                    cf->md.crc != f.metadata.crc || cf->page != f.page || cf->imm != f.imm_data) {
+                    if (pay != 0) { bad_payload++; if (pay < 0) checked++; }
+                    pay = 0;
+                    fprintf(stderr, "mlxd-capture: frame %u: metadata/page differ from the capture\n", fi);
+                }
+            }
+            if (c->save) {
+                char path[PATH_MAX];
+                snprintf(path, sizeof path, "%s/frame-%06" PRIu64 ".bin", c->save, got - 1);
+                FILE *fp = fopen(path, "wb");
+                if (!fp || fwrite(data, 1, nbytes, fp) != nbytes)
+                    fprintf(stderr, "mlxd-capture: cannot write %s: %s\n", path, strerror(errno));
+                if (fp) fclose(fp);
+            }
+            if (c->consumer_delay_ms) {
+                struct timespec ts = { c->consumer_delay_ms / 1000, (long)(c->consumer_delay_ms % 1000) * 1000000L };
+                nanosleep(&ts, NULL);
+            }
+            int state = mlxd_receiver_frame_check(R.rx, &f);
+            if (state == MLXD_FRAME_OVERWRITTEN) overwritten_read++;
+            if (c->json) {
+                printf("{\"frame_number\":%" PRIu64 ",\"frame_number16\":%u,\"page\":%u,\"psn\":%u,"
+                       "\"imm\":%u,\"bytes_written\":%" PRIu64 ",\"crc\":%u,\"flags\":%u,"
+                       "\"timestamp_s\":%" PRIu64 ",\"timestamp_ns\":%u,\"metadata_s\":%" PRIu64 ","
+                       "\"metadata_ns\":%u,\"received_s\":%" PRId64 ",\"received_ns\":%u,"
+                       "\"received_frame_number\":%" PRIu64 ",\"dropped\":%" PRIu64 ","
+                       "\"psn_mismatch\":%s,\"payload_ok\":%s,\"state\":\"%s\"}\n",
+                       last_fn, f.metadata.frame_number, f.page, f.metadata.psn, f.imm_data,
+                       nbytes, f.metadata.crc, f.metadata.flags, f.metadata.timestamp_s,
+                       f.metadata.timestamp_ns, f.metadata.metadata_s, f.metadata.metadata_ns,
+                       f.received_s, f.received_ns, f.received_frame_number, f.dropped,
+                       (f.flags & MLXD_FRAME_PSN_MISMATCH) ? "true" : "false",
+                       pay < 0 ? "null" : pay ? "true" : "false", state_name(state));
+                fflush(stdout);
+            } else if (c->print_frames) {
+                if (live) fprintf(stderr, "\r\033[K");
+                printf("frame %4" PRIu64 ": page %u psn %u imm 0x%08x bytes_written %" PRIu64 " crc 0x%08x "
+                       "flags 0x%x timestamp %" PRIu64 ".%09u metadata %" PRIu64 ".%09u",
+                       last_fn, f.page, f.metadata.psn, f.imm_data, nbytes, f.metadata.crc, f.metadata.flags,
+                       f.metadata.timestamp_s, f.metadata.timestamp_ns, f.metadata.metadata_s,
+                       f.metadata.metadata_ns);
+                if (f.flags & MLXD_FRAME_PSN_MISMATCH) printf(" PSN-MISMATCH(imm %u)", f.imm_psn);
+                if (pay > 0) printf("  payload verified");
+                else if (pay == 0) printf("  payload BAD (byte %ld)", bad_at);
+                if (state != MLXD_FRAME_INTACT) printf("  [%s]", state_name(state));
+                printf("\n");
+                fflush(stdout);
+            }
+        }
+        if (live && now_s() - last_status >= 0.5) {
+            double dt = now_s() - t0;
+            struct mlxd_receiver_stats st;
+            mlxd_receiver_stats(R.rx, &st);
+            fprintf(stderr, "\r\033[Kframes %" PRIu64 "  %.1f fps  %.1f MB/s  dropped %" PRIu64
+                    "  overwritten %" PRIu64 "  last frame %" PRIu64, st.frames, st.frames / dt,
+                    bytes / dt / 1e6, st.dropped, st.overwritten + overwritten_read, last_fn);
+            last_status = now_s();
+        }
+    }
+    double elapsed = now_s() - t0;
+    if (live) fprintf(stderr, "\r\033[K");
+    atomic_store(&g_stop, true);
+    if (feed_started) { pthread_join(feed, NULL); feed_started = false; }
+    struct mlxd_receiver_stats st;
+    mlxd_receiver_stats(R.rx, &st);
+    int crc = mlxd_receiver_close(R.rx);
+    if (crc < 0) fprintf(stderr, "mlxd-capture: close: %s\n", mlxd_errmsg());
+    pthread_join(mon, NULL);
+    mon_started = false;
+    if (R.monitor_rc < 0) fprintf(stderr, "mlxd-capture: monitor: %s\n", R.monitor_err);
+    if (R.feed_rc < 0) fprintf(stderr, "mlxd-capture: feeder: %s\n", R.feed_err);
+
+    /* Replay: every byte the capture writes must now be in the buffer (the last write of each
+     * byte wins).  For a capture without completions this is all there is to check. */
+    int image = -1;
+    uint64_t image_bytes = 0;
+    if (c->replay && R.cap && R.feed_rc >= 0 && !c->frames && atomic_load(&R.feed_done))
+        image = check_image(R.cap, &R.map, buf, bufsize, &image_bytes);
+    bool ok = R.monitor_rc >= 0 && R.feed_rc >= 0 && bad_payload == 0 && st.errors == 0 &&
+              st.frames >= R.expected && (R.expected || c->replay || got > 0) && image <= 0;
+    uint64_t errors = st.errors + st.bad_page;
+    if (c->json) {
+        printf("{\"summary\":true,\"frames_received\":%" PRIu64 ",\"frames_consumed\":%" PRIu64
+               ",\"expected\":%" PRIu64 ",\"dropped\":%" PRIu64 ",\"replaced\":%" PRIu64
+               ",\"overwritten\":%" PRIu64 ",\"overwritten_after_read\":%" PRIu64 ",\"errors\":%" PRIu64
+               ",\"bad_page\":%" PRIu64 ",\"payload_checked\":%" PRIu64 ",\"payload_failures\":%" PRIu64
+               ",\"packets_sent\":%" PRIu64 ",\"send_errors\":%" PRIu64 ",\"last_frame_number\":%" PRIu64
+               ",\"rx_write_requests\":%s%" PRIu64 "%s,\"seconds\":%.3f,\"ok\":%s}\n",
+               st.frames, got, R.expected, st.dropped, st.replaced, st.overwritten, st.overwritten_after_read,
+               errors, st.bad_page, checked, bad_payload, R.sst.packets, R.sst.send_errors, st.last_frame_number,
+               st.rx_write_requests_valid ? "" : "null", st.rx_write_requests_valid ? st.rx_write_requests : 0,
+               st.rx_write_requests_valid ? "" : "", elapsed, ok ? "true" : "false");
+    } else {
+        printf("summary: %" PRIu64 " frames received (%" PRIu64 " expected), %" PRIu64 " consumed, %" PRIu64
+               " dropped, %" PRIu64 " replaced before the first read, %" PRIu64 " overwritten (PSN), %" PRIu64
+               " overwritten after read, %" PRIu64 " error completions, %" PRIu64 " bad pages; payload %" PRIu64
+               " checked, %" PRIu64 " bad; %.1f fps over %.2f s",
+               st.frames, R.expected, got, st.dropped, st.replaced, st.overwritten, st.overwritten_after_read,
+               st.errors, st.bad_page, checked, bad_payload, elapsed > 0 ? got / elapsed : 0.0, elapsed);
+        if (st.rx_write_requests_valid) printf("; rx_write_requests %" PRIu64, st.rx_write_requests);
+        printf("\n%s\n", ok ? "OK: all expected frames received and verified" : "FAILED");
+        if (image >= 0)
+            printf("buffer image: the %" PRIu64 " bytes the capture writes are %s\n", image_bytes,
+                   image == 0 ? "in place, byte for byte" : "NOT all in place");
+    }
+    fflush(stdout);
+    status = ok ? 0 : 1;
+out:
+    if (feed_started) { atomic_store(&g_stop, true); pthread_join(feed, NULL); }
+    if (mon_started) { mlxd_receiver_close(R.rx); pthread_join(mon, NULL); }
+    mlxd_receiver_destroy(R.rx);
+    mlxd_capture_free(R.cap);
+    free(buf);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    struct cfg c = { .port = 1, .mode = MLXD_RECEIVER_EVENT, .pace = "lockstep", .fps = 60,
+                     .verify = true, .timeout_ms = 2000, .gen_md = MLXD_GEN_MD_SEPARATE };
+    enum { O_FRAME = 256, O_PAGE, O_PAGES, O_MDOFF, O_PEER, O_QUEUE, O_DURATION, O_BUSY, O_EVENT,
+           O_LEGACY, O_NOMD, O_EMULATE, O_REPLAY, O_PACE, O_LOOPS, O_GENERATE, O_FPS, O_GENMD,
+           O_PAYLOAD, O_TARGET, O_SAVE, O_JSON, O_NOVERIFY, O_DELAY, O_TIMEOUT };
+    static const struct option lo[] = {
+        { "device", 1, 0, 'd' }, { "port", 1, 0, 'P' }, { "frame-size", 1, 0, O_FRAME },
+        { "page-size", 1, 0, O_PAGE }, { "pages", 1, 0, O_PAGES }, { "metadata-offset", 1, 0, O_MDOFF },
+        { "peer-ip", 1, 0, O_PEER }, { "queue-size", 1, 0, O_QUEUE }, { "frames", 1, 0, 'n' },
+        { "duration", 1, 0, O_DURATION }, { "busy", 0, 0, O_BUSY }, { "event", 0, 0, O_EVENT },
+        { "legacy-imm", 0, 0, O_LEGACY }, { "no-metadata", 0, 0, O_NOMD }, { "emulate", 0, 0, O_EMULATE },
+        { "replay", 1, 0, O_REPLAY }, { "pace", 1, 0, O_PACE }, { "loops", 1, 0, O_LOOPS },
+        { "generate", 0, 0, O_GENERATE }, { "fps", 1, 0, O_FPS }, { "gen-metadata", 1, 0, O_GENMD },
+        { "payload-size", 1, 0, O_PAYLOAD }, { "target", 1, 0, O_TARGET }, { "save", 1, 0, O_SAVE },
+        { "json", 0, 0, O_JSON }, { "print-frames", 0, 0, 'v' }, { "no-verify", 0, 0, O_NOVERIFY },
+        { "consumer-delay-ms", 1, 0, O_DELAY }, { "timeout-ms", 1, 0, O_TIMEOUT }, { "quiet", 0, 0, 'q' },
+        { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
+    int ch;
+    uint64_t v;
+    opterr = 0;
+#define NUM(name) do { if (parse_u64(optarg, &v)) return usage_error("%s: '%s' is not a number", name, optarg); } while (0)
+    while ((ch = getopt_long(argc, argv, "d:P:n:vqh", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'd': c.device = optarg; break;
+        case 'P': NUM("--port"); if (v > 1) return usage_error("--port %s: only port 1", optarg); c.port = (unsigned)v; break;
+        case O_FRAME: NUM("--frame-size"); c.frame_size = v; c.frame_size_set = true; break;
+        case O_PAGE: NUM("--page-size"); c.page_size = v; c.page_size_set = true; break;
+        case O_PAGES: NUM("--pages"); if (v > UINT_MAX) return usage_error("--pages too large"); c.pages = (unsigned)v; c.pages_set = true; break;
+        case O_MDOFF: NUM("--metadata-offset"); c.metadata_offset = v; c.md_off_set = true; break;
+        case O_PEER: c.peer_ip = optarg; break;
+        case O_QUEUE: NUM("--queue-size"); if (v > UINT_MAX) return usage_error("--queue-size too large"); c.queue_size = (unsigned)v; break;
+        case 'n': NUM("--frames"); c.frames = v; break;
+        case O_DURATION: c.duration = atof(optarg); if (c.duration <= 0) return usage_error("--duration %s", optarg); break;
+        case O_BUSY: c.mode = MLXD_RECEIVER_BUSY_POLL; break;
+        case O_EVENT: c.mode = MLXD_RECEIVER_EVENT; break;
+        case O_LEGACY: c.legacy = true; break;
+        case O_NOMD: c.no_metadata = true; break;
+        case O_EMULATE: c.emulate = true; break;
+        case O_REPLAY: c.replay = optarg; c.emulate = true; break;
+        case O_PACE:
+            if (strcmp(optarg, "lockstep") && strcmp(optarg, "fast") && strcmp(optarg, "recorded"))
+                return usage_error("--pace %s: lockstep, fast or recorded", optarg);
+            c.pace = optarg; break;
+        case O_LOOPS: NUM("--loops"); c.loops = (unsigned)v; break;
+        case O_GENERATE: c.generate = true; c.emulate = true; break;
+        case O_FPS: c.fps = atof(optarg); if (c.fps < 0) return usage_error("--fps %s", optarg); break;
+        case O_GENMD:
+            if (!strcmp(optarg, "separate")) c.gen_md = MLXD_GEN_MD_SEPARATE;
+            else if (!strcmp(optarg, "embedded")) c.gen_md = MLXD_GEN_MD_EMBEDDED;
+            else if (!strcmp(optarg, "none")) c.gen_md = MLXD_GEN_MD_NONE;
+            else return usage_error("--gen-metadata %s: separate, embedded or none", optarg);
+            break;
+        case O_PAYLOAD: NUM("--payload-size"); c.payload_size = (uint32_t)v; break;
+        case O_TARGET: c.target = optarg; break;
+        case O_SAVE: c.save = optarg; break;
+        case O_JSON: c.json = true; break;
+        case 'v': c.print_frames = true; break;
+        case O_NOVERIFY: c.verify = false; break;
+        case O_DELAY: NUM("--consumer-delay-ms"); c.consumer_delay_ms = (unsigned)v; break;
+        case O_TIMEOUT: NUM("--timeout-ms"); c.timeout_ms = (unsigned)v; break;
+        case 'q': c.quiet = true; break;
+        case 'h': usage(stdout); return 0;
+        default:
+            return usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+#undef NUM
+    if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
+    if (c.replay && c.generate) return usage_error("--replay and --generate exclude each other");
+    if (c.save) {
+        struct stat sb;
+        if (stat(c.save, &sb) && mkdir(c.save, 0777))
+            return usage_error("--save %s: %s", c.save, strerror(errno));
+    }
+
+    /* Emulate when asked or when this machine has no mlx5 device. */
+    if (!emulated_now()) {
+        char **names = NULL;
+        size_t n = 0;
+        bool none = mlxd_names(&names, &n) < 0 || n == 0;
+        if (!c.device && n > 0) c.device = strdup(names[0]);
+        mlxd_names_free(names, n);
+        if (c.emulate || none)
+            return reexec_emulated(argv);
+    }
+    if (!c.device) c.device = "mlx5_0";
+
+    struct sigaction sa = { .sa_handler = on_signal };
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    return run(&c);
+}
