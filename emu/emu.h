@@ -188,4 +188,10 @@ void emu_async_event(int async_fd, uint64_t element, uint32_t event_type);
 /* Queue one completion event (struct ib_uverbs_comp_event_desc) for cq on its channel. */
 void emu_comp_event(struct emu_cq *cq);
 
+
+/* Added by the kernel half (comment only): emu_async_event() and emu_comp_event() take only the
+ * kernel half's event-queue lock, never dev->lock, so the engine calls them with dev->lock held
+ * (emu_async_event needs it held: it walks the context's objects to credit events_reported).
+ * Events for an fd the process has closed are dropped, as the kernel drops them. */
+
 #endif

@@ -1,0 +1,434 @@
+/* boundary.c: the system-call boundary.  Interposes the libc entry points a verbs program uses on
+ * /dev/infiniband/uverbsN and on the event fds the emulated kernel hands out; everything else
+ * goes to the real libc function (dlsym(RTLD_NEXT)).  The emulator's own I/O goes through
+ * emu_real.* only, so it never re-enters these wrappers.
+ *
+ * Works both as LD_PRELOAD and linked directly into a program (the test runner does that): the
+ * dynamic linker searches this object before libc either way. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/syscall.h>
+#include <linux/netlink.h>
+#include <time.h>
+#include <unistd.h>
+#include "kernel.h"
+
+#ifndef NETLINK_RDMA
+#define NETLINK_RDMA 20
+#endif
+
+struct emu_global emu_g = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .ev_lock = PTHREAD_MUTEX_INITIALIZER,
+    .clock_memfd = -1,
+};
+struct emu_fdent emu_fdtab[EMU_MAX_FD];
+struct emu_real emu_real;
+
+static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static void resolve_real(void)
+{
+#define R(name) emu_real.name = (__typeof__(emu_real.name))dlsym(RTLD_NEXT, #name)
+    R(open); R(openat); R(close); R(read); R(write); R(ioctl); R(mmap); R(munmap);
+    R(socket); R(stat); R(lstat); R(fstat); R(fstatat); R(statx); R(dup2); R(dup3);
+#undef R
+}
+
+static inline void need_real(void) { pthread_once(&real_once, resolve_real); }
+
+static void do_init(void)
+{
+    need_real();
+    const char *on = getenv("MLXD_EMU");
+    emu_g.active = !(on && (!strcmp(on, "0") || !strcmp(on, "off")));
+    emu_g.inited = true;
+    if (!emu_g.active) return;
+    struct emu_device_cfg cfg[EMU_MAX_DEVICES];
+    unsigned n = 0;
+    char err[256] = "";
+    const char *spec = getenv("MLXD_EMU_DEVICES");
+    const char *file = getenv("MLXD_EMU_CONFIG");
+    char fbuf[8192];
+    if ((!spec || !*spec) && file && *file) {
+        int fd = emu_real.open(file, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            ssize_t r = emu_real.read(fd, fbuf, sizeof fbuf - 1);
+            emu_real.close(fd);
+            fbuf[r > 0 ? r : 0] = 0;
+            spec = fbuf;
+        } else {
+            fprintf(stderr, "mlx5direct-emu: cannot read MLXD_EMU_CONFIG=%s: %s; using defaults\n",
+                    file, strerror(errno));
+        }
+    }
+    if (spec && *spec) {
+        if (emu_config_parse(spec, cfg, &n, err, sizeof err) < 0) {
+            fprintf(stderr, "mlx5direct-emu: bad device configuration (%s); using defaults\n", err);
+            emu_config_defaults(cfg, &n);
+        }
+    } else {
+        emu_config_defaults(cfg, &n);
+    }
+    pthread_mutex_lock(&emu_g.lock);
+    emu_config_apply(cfg, n);
+    pthread_mutex_unlock(&emu_g.lock);
+    emu_fault_from_env();
+}
+
+void emu_init(void) { pthread_once(&init_once, do_init); }
+
+static void emu_fini(void)
+{
+    if (!emu_g.inited) return;
+    pthread_mutex_lock(&emu_g.lock);
+    for (int fd = 0; fd < EMU_MAX_FD; fd++) {
+        if (emu_fdtab[fd].kind == FD_UVERBS) {
+            struct emu_file *f = emu_fdtab[fd].p;
+            emu_fdtab[fd].kind = FD_NONE;
+            emu_fdtab[fd].p = NULL;
+            emu_file_destroy(f);
+        }
+    }
+    emu_g.clock_stop = true;
+    pthread_mutex_unlock(&emu_g.lock);
+    if (emu_g.clock_thread_started) {
+        pthread_join(emu_g.clock_thread, NULL);
+        emu_g.clock_thread_started = false;
+    }
+    emu_sysfs_remove();
+}
+
+__attribute__((constructor)) static void emu_ctor(void) { emu_init(); atexit(emu_fini); }
+
+/* ---------------------------------------------------------------------------------------------
+ * fd table helpers */
+static inline struct emu_fdent *fdent(int fd)
+{
+    if (fd < 0 || fd >= EMU_MAX_FD) return NULL;
+    struct emu_fdent *e = &emu_fdtab[fd];
+    return __atomic_load_n(&e->kind, __ATOMIC_ACQUIRE) ? e : NULL;
+}
+
+/* "/dev/infiniband/uverbsN" -> N, or -1. */
+static int uverbs_index(const char *path)
+{
+    static const char pfx[] = "/dev/infiniband/uverbs";
+    if (!path || strncmp(path, pfx, sizeof pfx - 1)) return -1;
+    const char *p = path + sizeof pfx - 1;
+    if (*p < '0' || *p > '9') return -1;
+    char *end;
+    long n = strtol(p, &end, 10);
+    if (*end || n < 0 || n > 1000) return -1;
+    return (int)n;
+}
+
+static int open_uverbs(int idx, int flags)
+{
+    if ((unsigned)idx >= emu_g.ndev) { errno = ENOENT; return -1; }
+    int fd = emu_real.open("/dev/null", O_RDWR | (flags & O_CLOEXEC));
+    if (fd < 0) return -1;
+    if (fd >= EMU_MAX_FD) { emu_real.close(fd); errno = EMFILE; return -1; }
+    pthread_mutex_lock(&emu_g.lock);
+    struct emu_file *f = emu_file_new(&emu_g.devs[idx], fd);
+    if (!f) {
+        pthread_mutex_unlock(&emu_g.lock);
+        emu_real.close(fd);
+        errno = ENOMEM;
+        return -1;
+    }
+    emu_fdtab[fd].p = f;
+    __atomic_store_n(&emu_fdtab[fd].kind, FD_UVERBS, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&emu_g.lock);
+    return fd;
+}
+
+static void fill_cdev_stat(int idx, struct stat *st)
+{
+    memset(st, 0, sizeof *st);
+    st->st_dev = makedev(0, 5);                  /* devtmpfs */
+    st->st_ino = 1000 + idx;
+    st->st_mode = S_IFCHR | 0666;
+    st->st_nlink = 1;
+    st->st_rdev = makedev(EMU_UVERBS_MAJOR, EMU_UVERBS_BASE_MINOR + idx);
+    st->st_blksize = 4096;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    st->st_atim = st->st_mtim = st->st_ctim = now;
+}
+
+static int idx_of_file(int fd)
+{
+    struct emu_fdent *e = fdent(fd);
+    if (!e || e->kind != FD_UVERBS) return -1;
+    struct emu_file *f = e->p;
+    return (int)f->ctx.dev->cfg.index;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * open family */
+#define OPEN_BODY(realcall)                                                      \
+    emu_init();                                                                  \
+    mode_t mode = 0;                                                             \
+    if (flags & (O_CREAT | O_TMPFILE)) {                                         \
+        va_list ap; va_start(ap, flags); mode = va_arg(ap, mode_t); va_end(ap);  \
+    }                                                                            \
+    int idx = emu_g.active ? uverbs_index(path) : -1;                            \
+    if (idx >= 0) return open_uverbs(idx, flags);                                \
+    return realcall;
+
+EMU_API int open(const char *path, int flags, ...)
+{ OPEN_BODY(emu_real.open(path, flags, mode)) }
+EMU_API int open64(const char *path, int flags, ...)
+{ OPEN_BODY(emu_real.open(path, flags | O_LARGEFILE, mode)) }
+EMU_API int openat(int dirfd, const char *path, int flags, ...)
+{ OPEN_BODY(emu_real.openat(dirfd, path, flags, mode)) }
+EMU_API int openat64(int dirfd, const char *path, int flags, ...)
+{ OPEN_BODY(emu_real.openat(dirfd, path, flags | O_LARGEFILE, mode)) }
+/* _FORTIFY_SOURCE entry points (no mode argument). */
+EMU_API int __open_2(const char *path, int flags)
+{ emu_init(); int idx = emu_g.active ? uverbs_index(path) : -1;
+  return idx >= 0 ? open_uverbs(idx, flags) : emu_real.open(path, flags); }
+EMU_API int __open64_2(const char *path, int flags)
+{ return __open_2(path, flags | O_LARGEFILE); }
+EMU_API int __openat_2(int dirfd, const char *path, int flags)
+{ emu_init(); int idx = emu_g.active ? uverbs_index(path) : -1;
+  return idx >= 0 ? open_uverbs(idx, flags) : emu_real.openat(dirfd, path, flags); }
+EMU_API int __openat64_2(int dirfd, const char *path, int flags)
+{ return __openat_2(dirfd, path, flags | O_LARGEFILE); }
+
+/* ---------------------------------------------------------------------------------------------
+ * close / dup2 / dup3: forget an emulated fd before the number can be reused. */
+static void forget_fd(int fd)
+{
+    struct emu_fdent *e = fdent(fd);
+    if (!e) return;
+    pthread_mutex_lock(&emu_g.lock);
+    uint8_t kind = e->kind;
+    void *p = e->p;
+    __atomic_store_n(&e->kind, FD_NONE, __ATOMIC_RELEASE);
+    e->p = NULL;
+    if (kind == FD_UVERBS) emu_file_destroy(p);
+    else if (kind == FD_EVQ) emu_evq_user_close(p);
+    pthread_mutex_unlock(&emu_g.lock);
+}
+
+EMU_API int close(int fd)
+{
+    emu_init();
+    struct emu_fdent *e = fdent(fd);
+    if (e && e->kind == FD_EVQ) {
+        /* The eventfd itself is closed by the event-queue code (it may keep a private dup). */
+        forget_fd(fd);
+        return 0;
+    }
+    if (e) forget_fd(fd);
+    return emu_real.close(fd);
+}
+
+EMU_API int dup2(int oldfd, int newfd)
+{
+    emu_init();
+    if (oldfd != newfd && fdent(newfd) && fcntl(oldfd, F_GETFD) >= 0) close(newfd);
+    return emu_real.dup2(oldfd, newfd);
+}
+
+EMU_API int dup3(int oldfd, int newfd, int flags)
+{
+    emu_init();
+    if (oldfd != newfd && fdent(newfd) && fcntl(oldfd, F_GETFD) >= 0) close(newfd);
+    return emu_real.dup3(oldfd, newfd, flags);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * stat family: the char device has mode S_IFCHR|0666 and st_rdev 231:(192+N), as sysfs says. */
+EMU_API int stat(const char *path, struct stat *st)
+{
+    emu_init();
+    int idx = emu_g.active ? uverbs_index(path) : -1;
+    if (idx >= 0) {
+        if ((unsigned)idx >= emu_g.ndev) { errno = ENOENT; return -1; }
+        fill_cdev_stat(idx, st);
+        return 0;
+    }
+    return emu_real.stat(path, st);
+}
+EMU_API int stat64(const char *path, struct stat64 *st) { return stat(path, (struct stat *)st); }
+EMU_API int lstat(const char *path, struct stat *st)
+{
+    emu_init();
+    int idx = emu_g.active ? uverbs_index(path) : -1;
+    if (idx >= 0) return stat(path, st);
+    return emu_real.lstat(path, st);
+}
+EMU_API int lstat64(const char *path, struct stat64 *st) { return lstat(path, (struct stat *)st); }
+EMU_API int fstat(int fd, struct stat *st)
+{
+    emu_init();
+    int idx = idx_of_file(fd);
+    if (idx >= 0) { fill_cdev_stat(idx, st); return 0; }
+    return emu_real.fstat(fd, st);
+}
+EMU_API int fstat64(int fd, struct stat64 *st) { return fstat(fd, (struct stat *)st); }
+EMU_API int fstatat(int dirfd, const char *path, struct stat *st, int flags)
+{
+    emu_init();
+    if ((flags & AT_EMPTY_PATH) && !*path) {
+        int idx = idx_of_file(dirfd);
+        if (idx >= 0) { fill_cdev_stat(idx, st); return 0; }
+    }
+    int idx = emu_g.active ? uverbs_index(path) : -1;
+    if (idx >= 0) return stat(path, st);
+    return emu_real.fstatat(dirfd, path, st, flags);
+}
+EMU_API int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
+{ return fstatat(dirfd, path, (struct stat *)st, flags); }
+
+/* glibc < 2.33 binaries call these (x86_64: _STAT_VER 1, same struct layout). */
+EMU_API int __xstat(int ver, const char *path, struct stat *st) { (void)ver; return stat(path, st); }
+EMU_API int __xstat64(int ver, const char *path, struct stat64 *st) { (void)ver; return stat(path, (struct stat *)st); }
+EMU_API int __lxstat(int ver, const char *path, struct stat *st) { (void)ver; return lstat(path, st); }
+EMU_API int __lxstat64(int ver, const char *path, struct stat64 *st) { (void)ver; return lstat(path, (struct stat *)st); }
+EMU_API int __fxstat(int ver, int fd, struct stat *st) { (void)ver; return fstat(fd, st); }
+EMU_API int __fxstat64(int ver, int fd, struct stat64 *st) { (void)ver; return fstat(fd, (struct stat *)st); }
+EMU_API int __fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags)
+{ (void)ver; return fstatat(dirfd, path, st, flags); }
+EMU_API int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int flags)
+{ (void)ver; return fstatat(dirfd, path, (struct stat *)st, flags); }
+
+static void fill_statx(int idx, struct statx *sx)
+{
+    struct stat st;
+    fill_cdev_stat(idx, &st);
+    memset(sx, 0, sizeof *sx);
+    sx->stx_mask = STATX_BASIC_STATS;
+    sx->stx_blksize = st.st_blksize;
+    sx->stx_nlink = 1;
+    sx->stx_mode = st.st_mode;
+    sx->stx_ino = st.st_ino;
+    sx->stx_rdev_major = major(st.st_rdev);
+    sx->stx_rdev_minor = minor(st.st_rdev);
+    sx->stx_dev_major = major(st.st_dev);
+    sx->stx_dev_minor = minor(st.st_dev);
+    sx->stx_atime.tv_sec = sx->stx_mtime.tv_sec = sx->stx_ctime.tv_sec = st.st_mtim.tv_sec;
+}
+
+EMU_API int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *sx)
+{
+    emu_init();
+    int idx = -1;
+    if ((flags & AT_EMPTY_PATH) && !*path) idx = idx_of_file(dirfd);
+    if (idx < 0 && emu_g.active) {
+        idx = uverbs_index(path);
+        if (idx >= 0 && (unsigned)idx >= emu_g.ndev) { errno = ENOENT; return -1; }
+    }
+    if (idx >= 0) { fill_statx(idx, sx); return 0; }
+    if (!emu_real.statx) { errno = ENOSYS; return -1; }
+    return emu_real.statx(dirfd, path, flags, mask, sx);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * ioctl / write / read */
+EMU_API int ioctl(int fd, unsigned long req, ...)
+{
+    va_list ap;
+    va_start(ap, req);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    emu_init();
+    struct emu_fdent *e = fdent(fd);
+    if (e && e->kind == FD_UVERBS) {
+        pthread_mutex_lock(&emu_g.lock);
+        int r = (e->kind == FD_UVERBS) ? emu_ioctl(e->p, req, arg) : -EBADF;
+        pthread_mutex_unlock(&emu_g.lock);
+        if (r < 0) { errno = -r; return -1; }
+        return r;
+    }
+    if (e && e->kind == FD_EVQ) { errno = ENOTTY; return -1; }  /* event files have no ioctl */
+    return emu_real.ioctl(fd, req, arg);
+}
+
+EMU_API ssize_t write(int fd, const void *buf, size_t count)
+{
+    struct emu_fdent *e = fdent(fd);
+    if (e && e->kind == FD_UVERBS) {
+        pthread_mutex_lock(&emu_g.lock);
+        ssize_t r = (e->kind == FD_UVERBS) ? emu_write(e->p, buf, count) : -EBADF;
+        pthread_mutex_unlock(&emu_g.lock);
+        if (r < 0) { errno = (int)-r; return -1; }
+        return r;
+    }
+    if (e && e->kind == FD_EVQ) { errno = EINVAL; return -1; }  /* event files: no write */
+    if (!emu_real.write) need_real();
+    return emu_real.write(fd, buf, count);
+}
+
+EMU_API ssize_t read(int fd, void *buf, size_t count)
+{
+    struct emu_fdent *e = fdent(fd);
+    if (e && e->kind == FD_UVERBS) { errno = EINVAL; return -1; }  /* uverbs has no read */
+    if (e && e->kind == FD_EVQ) {
+        ssize_t r = emu_evq_read(e->p, buf, count);
+        if (r < 0) { errno = (int)-r; return -1; }
+        return r;
+    }
+    if (!emu_real.read) need_real();
+    return emu_real.read(fd, buf, count);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * mmap / munmap */
+EMU_API void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    emu_init();
+    struct emu_fdent *e = (flags & MAP_ANONYMOUS) ? NULL : fdent(fd);
+    if (e && e->kind == FD_UVERBS) {
+        int err = 0;
+        pthread_mutex_lock(&emu_g.lock);
+        void *p = (e->kind == FD_UVERBS) ? emu_mmap(e->p, addr, len, prot, flags, off, &err)
+                                         : (err = EBADF, MAP_FAILED);
+        pthread_mutex_unlock(&emu_g.lock);
+        if (p == MAP_FAILED) errno = err;
+        return p;
+    }
+    if (e && e->kind == FD_EVQ) { errno = ENODEV; return MAP_FAILED; }
+    return emu_real.mmap(addr, len, prot, flags, fd, off);
+}
+EMU_API void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{ return mmap(addr, len, prot, flags, fd, off); }
+
+EMU_API int munmap(void *addr, size_t len)
+{
+    emu_init();
+    if (emu_g.nmaps) {
+        pthread_mutex_lock(&emu_g.lock);
+        emu_munmap_note(addr, len);
+        pthread_mutex_unlock(&emu_g.lock);
+    }
+    return emu_real.munmap(addr, len);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * socket: NETLINK_RDMA is refused as on a kernel without RDMA netlink, so libibverbs falls back
+ * to the sysfs scan (rc: libibverbs/init.c: find_sysfs_devs_nl fails -> find_sysfs_devs). */
+EMU_API int socket(int domain, int type, int protocol)
+{
+    emu_init();
+    if (emu_g.active && domain == AF_NETLINK && protocol == NETLINK_RDMA) {
+        errno = EPROTONOSUPPORT;
+        return -1;
+    }
+    return emu_real.socket(domain, type, protocol);
+}

@@ -1,0 +1,201 @@
+/* sysfs.c: a real directory tree in the layout of /sys that libibverbs' sysfs scan reads
+ * (rc: libibverbs/init.c find_sysfs_devs, setup_sysfs_dev; file formats from k: core/sysfs.c and
+ * core/uverbs_main.c).  It lives under $TMPDIR (default /tmp) as mlxd-emu.XXXXXX and SYSFS_PATH
+ * names it.  A process whose SYSFS_PATH already names an emulator tree for the same configuration
+ * (marker file .mlxd-emu) reuses it: a preloaded child of the test runner does that.  The tree is
+ * removed at exit by the process that made it. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "kernel.h"
+
+#include <stdarg.h>
+static int put(const char *root, const char *rel, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int mkpath(const char *path)
+{
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) < 0 && errno != EEXIST) return -errno;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) < 0 && errno != EEXIST) return -errno;
+    return 0;
+}
+
+static int put(const char *root, const char *rel, const char *fmt, ...)
+{
+    char path[1024], dir[1024], text[4300];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) { *slash = 0; int r = mkpath(dir); if (r) return r; }
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    int fd = emu_real.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
+    if (fd < 0) return -errno;
+    ssize_t w = emu_real.write(fd, text, (size_t)n);
+    emu_real.close(fd);
+    return w == n ? 0 : -EIO;
+}
+
+static void gid_text(const uint8_t *g, char *out)
+{
+    sprintf(out, "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x",
+            g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10], g[11], g[12],
+            g[13], g[14], g[15]);
+}
+
+static int write_port_state(const char *root, const struct emu_device_cfg *c)
+{
+    char rel[256];
+    int r = 0;
+    snprintf(rel, sizeof rel, "class/infiniband/%s/ports/1/state", c->name);
+    r |= put(root, rel, c->link_up ? "4: ACTIVE\n" : "1: DOWN\n");
+    snprintf(rel, sizeof rel, "class/infiniband/%s/ports/1/phys_state", c->name);
+    r |= put(root, rel, c->link_up ? "5: LinkUp\n" : "3: Disabled\n");
+    return r;
+}
+
+static int build_device(const char *root, const struct emu_device_cfg *c)
+{
+    char rel[256], base[128];
+    int r = 0;
+    unsigned n = c->index;
+    snprintf(rel, sizeof rel, "class/infiniband_verbs/uverbs%u/ibdev", n);
+    r |= put(root, rel, "%s\n", c->name);
+    snprintf(rel, sizeof rel, "class/infiniband_verbs/uverbs%u/dev", n);
+    r |= put(root, rel, "%d:%u\n", EMU_UVERBS_MAJOR, EMU_UVERBS_BASE_MINOR + n);
+    snprintf(rel, sizeof rel, "class/infiniband_verbs/uverbs%u/abi_version", n);
+    r |= put(root, rel, "1\n");                         /* MLX5_UVERBS_MIN/MAX_ABI_VERSION */
+
+    snprintf(base, sizeof base, "class/infiniband/%s", c->name);
+#define P(sub, ...) do { snprintf(rel, sizeof rel, "%s/%s", base, sub); r |= put(root, rel, __VA_ARGS__); } while (0)
+    uint64_t g = c->node_guid;
+    P("node_type", "1: CA\n");
+    P("node_guid", "%04x:%04x:%04x:%04x\n", (unsigned)(g >> 48) & 0xffff,
+      (unsigned)(g >> 32) & 0xffff, (unsigned)(g >> 16) & 0xffff, (unsigned)g & 0xffff);
+    P("sys_image_guid", "%04x:%04x:%04x:%04x\n", (unsigned)(g >> 48) & 0xffff,
+      (unsigned)(g >> 32) & 0xffff, (unsigned)(g >> 16) & 0xffff, (unsigned)g & 0xffff);
+    P("fw_ver", "20.99.0001\n");
+    P("hca_type", "MT4123\n");
+    P("hw_rev", "0x0\n");
+    P("board_id", "MLXD_EMU_0001\n");
+    /* ConnectX-6 (0x101B): in libmlx5's PCI table (rc: providers/mlx5/mlx5.c hca_table). */
+    P("device/modalias", "pci:v000015B3d0000101Bsv000015B3sd00000001bc02sc00i00\n");
+    P("device/vendor", "0x15b3\n");
+    P("device/device", "0x101b\n");
+    snprintf(rel, sizeof rel, "%s/device/infiniband_verbs/uverbs%u/ibdev", base, n);
+    r |= put(root, rel, "%s\n", c->name);
+    snprintf(rel, sizeof rel, "%s/device/infiniband_verbs/uverbs%u/dev", base, n);
+    r |= put(root, rel, "%d:%u\n", EMU_UVERBS_MAJOR, EMU_UVERBS_BASE_MINOR + n);
+    snprintf(rel, sizeof rel, "%s/device/infiniband_verbs/uverbs%u/abi_version", base, n);
+    r |= put(root, rel, "1\n");
+    char ndev[32];
+    snprintf(ndev, sizeof ndev, "emu%u", n);
+    snprintf(rel, sizeof rel, "%s/device/net/%s/ifname", base, ndev);
+    r |= put(root, rel, "%s\n", ndev);
+    r |= write_port_state(root, c);
+    P("ports/1/link_layer", c->ethernet ? "Ethernet\n" : "InfiniBand\n");
+    P("ports/1/rate", "100 Gb/sec (2X HDR)\n");
+    P("ports/1/lid", "0x0\n");
+    P("ports/1/sm_lid", "0x0\n");
+    P("ports/1/lid_mask_count", "0\n");
+    P("ports/1/sm_sl", "0\n");
+    P("ports/1/cap_mask", "0x00010000\n");
+    P("ports/1/pkeys/0", "0xffff\n");
+    P("ports/1/hw_counters/rx_write_requests", "0\n");
+    P("ports/1/hw_counters/rx_read_requests", "0\n");
+    P("ports/1/counters/port_xmit_data", "0\n");
+    P("ports/1/counters/port_rcv_data", "0\n");
+    for (unsigned i = 0; i < EMU_GID_TBL_LEN; i++) {
+        char sub[64], txt[64];
+        const struct emu_gid *e = &c->gids[i];
+        uint8_t zero[16] = { 0 };
+        gid_text(i < c->ngids && e->valid ? e->raw : zero, txt);
+        snprintf(sub, sizeof sub, "ports/1/gids/%u", i);
+        P(sub, "%s\n", txt);
+        /* unused entries: kernel read() fails with EINVAL; here the file is simply absent */
+        if (i < c->ngids && e->valid) {
+            snprintf(sub, sizeof sub, "ports/1/gid_attrs/types/%u", i);
+            P(sub, e->type == 2 ? "RoCE v2\n" : "IB/RoCE v1\n");
+            snprintf(sub, sizeof sub, "ports/1/gid_attrs/ndevs/%u", i);
+            P(sub, "%s\n", ndev);
+        }
+    }
+#undef P
+    return r;
+}
+
+static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb; (void)flag; (void)ftw;
+    return remove(path);
+}
+
+void emu_sysfs_remove(void)
+{
+    if (emu_g.sysfs_root[0] && emu_g.sysfs_owner == getpid())
+        nftw(emu_g.sysfs_root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    emu_g.sysfs_owner = 0;
+}
+
+static bool marker_matches(const char *root)
+{
+    char path[1024], buf[sizeof emu_g.cfg_string + 8];
+    snprintf(path, sizeof path, "%s/.mlxd-emu", root);
+    int fd = emu_real.open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    ssize_t n = emu_real.read(fd, buf, sizeof buf - 1);
+    emu_real.close(fd);
+    if (n < 0) return false;
+    buf[n] = 0;
+    if (n && buf[n - 1] == '\n') buf[n - 1] = 0;
+    return !strcmp(buf, emu_g.cfg_string);
+}
+
+int emu_sysfs_build(void)
+{
+    emu_sysfs_remove();
+    const char *cur = getenv("SYSFS_PATH");
+    if (cur && *cur && strlen(cur) < sizeof emu_g.sysfs_root && marker_matches(cur)) {
+        snprintf(emu_g.sysfs_root, sizeof emu_g.sysfs_root, "%s", cur);
+        emu_g.sysfs_owner = 0;                   /* borrowed: its maker removes it */
+        return 0;
+    }
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp) tmp = "/tmp";
+    char root[512];
+    snprintf(root, sizeof root, "%s/mlxd-emu.XXXXXX", tmp);
+    if (!mkdtemp(root)) {
+        emu_g.sysfs_root[0] = 0;
+        return -errno;
+    }
+    chmod(root, 0755);
+    snprintf(emu_g.sysfs_root, sizeof emu_g.sysfs_root, "%s", root);
+    emu_g.sysfs_owner = getpid();
+    int r = put(root, "class/infiniband_verbs/abi_version", "6\n");   /* IB_USER_VERBS_ABI_VERSION */
+    for (unsigned i = 0; i < emu_g.ndev; i++) r |= build_device(root, &emu_g.devs[i].dev.cfg);
+    r |= put(root, ".mlxd-emu", "%s\n", emu_g.cfg_string);
+    /* libibverbs honours SYSFS_PATH only when getuid() == geteuid() (rc: libibverbs/sysfs.c). */
+    setenv("SYSFS_PATH", root, 1);
+    return r ? -EIO : 0;
+}
+
+void emu_sysfs_update_port(unsigned devidx)
+{
+    if (!emu_g.sysfs_root[0] || devidx >= emu_g.ndev) return;
+    write_port_state(emu_g.sysfs_root, &emu_g.devs[devidx].dev.cfg);
+}
