@@ -210,11 +210,13 @@ static void cur_start(struct parser *p, enum mlxd_dump_format fmt, unsigned line
     c->wqe_last_off = -1;
     c->diag_start = p->res->ndiags;
     c->wc_hint = -1;
-    if (p->pending_wc >= 0) {
+    /* a "WC error: N" line belongs to the dump printed right after it (mlx5_ib prints the two
+     * lines together); older hints are dropped */
+    if (p->pending_wc >= 0 && line - p->pending_wc_line <= 2) {
         c->wc_hint = p->pending_wc;
         c->wc_line = p->pending_wc_line;
-        p->pending_wc = -1;
     }
+    p->pending_wc = -1;
 }
 
 static bool cur_has_data(const struct cur *c) { return c->rowmask != 0; }

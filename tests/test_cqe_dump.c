@@ -395,6 +395,62 @@ START_TEST(nothing_decodable)
 }
 END_TEST
 
+START_TEST(cqe_128_and_plain_hex)
+{
+    /* a 128-byte DPDK dump: the CQE64 fields are in bytes 64..127 (reference section 6.3), so
+     * row 00000070 holds bytes 112..127 = struct mlx5_err_cqe bytes 48..63 */
+    struct mlxd_dump_result *r = parse_str(
+        "MLX5 Error CQE: at [0x7f00], len=128\n"
+        "00000000: 11 11 11 11 11 11 11 11 11 11 11 11 11 11 11 11\n"
+        "00000010: 11 11 11 11 11 11 11 11 11 11 11 11 11 11 11 11\n"
+        "00000020: 11 11 11 11 11 11 11 11 11 11 11 11 11 11 11 11\n"
+        "00000030: 11 11 11 11 11 11 11 11 11 11 11 11 11 11 11 11\n"
+        "00000040: 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00\n"
+        "00000050: 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00\n"
+        "00000060: 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00\n"
+        "00000070: 00 00 00 00 00 00 88 13 08 00 01 13 07 47 67 d2\n");
+    ck_assert_uint_eq(r->ncqes, 1);
+    ck_assert_uint_eq(r->nerrors, 0);
+    ck_assert_uint_eq(r->cqes[0].size, 128);
+    struct mlxd_cqe_decoded d;
+    ck_assert_int_eq(mlxd_cqe_decode(r->cqes[0].bytes, 128, &d), 0);
+    ck_assert_uint_eq(d.syndrome, 0x13);
+    ck_assert_uint_eq(d.vendor_syndrome, 0x88);
+    ck_assert_uint_eq(d.qpn, 0x000113);
+    ck_assert_uint_eq(d.wqe_counter, 0x0747);
+    mlxd_cqe_dump_free(r);
+    /* 128 digits with 0x and a log prefix; 127 digits are not taken */
+    r = parse_str("cqe: 0x" "00000000000000000000000000000000" "00000000000000000000000000000000"
+                  "00000000000000000000000000000000" "0000000000008a12100023e800016cd2\n");
+    ck_assert_uint_eq(r->ncqes, 1);
+    ck_assert_int_eq(r->cqes[0].format, MLXD_DUMP_PLAIN);
+    ck_assert_uint_eq(mlxd_cqe_syndrome(r->cqes[0].bytes), 0x12);
+    ck_assert_uint_eq(mlxd_cqe_err_qpn(r->cqes[0].bytes), 0x0023e8);
+    mlxd_cqe_dump_free(r);
+    r = parse_str("00000000000000000000000000000000" "00000000000000000000000000000000"
+                  "00000000000000000000000000000000" "000000000008a12100023e800016cd2\n");
+    ck_assert_uint_eq(r->ncqes, 0);
+    ck_assert(has_diag(r, MLXD_DUMP_ERROR, 1, "127 hex digits"));
+    mlxd_cqe_dump_free(r);
+}
+END_TEST
+
+START_TEST(wc_error_line_is_cross_checked)
+{
+    /* "WC error: 4" (local protection) before a dump whose syndrome (byte 55) is 0x13 -> 10 */
+    struct mlxd_dump_result *r = parse_str(
+        "infiniband mlx5_0: mlx5_handle_error_cqe:333:(pid 0): WC error: 4, message: local protection error\n"
+        "infiniband mlx5_0: dump_cqe:272:(pid 0): dump error cqe\n" ROW0 ROW1 ROW2 ROW3);
+    ck_assert_uint_eq(r->ncqes, 1);
+    ck_assert(has_diag(r, MLXD_DUMP_WARNING, 1, "WC error 4"));
+    mlxd_cqe_dump_free(r);
+    r = parse_str("WC error: 10, message: remote access error\ndump error cqe\n" ROW0 ROW1 ROW2 ROW3);
+    ck_assert_uint_eq(r->ncqes, 1);
+    ck_assert_uint_eq(r->nwarnings, 0);
+    mlxd_cqe_dump_free(r);
+}
+END_TEST
+
 Suite *cqe_dump_suite(void)
 {
     Suite *s = suite_create("cqe_dump");
@@ -421,6 +477,8 @@ Suite *cqe_dump_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, several_cqes_in_one_paste);
     tcase_add_test(tc, eight_word_lines_without_header_are_two_cqes);
+    tcase_add_test(tc, cqe_128_and_plain_hex);
+    tcase_add_test(tc, wc_error_line_is_cross_checked);
     suite_add_tcase(s, tc);
     return s;
 }
