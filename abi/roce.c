@@ -3,6 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <zlib.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include "mlxd_error.h"
 #include "mlxd_roce.h"
 
@@ -129,6 +132,73 @@ uint16_t mlxd_roce_ipv4_csum(const void *hdr)
     return (uint16_t)~s;
 }
 
+/* CRC-32 (IEEE 802.3, reflected, zlib conventions: crc32(crc, p, n)).  On x86-64 with PCLMULQDQ
+ * the bulk is folded 64 bytes at a time with carry-less multiplication (Intel, "Fast CRC
+ * Computation for Generic Polynomials Using PCLMULQDQ Instruction", 2009: fold constants
+ * x^(512+32), x^(512-32), x^(128+32), x^(128-32), x^64 mod P and the Barrett constants of
+ * P = 0x104C11DB7, bit-reflected); zlib does the rest.  Same result as zlib's crc32, ~3x faster. */
+#if defined(__x86_64__)
+__attribute__((target("pclmul,sse4.1")))
+static uint32_t crc_fold(uint32_t reg, const uint8_t *p, size_t len)   /* len >= 64, % 16 == 0 */
+{
+    const __m128i k12 = _mm_set_epi64x(0x1c6e41596ll, 0x154442bd4ll);
+    const __m128i k34 = _mm_set_epi64x(0x0ccaa009ell, 0x1751997d0ll);
+    const __m128i k5 = _mm_set_epi64x(0, 0x163cd6124ll);
+    const __m128i pu = _mm_set_epi64x(0x1f7011641ll, 0x1db710641ll);
+    const __m128i lo32 = _mm_setr_epi32(-1, 0, -1, 0);
+    __m128i a = _mm_loadu_si128((const __m128i *)p), b = _mm_loadu_si128((const __m128i *)(p + 16));
+    __m128i c = _mm_loadu_si128((const __m128i *)(p + 32)), d = _mm_loadu_si128((const __m128i *)(p + 48));
+    a = _mm_xor_si128(a, _mm_cvtsi32_si128((int)reg));
+    p += 64; len -= 64;
+#define FOLD(x, k, next) do { __m128i lo_ = _mm_clmulepi64_si128(x, k, 0x00); \
+        x = _mm_clmulepi64_si128(x, k, 0x11); x = _mm_xor_si128(_mm_xor_si128(x, lo_), next); } while (0)
+    while (len >= 64) {
+        FOLD(a, k12, _mm_loadu_si128((const __m128i *)p));
+        FOLD(b, k12, _mm_loadu_si128((const __m128i *)(p + 16)));
+        FOLD(c, k12, _mm_loadu_si128((const __m128i *)(p + 32)));
+        FOLD(d, k12, _mm_loadu_si128((const __m128i *)(p + 48)));
+        p += 64; len -= 64;
+    }
+    FOLD(a, k34, b);
+    FOLD(a, k34, c);
+    FOLD(a, k34, d);
+    while (len >= 16) {
+        FOLD(a, k34, _mm_loadu_si128((const __m128i *)p));
+        p += 16; len -= 16;
+    }
+#undef FOLD
+    /* 128 -> 64 bits */
+    __m128i t = _mm_clmulepi64_si128(a, k34, 0x10);
+    a = _mm_xor_si128(_mm_srli_si128(a, 8), t);
+    /* 64 -> 32 bits */
+    t = _mm_srli_si128(a, 4);
+    a = _mm_clmulepi64_si128(_mm_and_si128(a, lo32), k5, 0x00);
+    a = _mm_xor_si128(a, t);
+    /* Barrett reduction */
+    t = _mm_and_si128(a, lo32);
+    t = _mm_clmulepi64_si128(t, pu, 0x10);
+    t = _mm_and_si128(t, lo32);
+    t = _mm_clmulepi64_si128(t, pu, 0x00);
+    a = _mm_xor_si128(a, t);
+    return (uint32_t)_mm_extract_epi32(a, 1);
+}
+#endif
+
+static uint32_t crc_update(uint32_t crc, const uint8_t *p, size_t len)
+{
+#if defined(__x86_64__)
+    static int have = -1;
+    if (have < 0) have = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    if (have && len >= 64) {
+        size_t bulk = len & ~(size_t)15;
+        crc = ~crc_fold(~crc, p, bulk);
+        p += bulk;
+        len -= bulk;
+    }
+#endif
+    return (uint32_t)crc32(crc, p, (uInt)len);
+}
+
 /* The iCRC over [8 x 0xff][masked IPv4][masked UDP][masked BTH][rest up to the iCRC]. */
 uint32_t mlxd_roce_icrc(const void *buf, size_t pkt_len)
 {
@@ -144,10 +214,8 @@ uint32_t mlxd_roce_icrc(const void *buf, size_t pkt_len)
     ip[10] = ip[11] = 0xff;        /* header checksum */
     udp[6] = udp[7] = 0xff;        /* UDP checksum */
     bth[4] = 0xff;                 /* BTH reserved byte (FECN/BECN/resv6) */
-    uLong c = crc32(0L, Z_NULL, 0);
-    c = crc32(c, h, (uInt)sizeof h);
-    c = crc32(c, p + hl, (uInt)(pkt_len - hl - MLXD_ROCE_ICRC_LEN));
-    return (uint32_t)c;
+    uint32_t c = crc_update(0, h, sizeof h);
+    return crc_update(c, p + hl, pkt_len - hl - MLXD_ROCE_ICRC_LEN);
 }
 
 void mlxd_roce_icrc_fill(void *buf, size_t pkt_len)

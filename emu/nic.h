@@ -15,7 +15,8 @@
 
 #define NIC_PKT_MAX     (MLXD_ROCE_MAX_HDR_LEN + 4096 + 8)   /* one packet incl. IP/UDP */
 #define NIC_TX_BATCH    64
-#define NIC_RX_BATCH    32
+#define NIC_RX_BATCH    16
+#define NIC_RX_BUF      65536      /* one read: up to 64 KiB of GRO-coalesced datagrams */
 #define NIC_MAX_SGE     64
 #define NIC_WQE_MAX     (63 * 16)  /* ds is 6 bits */
 #define NIC_RC_WINDOW   2048u      /* unacknowledged PSNs a requester may have in flight */
@@ -120,7 +121,8 @@ struct nic_dev {
     struct nic_txslot *tx;
     unsigned ntx;
     /* rx */
-    uint8_t (*rx)[NIC_PKT_MAX + 64];
+    uint8_t (*rx)[NIC_RX_BUF];
+    bool     no_gso;
     void    *pcap, *pcap_dumper;
     struct nic_fault_state fault;
     struct mlxd_emu_nic_stats st;

@@ -9,6 +9,7 @@
  * checked before anything else looks at it. */
 #include <errno.h>
 #include <netinet/ip.h>
+#include <netinet/udp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,8 @@ int wire_open(struct nic_dev *nd)
     setsockopt(s, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
     setsockopt(s, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
     setsockopt(s, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
-    (void)one;
+    if (!getenv("MLXD_EMU_NO_GRO")) setsockopt(s, SOL_UDP, UDP_GRO, &one, sizeof one);
+    else nd->no_gso = true;
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr = cfg->ipv4,
                             .sin_port = htons(cfg->udp_port ? cfg->udp_port : 4791)};
     if (!a.sin_addr.s_addr) a.sin_addr.s_addr = htonl(0x7f000001 + cfg->index);
@@ -128,27 +130,62 @@ void wire_tx_commit(struct nic_dev *nd, struct nic_txslot *s, uint32_t len,
     if (nd->ntx >= NIC_TX_BATCH - 2) wire_tx_flush(nd);
 }
 
+static bool same_dest(const struct nic_txslot *a, const struct nic_txslot *b)
+{
+    return a->to.sin_addr.s_addr == b->to.sin_addr.s_addr && a->to.sin_port == b->to.sin_port;
+}
+
+/* Sends the batch.  Consecutive packets to the same destination with the same length (the last
+ * may be shorter) go out as one UDP GSO send (UDP_SEGMENT): the kernel keeps them as separate
+ * datagrams on the wire but crosses its stack once; a receiver with UDP_GRO gets them in one
+ * read.  Falls back to one datagram per packet if the kernel refuses GSO. */
 void wire_tx_flush(struct nic_dev *nd)
 {
     if (!nd->ntx) return;
     struct mmsghdr mm[NIC_TX_BATCH];
     struct iovec iov[NIC_TX_BATCH];
-    unsigned n = nd->ntx;
+    union { char buf[CMSG_SPACE(sizeof(uint16_t))]; struct cmsghdr align; } ctl[NIC_TX_BATCH];
+    unsigned n = nd->ntx, nm = 0;
     for (unsigned i = 0; i < n; i++) {
         iov[i].iov_base = nd->tx[i].buf + MLXD_ROCE_BTH_OFF;
         iov[i].iov_len = nd->tx[i].len - MLXD_ROCE_BTH_OFF;
-        memset(&mm[i], 0, sizeof mm[i]);
-        mm[i].msg_hdr.msg_name = &nd->tx[i].to;
-        mm[i].msg_hdr.msg_namelen = sizeof nd->tx[i].to;
-        mm[i].msg_hdr.msg_iov = &iov[i];
-        mm[i].msg_hdr.msg_iovlen = 1;
         nd->st.tx_pkts++;
         nd->st.tx_bytes += nd->tx[i].len;
     }
+    for (unsigned i = 0; i < n;) {
+        unsigned j = i + 1;
+        size_t seg = iov[i].iov_len, total = seg;
+        if (!nd->no_gso) {
+            while (j < n && j - i < 64 && same_dest(&nd->tx[j], &nd->tx[i]) &&
+                   iov[j].iov_len <= seg && total + iov[j].iov_len <= 65000) {
+                total += iov[j].iov_len;
+                j++;
+                if (iov[j - 1].iov_len < seg) break;
+            }
+        }
+        struct msghdr *h = &mm[nm].msg_hdr;
+        memset(&mm[nm], 0, sizeof mm[nm]);
+        h->msg_name = &nd->tx[i].to;
+        h->msg_namelen = sizeof nd->tx[i].to;
+        h->msg_iov = &iov[i];
+        h->msg_iovlen = j - i;
+        if (j - i > 1) {
+            h->msg_control = ctl[nm].buf;
+            h->msg_controllen = sizeof ctl[nm].buf;
+            struct cmsghdr *c = CMSG_FIRSTHDR(h);
+            c->cmsg_level = SOL_UDP;
+            c->cmsg_type = UDP_SEGMENT;
+            c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+            uint16_t gs = (uint16_t)seg;
+            memcpy(CMSG_DATA(c), &gs, sizeof gs);
+        }
+        nm++;
+        i = j;
+    }
     unsigned done = 0;
     int spins = 0;
-    while (done < n) {
-        int r = sendmmsg(nd->sock, mm + done, n - done, 0);
+    while (done < nm) {
+        int r = sendmmsg(nd->sock, mm + done, nm - done, 0);
         if (r > 0) { done += (unsigned)r; continue; }
         if (r < 0 && errno == EINTR) continue;
         if (r < 0 && (errno == EAGAIN || errno == ENOBUFS) && spins++ < 1000) {
@@ -156,48 +193,85 @@ void wire_tx_flush(struct nic_dev *nd)
             nanosleep(&ts, NULL);
             continue;
         }
-        /* unreachable peer (ECONNREFUSED from an earlier ICMP) or a full queue: the packet is
-         * lost on the wire, as it would be on a real network; skip it */
+        if (r < 0 && mm[done].msg_hdr.msg_controllen && (errno == EINVAL || errno == EIO ||
+                                                         errno == ENOPROTOOPT)) {
+            /* no GSO here: send this group's datagrams one by one, and stop using GSO */
+            nd->no_gso = true;
+            struct msghdr one = mm[done].msg_hdr;
+            one.msg_control = NULL;
+            one.msg_controllen = 0;
+            for (size_t k = 0; k < mm[done].msg_hdr.msg_iovlen; k++) {
+                one.msg_iov = &mm[done].msg_hdr.msg_iov[k];
+                one.msg_iovlen = 1;
+                (void)sendmsg(nd->sock, &one, 0);
+            }
+            done++;
+            continue;
+        }
+        /* unreachable peer (ECONNREFUSED from an earlier ICMP) or a full queue: the packets are
+         * lost on the wire, as they would be on a real network */
         done++;
     }
     nd->ntx = 0;
 }
 
+static void rx_one(struct nic_dev *nd, uint8_t *b, uint32_t ulen, const struct sockaddr_in *from)
+{
+    nd->st.rx_pkts++;
+    nd->st.rx_bytes += ulen + MLXD_ROCE_BTH_OFF;
+    mlxd_roce_wrap_udp(b, ntohl(from->sin_addr.s_addr), ntohs(from->sin_port),
+                       ntohl(nd->self.sin_addr.s_addr), ntohs(nd->self.sin_port), ulen);
+    pcap_writer_packet(nd, b, ulen + MLXD_ROCE_BTH_OFF);
+    if (!nd->dev->cfg.link_up) { nd->st.rx_dropped_link_down++; return; }
+    struct mlxd_roce_pkt p;
+    int r = mlxd_roce_parse(b, ulen + MLXD_ROCE_BTH_OFF, 0, true, &p);
+    if (r == -EBADMSG) { nd->st.rx_bad_icrc++; return; }
+    if (r) { nd->st.rx_malformed++; return; }
+    nic_resp_packet(nd, &p);
+}
+
+/* Receives up to a few batches and dispatches every packet.  With UDP_GRO a read may hold
+ * several datagrams of gso_size bytes each (the last shorter); they are taken apart in order
+ * (the 28 bytes of rebuilt headers in front of datagram k overwrite the tail of datagram k-1,
+ * which has been processed by then). */
 int wire_rx(struct nic_dev *nd)
 {
     struct mmsghdr mm[NIC_RX_BATCH];
     struct iovec iov[NIC_RX_BATCH];
     struct sockaddr_in from[NIC_RX_BATCH];
+    union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } ctl[NIC_RX_BATCH];
     int total = 0;
     for (int rounds = 0; rounds < 4; rounds++) {
         for (unsigned i = 0; i < NIC_RX_BATCH; i++) {
             iov[i].iov_base = nd->rx[i] + MLXD_ROCE_BTH_OFF;
-            iov[i].iov_len = NIC_PKT_MAX - MLXD_ROCE_BTH_OFF;
+            iov[i].iov_len = NIC_RX_BUF - MLXD_ROCE_BTH_OFF;
             memset(&mm[i], 0, sizeof mm[i]);
             mm[i].msg_hdr.msg_name = &from[i];
             mm[i].msg_hdr.msg_namelen = sizeof from[i];
             mm[i].msg_hdr.msg_iov = &iov[i];
             mm[i].msg_hdr.msg_iovlen = 1;
+            mm[i].msg_hdr.msg_control = ctl[i].buf;
+            mm[i].msg_hdr.msg_controllen = sizeof ctl[i].buf;
         }
         int n = recvmmsg(nd->sock, mm, NIC_RX_BATCH, MSG_DONTWAIT, NULL);
         if (n <= 0) break;
         for (int i = 0; i < n; i++) {
-            uint32_t ulen = mm[i].msg_len;
-            uint8_t *b = nd->rx[i];
-            nd->st.rx_pkts++;
-            nd->st.rx_bytes += ulen + MLXD_ROCE_BTH_OFF;
+            uint32_t len = mm[i].msg_len, gso = 0;
             if (mm[i].msg_hdr.msg_flags & MSG_TRUNC) { nd->st.rx_malformed++; continue; }
-            mlxd_roce_wrap_udp(b, ntohl(from[i].sin_addr.s_addr), ntohs(from[i].sin_port),
-                               ntohl(nd->self.sin_addr.s_addr), ntohs(nd->self.sin_port), ulen);
-            pcap_writer_packet(nd, b, ulen + MLXD_ROCE_BTH_OFF);
-            if (!nd->dev->cfg.link_up) { nd->st.rx_dropped_link_down++; continue; }
-            struct mlxd_roce_pkt p;
-            int r = mlxd_roce_parse(b, ulen + MLXD_ROCE_BTH_OFF, 0, true, &p);
-            if (r == -EBADMSG) { nd->st.rx_bad_icrc++; continue; }
-            if (r) { nd->st.rx_malformed++; continue; }
-            nic_resp_packet(nd, &p);
+            for (struct cmsghdr *c = CMSG_FIRSTHDR(&mm[i].msg_hdr); c;
+                 c = CMSG_NXTHDR(&mm[i].msg_hdr, c))
+                if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+                    int g;
+                    memcpy(&g, CMSG_DATA(c), sizeof g);
+                    if (g > 0) gso = (uint32_t)g;
+                }
+            if (!gso || gso >= len) { rx_one(nd, nd->rx[i], len, &from[i]); total++; continue; }
+            for (uint32_t off = 0; off < len; off += gso) {
+                uint32_t l = len - off < gso ? len - off : gso;
+                rx_one(nd, nd->rx[i] + off, l, &from[i]);
+                total++;
+            }
         }
-        total += n;
         if (n < NIC_RX_BATCH) break;
     }
     return total;

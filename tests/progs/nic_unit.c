@@ -920,6 +920,73 @@ static void case_port(void)
     dev_close(1);
 }
 
+static double thread_cpu_s(pthread_t t)
+{
+    clockid_t c;
+    struct timespec ts;
+    if (pthread_getcpuclockid(t, &c) || clock_gettime(c, &ts)) return 0;
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Throughput benchmark (not a test): UC RDMA WRITE, 4 KiB payload per packet (MTU 4096), from
+ * device 0 to device 1 for NIC_BENCH_S seconds (default 3).  Prints the goodput delivered into
+ * the responder's memory and the CPU time of each engine thread. */
+static void case_bench(void)
+{
+    const char *e = getenv("NIC_BENCH_S");
+    double secs = e ? atof(e) : 3;
+    uint32_t type = getenv("NIC_BENCH_RC") ? 2 : 3;
+    dev_open(0, g_port, 4096);
+    dev_open(1, g_port, 4096);
+    struct hcq *sc = cq_new(0, 1024, 1), *rc = cq_new(1, 16, 2);
+    struct hqp *a = qp_new(0, type, 0x11, sc, sc, 1024, 0), *b = qp_new(1, type, 0x22, rc, rc, 16, 16);
+    qp_connect(a, 1, 0x22, 0, 0, 5);
+    qp_connect(b, 0, 0x11, 0, 0, 5);
+    struct emu_mr *src = mr_new(0, 1 << 22, 0x501, NIC_ACC_LOCAL_WRITE);
+    struct emu_mr *dst = mr_new(1, 1 << 22, 0x601, NIC_ACC_LOCAL_WRITE | NIC_ACC_REMOTE_WRITE);
+    memset(MRP(src), 0xab, 1 << 22);
+    double c0a = thread_cpu_s(((struct nic_dev *)devs[0].nic)->thread);
+    double c0b = thread_cpu_s(((struct nic_dev *)devs[1].nic)->thread);
+    struct mlxd_emu_nic_stats s0 = {.sz = sizeof s0}, s1 = {.sz = sizeof s1};
+    mlxd_emu_nic_stats(1, &s0);
+    uint64_t t0 = nic_now_ns(), end = t0 + (uint64_t)(secs * 1e9);
+    uint64_t posted = 0, completed = 0;
+    uint8_t got[64];
+    const uint32_t depth = 512, batch = 32;
+    while (nic_now_ns() < end) {
+        while (posted - completed < depth) {
+            uint64_t off = (posted % 1024) * 4096;
+            struct sge sg = {4096, 0x501, src->addr + off};
+            post_send(a, NIC_OP_RDMA_WRITE, (posted % batch) == batch - 1 ? 0x08 : 0, 0,
+                      dst->addr + off, 0x601, &sg, 1);
+            posted++;
+        }
+        while (cq_poll(sc, got, 0)) {
+            CHECK_EQ(got[63] >> 4, NIC_CQE_REQ);
+            completed += batch;
+        }
+        sched_yield();
+    }
+    uint64_t t1 = nic_now_ns();
+    mlxd_emu_nic_stats(1, &s1);
+    double ca = thread_cpu_s(((struct nic_dev *)devs[0].nic)->thread) - c0a;
+    double cb = thread_cpu_s(((struct nic_dev *)devs[1].nic)->thread) - c0b;
+    double dt = (double)(t1 - t0) / 1e9;
+    uint64_t good = s1.rx_pkts - s0.rx_pkts - (s1.rx_bad_icrc - s0.rx_bad_icrc) -
+                    (s1.rx_malformed - s0.rx_malformed) - (s1.rx_out_of_seq - s0.rx_out_of_seq) -
+                    (s1.rx_dup - s0.rx_dup);
+    double gbps = (double)good * 4096 * 8 / dt / 1e9;
+    printf("bench %s WRITE 4096 B: %.2f s, %llu packets delivered, %.2f Gb/s payload, "
+           "%.0f kpkt/s; sender engine %.0f%% of a core, receiver engine %.0f%% of a core\n",
+           type == 2 ? "RC" : "UC", dt, (unsigned long long)good, gbps, good / dt / 1e3,
+           100 * ca / dt, 100 * cb / dt);
+    printf("bench per-core: receiver %.2f Gb/s per core-second, sender %.2f Gb/s per core-second\n",
+           cb > 0 ? (double)good * 4096 * 8 / cb / 1e9 : 0, ca > 0 ? (double)good * 4096 * 8 / ca / 1e9 : 0);
+    CHECK(!memcmp(MRP(dst), MRP(src), 4096));
+    dev_close(0);
+    dev_close(1);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) { fprintf(stderr, "usage: nic_unit <case> [port]\n"); return 2; }
@@ -930,6 +997,7 @@ int main(int argc, char **argv)
         {"err_local_length", case_err_local_length}, {"err_rnr", case_err_rnr},
         {"err_retry", case_err_retry}, {"uc_errors", case_uc_errors}, {"arm", case_arm},
         {"crafted", case_crafted}, {"pcap", case_pcap}, {"port", case_port},
+        {"bench", case_bench},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (!strcmp(argv[1], cases[i].name)) { cases[i].fn(); printf("ok %s\n", argv[1]); return 0; }
