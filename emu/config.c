@@ -234,7 +234,7 @@ int emu_config_apply(const struct emu_device_cfg *c, unsigned n)
         ds->dev.qp_by_qpn = lookup_qp;
         ds->dev.mr_by_key = lookup_mr;
         ds->qp_cursor = 2;
-        ds->mr_cursor = 1;
+        ds->mr_cursor = 2;
         ds->next_cqn = 0x400;
         ds->next_pdn = 0x10;
         ds->next_uar_page = 0x100;

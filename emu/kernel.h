@@ -38,7 +38,7 @@
 #define EMU_MAX_SGE         30                   /* (512 - ctrl 16 - raddr 16) / 16 */
 #define EMU_MAX_INLINE      476                  /* align(4 + inline, 16) <= 512 - 32 */
 #define EMU_MAX_QP          (EMU_QP_SLOTS - 2)   /* slots 0 and 1 are QP0/QP1 */
-#define EMU_MAX_MR          (EMU_MR_SLOTS - 1)
+#define EMU_MAX_MR          (EMU_MR_SLOTS - 2)   /* slots 0, 1 unused (0x100 = MLX5_INVALID_LKEY) */
 #define EMU_MAX_CQ          65536
 #define EMU_MAX_PD          65536
 #define EMU_MAX_MSG         (1u << 30)           /* port max_msg_sz */

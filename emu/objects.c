@@ -432,7 +432,8 @@ int emu_k_reg_mr(struct emu_file *f, struct k_pd *pd, uint64_t start, uint64_t l
     uint32_t slot = 0;
     for (uint32_t i = 0; i < EMU_MR_SLOTS; i++) {
         uint32_t s = (ds->mr_cursor + i) & (EMU_MR_SLOTS - 1);
-        if (s && !ds->mr_tab[s]) { slot = s; break; }
+        /* slots 0 and 1 never: key 0x100 is MLX5_INVALID_LKEY, the receive-list terminator */
+        if (s >= 2 && !ds->mr_tab[s]) { slot = s; break; }
     }
     if (!slot) { UNLOCK(f); emu_uobj_free(f, *handle); r = -ENOMEM; goto fail; }
     ds->mr_cursor = slot + 1;
