@@ -1,0 +1,489 @@
+/* The driver on the emulated kernel and NIC (libmlx5direct-emu, linked into the runner; it
+ * answers at the system-call boundary).  Default emulator configuration: mlx5_0 on 127.0.0.1,
+ * mlx5_1 on 127.0.0.2 (each test moves them to 127.X.Y.1/.2), RoCE v2, IB MTU 1024, GIDs 0/1 link-local v1/v2, 2/3 ::ffff:<ipv4> v1/v2
+ * (docs/emulator.md).  Expected values come from the IB spec (opcodes, statuses), mlx5 syndromes
+ * (mlx5-uverbs-abi.md 6.4) and the emulator's documented configuration. */
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "mlxd_emu.h"
+#include "mlxd_error.h"
+#include "mlxd_mlx5.h"
+#include "mlxd_uverbs.h"
+
+#define BUF 65536
+
+struct side {
+    struct mlxd_nic *nic;
+    struct mlxd_cq *cq;
+    struct mlxd_qp *qp;
+    struct mlxd_region *reg;
+    uint8_t *buf;
+};
+
+static void side_open(struct side *s, const char *dev, uint32_t type, bool events)
+{
+    memset(s, 0, sizeof *s);
+    ck_assert_msg(mlxd_open(dev, NULL, &s->nic) == 0, "open %s: %s", dev, mlxd_errmsg());
+    s->buf = aligned_alloc(4096, BUF);
+    memset(s->buf, 0, BUF);
+    struct mlxd_region_opts ro = { .sz = sizeof ro, .access = MLXD_ACCESS_LOCAL_WRITE |
+                                   MLXD_ACCESS_REMOTE_WRITE | MLXD_ACCESS_REMOTE_READ };
+    ck_assert_msg(mlxd_region_register(s->nic, s->buf, BUF, &ro, &s->reg) == 0, "%s", mlxd_errmsg());
+    struct mlxd_cq_opts co = { .sz = sizeof co, .events = events };
+    ck_assert_msg(mlxd_cq_create(s->nic, 64, &co, &s->cq) == 0, "%s", mlxd_errmsg());
+    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = type, .send_depth = 32, .recv_depth = 32, .max_inline = 64 };
+    ck_assert_msg(mlxd_qp_create(s->cq, &qo, &s->qp) == 0, "%s", mlxd_errmsg());
+}
+
+static void side_connect(struct side *s, const struct mlxd_endpoint *peer, uint32_t type)
+{
+    struct mlxd_connect_opts co = { .sz = sizeof co, .peer_access = type == MLXD_QP_RC
+        ? MLXD_ACCESS_REMOTE_WRITE | MLXD_ACCESS_REMOTE_READ : MLXD_ACCESS_REMOTE_WRITE };
+    ck_assert_msg(mlxd_qp_connect(s->qp, peer, &co) == 0, "%s", mlxd_errmsg());
+    ck_assert_int_eq(mlxd_qp_state(s->qp), 3);
+}
+
+static void side_close(struct side *s)
+{
+    ck_assert_int_eq(mlxd_close(s->nic), 0);
+    free(s->buf);
+}
+
+static void pair(struct side *a, struct side *b, uint32_t type)
+{
+    side_open(a, "mlx5_0", type, false);
+    side_open(b, "mlx5_1", type, true);
+    struct mlxd_endpoint ea, eb;
+    ck_assert_int_eq(mlxd_qp_endpoint(a->qp, &ea), 0);
+    ck_assert_int_eq(mlxd_qp_endpoint(b->qp, &eb), 0);
+    side_connect(a, &eb, type);
+    side_connect(b, &ea, type);
+}
+
+/* Polls cq until one completion arrives (5 s at most). */
+static struct mlxd_completion wait_one(struct mlxd_cq *cq)
+{
+    struct mlxd_completion wc;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int n = mlxd_cq_poll(cq, &wc, 1);
+        ck_assert_int_ge(n, 0);
+        if (n == 1) return wc;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        ck_assert_msg(t.tv_sec - t0.tv_sec < 5, "no completion within 5 s");
+        usleep(50);
+    }
+}
+
+/* UC requester completions come when the packets left, not when they landed: wait for the bytes. */
+static void wait_mem(const uint8_t *dst, const uint8_t *src, size_t n)
+{
+    for (int t = 0; t < 5000 && memcmp(dst, src, n); t++) usleep(1000);
+    ck_assert_mem_eq(dst, src, n);
+}
+
+/* Each test gets its own loopback addresses (127.<pid-derived>.1/.2) so that suites run by other
+ * processes at the same time (each binding UDP 4791 on its devices' addresses) do not collide. */
+static uint8_t net_hi, net_lo;
+static void emu_setup(void)
+{
+    unsigned v = (unsigned)getpid() * 2654435761u;
+    net_hi = (uint8_t)(1 + (v >> 8) % 250);
+    net_lo = (uint8_t)(v >> 16);
+    char spec[128];
+    snprintf(spec, sizeof spec, "mlx5_0:127.%u.%u.1,mlx5_1:127.%u.%u.2", net_hi, net_lo, net_hi, net_lo);
+    ck_assert_int_eq(mlxd_emu_configure(spec), 0);
+}
+
+static void pattern(uint8_t *p, size_t n, unsigned seed) { for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(seed + i * 13); }
+
+START_TEST(lifecycle_and_queries)
+{
+    char **names; size_t n;
+    ck_assert_int_eq(mlxd_names(&names, &n), 0);
+    ck_assert_uint_ge(n, 2);
+    ck_assert_str_eq(names[0], "mlx5_0");
+    ck_assert_str_eq(names[1], "mlx5_1");
+    mlxd_names_free(names, n);
+    struct mlxd_nic *nic;
+    ck_assert_msg(mlxd_open("mlx5_0", NULL, &nic) == 0, "%s", mlxd_errmsg());
+    ck_assert_str_eq(mlxd_nic_name(nic), "mlx5_0");
+    ck_assert_int_eq(mlxd_link_layer(nic), MLXD_LINK_ETHERNET);
+    ck_assert_uint_gt(mlxd_max_message(nic), 0);
+    struct mlxd_port_info pi;
+    ck_assert_int_eq(mlxd_port_info(nic, &pi), 0);
+    ck_assert_uint_eq(pi.state, 4);
+    ck_assert_uint_eq(pi.active_mtu, 3);                /* 1024 bytes (emulator default) */
+    ck_assert_uint_eq(pi.active_mtu_bytes, 1024);
+    struct mlxd_gid g[8];
+    ck_assert_int_eq(mlxd_gids(nic, g, 8), 4);
+    ck_assert_uint_eq(g[3].type, MLXD_GID_TYPE_ROCE_V2);
+    const uint8_t v4[16] = { 0,0,0,0,0,0,0,0,0,0,0xff,0xff,127,net_hi,net_lo,1 };
+    ck_assert_mem_eq(g[3].raw, v4, 16);
+    ck_assert_int_eq(mlxd_default_gid_index(nic), 3);
+    /* no GID of mlx5_0 carries 127.0.0.1, the source the kernel picks towards 127.0.0.1 */
+    struct sockaddr_in peer = { .sin_family = AF_INET };
+    inet_pton(AF_INET, "127.0.0.1", &peer.sin_addr);
+    ck_assert_int_eq(mlxd_gid_for_peer(nic, (struct sockaddr *)&peer, sizeof peer, NULL), -EADDRNOTAVAIL);
+    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "127.0.0.1"));
+    struct mlxd_cq *cq;
+    ck_assert_int_eq(mlxd_cq_create(nic, 100, NULL, &cq), 0);
+    ck_assert_uint_eq(mlxd_cq_size(cq), 128);
+    ck_assert_int_eq(mlxd_cq_create(nic, pi.max_cqe + 1, NULL, &cq), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "maximum"));
+    ck_assert_int_eq(mlxd_close(nic), 0);
+    ck_assert_int_eq(mlxd_close(nic), 0);               /* second close does nothing */
+    ck_assert_int_eq(mlxd_link_layer(nic), -EINVAL);
+    /* a device on 127.0.0.1 (own UDP port, so that nothing else bound there collides): the GID
+     * routing to 127.0.0.1 is its ::ffff:127.0.0.1 RoCE v2 entry, index 3 */
+    char spec[64];
+    snprintf(spec, sizeof spec, "mlx5_0:127.0.0.1:port=%u", 20000 + (unsigned)getpid() % 40000);
+    ck_assert_int_eq(mlxd_emu_configure(spec), 0);
+    ck_assert_msg(mlxd_open("mlx5_0", NULL, &nic) == 0, "%s", mlxd_errmsg());
+    struct mlxd_gid g3;
+    ck_assert_int_eq(mlxd_gid_for_peer(nic, (struct sockaddr *)&peer, sizeof peer, &g3), 3);
+    ck_assert_uint_eq(g3.raw[15], 1);
+    ck_assert_uint_eq(g3.type, MLXD_GID_TYPE_ROCE_V2);
+    ck_assert_int_eq(mlxd_close(nic), 0);
+    ck_assert_int_eq(mlxd_link_layer(nic), -EINVAL);
+    ck_assert_int_eq(mlxd_cq_create(nic, 8, NULL, &cq), -EINVAL);
+    ck_assert_int_eq(mlxd_cq_poll(cq, NULL, 0), -EINVAL);  /* CQ of a closed NIC */
+}
+END_TEST
+
+START_TEST(destroy_rules)
+{
+    struct side a;
+    side_open(&a, "mlx5_0", MLXD_QP_RC, false);
+    ck_assert_int_eq(mlxd_cq_destroy(a.cq), -EBUSY);     /* a QP still uses it: nothing changed */
+    ck_assert_uint_eq(mlxd_cq_size(a.cq), 64);
+    ck_assert_int_eq(mlxd_qp_destroy(a.qp), 0);
+    ck_assert_int_eq(mlxd_qp_destroy(a.qp), 0);          /* the first one's result */
+    struct mlxd_entry e = { .op = MLXD_OP_NOP };
+    ck_assert_int_eq(mlxd_qp_post(a.qp, &e), -EINVAL);
+    struct mlxd_endpoint ep;
+    ck_assert_int_eq(mlxd_qp_endpoint(a.qp, &ep), -EINVAL);
+    ck_assert_int_eq(mlxd_cq_destroy(a.cq), 0);
+    struct mlxd_completion wc;
+    ck_assert_int_eq(mlxd_cq_poll(a.cq, &wc, 1), -EINVAL);
+    ck_assert_int_eq(mlxd_region_deregister(a.reg), 0);
+    ck_assert_int_eq(mlxd_region_deregister(a.reg), 0);
+    ck_assert_uint_eq(mlxd_region_local(a.reg).lkey, 0);
+    side_close(&a);
+}
+END_TEST
+
+static void transfers(uint32_t type)
+{
+    struct side a, b;
+    pair(&a, &b, type);
+    int room0 = mlxd_qp_send_room(a.qp);
+    ck_assert_int_ge(room0, 32);          /* 32 entries of up to 2 WQEBBs (64 B inline): >= 32 */
+    struct mlxd_local la; struct mlxd_remote rb = mlxd_region_remote(b.reg);
+    struct mlxd_recv rv[8];
+    struct mlxd_local lb;
+    /* receives on B: first 4 with a scatter entry at B+32768 (SEND), for WRITE_IMM any */
+    ck_assert_int_eq(mlxd_region_slice(b.reg, 32768, 8192, &lb), 0);
+    for (int i = 0; i < 8; i++) rv[i] = (struct mlxd_recv){ .wr_id = 500 + i, .num_local = 1, .local = &lb };
+    ck_assert_int_eq(mlxd_qp_receive(b.qp, rv, 8), 8);
+
+    /* WRITE 3000 bytes A[0..) -> B[1000..) */
+    pattern(a.buf, 3000, 1);
+    ck_assert_int_eq(mlxd_region_slice(a.reg, 0, 3000, &la), 0);
+    struct mlxd_entry e = { .wr_id = 1, .op = MLXD_OP_WRITE, .flags = MLXD_SIGNALED, .num_local = 1,
+                            .local = la, .remote = { rb.addr + 1000, 0, rb.rkey, 0 } };
+    ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
+    ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+    struct mlxd_completion wc = wait_one(a.cq);
+    ck_assert_uint_eq(wc.status, 0);
+    ck_assert_uint_eq(wc.wr_id, 1);
+    ck_assert_uint_eq(wc.opcode, MLXD_WC_RDMA_WRITE);
+    wait_mem(b.buf + 1000, a.buf, 3000);
+
+    /* WRITE_IMM 2500 bytes -> B[8000..), consumes receive 500 */
+    pattern(a.buf, 2500, 2);
+    e = (struct mlxd_entry){ .wr_id = 2, .op = MLXD_OP_WRITE_IMM, .flags = MLXD_SIGNALED, .imm = 0xabcd0123,
+                             .num_local = 1, .local = { la.addr, 2500, la.lkey }, .remote = { rb.addr + 8000, 0, rb.rkey, 0 } };
+    ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
+    ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+    wc = wait_one(b.cq);
+    ck_assert_uint_eq(wc.status, 0);
+    ck_assert_uint_eq(wc.opcode, MLXD_WC_RECV_RDMA_WITH_IMM);
+    ck_assert_uint_eq(wc.imm, 0xabcd0123);
+    ck_assert_uint_eq(wc.byte_len, 2500);
+    ck_assert_uint_eq(wc.wr_id, 500);
+    ck_assert_ptr_eq(wc.qp, b.qp);
+    ck_assert_mem_eq(b.buf + 8000, a.buf, 2500);
+    wc = wait_one(a.cq);
+    ck_assert_uint_eq(wc.wr_id, 2);
+
+    /* SEND 5000 bytes (several MTUs) -> receive 501 at B+32768 */
+    pattern(a.buf, 5000, 3);
+    e = (struct mlxd_entry){ .wr_id = 3, .op = MLXD_OP_SEND, .flags = MLXD_SIGNALED, .num_local = 1,
+                             .local = { la.addr, 5000, la.lkey } };
+    ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
+    ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+    wc = wait_one(b.cq);
+    ck_assert_uint_eq(wc.status, 0);
+    ck_assert_uint_eq(wc.opcode, MLXD_WC_RECV);
+    ck_assert_uint_eq(wc.byte_len, 5000);
+    ck_assert_uint_eq(wc.wr_id, 501);
+    ck_assert_uint_eq(wc.flags & MLXD_WC_WITH_IMM, 0);
+    ck_assert_mem_eq(b.buf + 32768, a.buf, 5000);
+    wc = wait_one(a.cq);
+    ck_assert_uint_eq(wc.opcode, MLXD_WC_SEND);
+
+    /* SEND_IMM inline 40 bytes */
+    uint8_t small[40];
+    pattern(small, 40, 4);
+    e = (struct mlxd_entry){ .wr_id = 4, .op = MLXD_OP_SEND_IMM, .flags = MLXD_SIGNALED | MLXD_INLINE | MLXD_SOLICITED,
+                             .imm = 77, .num_local = 1, .local = { (uintptr_t)small, 40, 0 } };
+    ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
+    ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+    wc = wait_one(b.cq);
+    ck_assert_uint_eq(wc.status, 0);
+    ck_assert_uint_eq(wc.opcode, MLXD_WC_RECV);
+    ck_assert_uint_eq(wc.imm, 77);
+    ck_assert_uint_eq(wc.flags & MLXD_WC_WITH_IMM, MLXD_WC_WITH_IMM);
+    ck_assert_uint_eq(wc.byte_len, 40);
+    ck_assert_mem_eq(b.buf + 32768, small, 40);
+    wait_one(a.cq);
+
+    if (type == MLXD_QP_RC) {
+        /* READ 4000 bytes of B[20000..) into A[40000..) */
+        pattern(b.buf + 20000, 4000, 5);
+        e = (struct mlxd_entry){ .wr_id = 5, .op = MLXD_OP_READ, .flags = MLXD_SIGNALED, .num_local = 1,
+                                 .local = { la.addr + 40000, 4000, la.lkey }, .remote = { rb.addr + 20000, 0, rb.rkey, 0 } };
+        ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
+        ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+        wc = wait_one(a.cq);
+        ck_assert_uint_eq(wc.status, 0);
+        ck_assert_uint_eq(wc.opcode, MLXD_WC_RDMA_READ);
+        ck_assert_uint_eq(wc.byte_len, 4000);
+        ck_assert_uint_eq(wc.wr_id, 5);
+        ck_assert_mem_eq(a.buf + 40000, b.buf + 20000, 4000);
+    }
+    /* many small WRITEs, unsignaled but for every 8th, across several wraps of the send ring */
+    for (int i = 0; i < 200; i++) {
+        a.buf[i] = (uint8_t)(i * 3 + 1);
+        e = (struct mlxd_entry){ .wr_id = 1000 + i, .op = MLXD_OP_WRITE, .flags = (i % 8 == 7) ? MLXD_SIGNALED : 0,
+                                 .num_local = 1, .local = { la.addr + i, 1, la.lkey }, .remote = { rb.addr + 60000 + i, 0, rb.rkey, 0 } };
+        int rc;
+        while ((rc = mlxd_qp_post(a.qp, &e)) == -EAGAIN) {
+            mlxd_qp_ring(a.qp);
+            wc = wait_one(a.cq);
+            ck_assert_uint_eq(wc.status, 0);
+        }
+        ck_assert_int_eq(rc, 0);
+        if (i % 8 == 7) mlxd_qp_ring(a.qp);
+    }
+    mlxd_qp_ring(a.qp);
+    struct mlxd_completion w[32];
+    for (int tries = 0; tries < 5000 && memcmp(b.buf + 60000, a.buf, 200); tries++) { mlxd_cq_poll(a.cq, w, 32); usleep(1000); }
+    ck_assert_mem_eq(b.buf + 60000, a.buf, 200);
+    for (int tries = 0; tries < 1000 && mlxd_qp_send_room(a.qp) < room0; tries++) { mlxd_cq_poll(a.cq, w, 32); usleep(1000); }
+    ck_assert_int_eq(mlxd_qp_send_room(a.qp), room0);   /* every WQEBB reclaimed */
+    side_close(&a);
+    side_close(&b);
+}
+
+START_TEST(rc_transfers) { transfers(MLXD_QP_RC); }
+END_TEST
+START_TEST(uc_transfers) { transfers(MLXD_QP_UC); }
+END_TEST
+
+START_TEST(error_completions)
+{
+    struct side a, b;
+    pair(&a, &b, MLXD_QP_RC);
+    struct mlxd_remote rb = mlxd_region_remote(b.reg);
+    struct mlxd_local la = mlxd_region_local(a.reg);
+    /* wrong rkey: remote access error, syndrome 0x13 (MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR) */
+    struct mlxd_entry e = { .wr_id = 9, .op = MLXD_OP_WRITE, .flags = MLXD_SIGNALED, .num_local = 1,
+                            .local = { la.addr, 100, la.lkey }, .remote = { rb.addr, 0, rb.rkey ^ 0x5a5a00, 0 } };
+    ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
+    ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+    struct mlxd_completion wc = wait_one(a.cq);
+    ck_assert_uint_eq(wc.wr_id, 9);
+    ck_assert_uint_eq(wc.syndrome, 0x13);
+    ck_assert_uint_eq(wc.status, 10);                     /* IBV_WC_REM_ACCESS_ERR */
+    side_close(&a);
+    side_close(&b);
+
+    /* a receive too small for the SEND: local length error on the responder */
+    pair(&a, &b, MLXD_QP_RC);
+    struct mlxd_local lb;
+    ck_assert_int_eq(mlxd_region_slice(b.reg, 0, 16, &lb), 0);
+    struct mlxd_recv r = { .wr_id = 44, .num_local = 1, .local = &lb };
+    ck_assert_int_eq(mlxd_qp_receive(b.qp, &r, 1), 1);
+    la = mlxd_region_local(a.reg);
+    e = (struct mlxd_entry){ .wr_id = 10, .op = MLXD_OP_SEND, .flags = MLXD_SIGNALED, .num_local = 1,
+                             .local = { la.addr, 100, la.lkey } };
+    ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
+    ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+    wc = wait_one(b.cq);
+    ck_assert_uint_eq(wc.wr_id, 44);
+    ck_assert_uint_eq(wc.status, 1);                      /* IBV_WC_LOC_LEN_ERR */
+    ck_assert_uint_eq(wc.syndrome, 0x01);
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
+START_TEST(arm_and_wait_one_event)
+{
+    struct side a, b;
+    pair(&a, &b, MLXD_QP_RC);
+    struct mlxd_event ev[4];
+    ck_assert_int_eq(mlxd_wait(b.nic, -1, ev, 4), -EINVAL);
+    struct mlxd_recv r[2] = { { .wr_id = 1 }, { .wr_id = 2 } };
+    ck_assert_int_eq(mlxd_qp_receive(b.qp, r, 2), 2);
+    ck_assert_int_eq(mlxd_cq_arm(b.cq, false), 0);
+    ck_assert_int_eq(mlxd_wait(b.nic, 50, ev, 4), 0);    /* nothing yet */
+    struct mlxd_remote rb = mlxd_region_remote(b.reg);
+    struct mlxd_local la = mlxd_region_local(a.reg);
+    for (int i = 0; i < 2; i++) {
+        struct mlxd_entry e = { .wr_id = 1, .op = MLXD_OP_WRITE_IMM, .imm = (uint32_t)i, .num_local = 1,
+                                .flags = MLXD_SIGNALED, .local = { la.addr, 8, la.lkey }, .remote = { rb.addr, 0, rb.rkey, 0 } };
+        ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
+    }
+    ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+    ck_assert_int_eq(mlxd_wait(b.nic, 5000, ev, 4), 1);
+    ck_assert_uint_eq(ev[0].kind, MLXD_EVENT_COMPLETION);
+    ck_assert_ptr_eq(ev[0].cq, b.cq);
+    /* one arm, one event: the second completion raises none */
+    ck_assert_int_eq(mlxd_wait(b.nic, 200, ev, 4), 0);
+    struct mlxd_completion wc[4];
+    int got = 0;
+    for (int t = 0; t < 1000 && got < 2; t++) { int n = mlxd_cq_poll(b.cq, wc + got, 4 - got); got += n; if (got < 2) usleep(1000); }
+    ck_assert_int_eq(got, 2);
+    /* re-arm: the next completion raises one more */
+    ck_assert_int_eq(mlxd_cq_arm(b.cq, false), 0);
+    ck_assert_int_eq(mlxd_qp_receive(b.qp, r, 1), 1);
+    struct mlxd_entry e = { .wr_id = 3, .op = MLXD_OP_WRITE_IMM, .imm = 9, .num_local = 1,
+                            .local = { la.addr, 8, la.lkey }, .remote = { rb.addr, 0, rb.rkey, 0 } };
+    ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
+    ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+    ck_assert_int_eq(mlxd_wait(b.nic, 5000, ev, 4), 1);
+    ck_assert_uint_eq(ev[0].kind, MLXD_EVENT_COMPLETION);
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
+START_TEST(qp_to_error_flushes)
+{
+    struct side a, b;
+    pair(&a, &b, MLXD_QP_RC);
+    struct mlxd_recv r[3] = { { .wr_id = 7 }, { .wr_id = 8 }, { .wr_id = 9 } };
+    ck_assert_int_eq(mlxd_qp_receive(b.qp, r, 3), 3);
+    ck_assert_int_eq(mlxd_qp_to_error(b.qp), 0);
+    ck_assert_int_eq(mlxd_qp_state(b.qp), 6);
+    for (int i = 0; i < 3; i++) {
+        struct mlxd_completion wc = wait_one(b.cq);
+        ck_assert_uint_eq(wc.status, 5);                  /* IBV_WC_WR_FLUSH_ERR */
+        ck_assert_uint_eq(wc.wr_id, 7 + i);
+    }
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
+/* Two processes: the child opens mlx5_1, the parent mlx5_0; endpoints over a socketpair. */
+struct xchg { struct mlxd_endpoint ep; struct mlxd_remote rm; };
+
+static void two_process(uint32_t type, uint32_t op)
+{
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(sv[0]);
+        struct side b;
+        side_open(&b, "mlx5_1", type, false);
+        struct mlxd_recv r = { .wr_id = 1, .num_local = op == MLXD_OP_SEND ? 1 : 0, .local = NULL };
+        struct mlxd_local lb = mlxd_region_local(b.reg);
+        r.local = &lb;
+        ck_assert_int_eq(mlxd_qp_receive(b.qp, &r, 1), 1);
+        struct xchg me = { .rm = mlxd_region_remote(b.reg) }, peer;
+        mlxd_qp_endpoint(b.qp, &me.ep);
+        ck_assert_int_eq(write(sv[1], &me, sizeof me), sizeof me);
+        ck_assert_int_eq(read(sv[1], &peer, sizeof peer), sizeof peer);
+        struct mlxd_connect_opts co = { .sz = sizeof co, .peer_access = MLXD_ACCESS_REMOTE_WRITE, .receive_only = true };
+        ck_assert_int_eq(mlxd_qp_connect(b.qp, &peer.ep, &co), 0);
+        ck_assert_int_eq(mlxd_qp_state(b.qp), 2);          /* receive-only stays in RTR */
+        char go = 'g';
+        ck_assert_int_eq(write(sv[1], &go, 1), 1);
+        struct mlxd_completion wc = wait_one(b.cq);
+        ck_assert_uint_eq(wc.status, 0);
+        ck_assert_uint_eq(wc.byte_len, 30000);
+        uint8_t want[30000];
+        pattern(want, sizeof want, 77);
+        ck_assert_mem_eq(b.buf, want, sizeof want);
+        side_close(&b);
+        _exit(0);
+    }
+    close(sv[1]);
+    struct side a;
+    side_open(&a, "mlx5_0", type, false);
+    struct xchg me = { .rm = mlxd_region_remote(a.reg) }, peer;
+    mlxd_qp_endpoint(a.qp, &me.ep);
+    ck_assert_int_eq(read(sv[0], &peer, sizeof peer), sizeof peer);
+    ck_assert_int_eq(write(sv[0], &me, sizeof me), sizeof me);
+    side_connect(&a, &peer.ep, type);
+    char go;
+    ck_assert_int_eq(read(sv[0], &go, 1), 1);
+    pattern(a.buf, 30000, 77);
+    struct mlxd_local la = mlxd_region_local(a.reg);
+    struct mlxd_entry e = { .wr_id = 1, .op = op, .flags = MLXD_SIGNALED, .imm = 5, .num_local = 1,
+                            .local = { la.addr, 30000, la.lkey }, .remote = { peer.rm.addr, 0, peer.rm.rkey, 0 } };
+    ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
+    ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+    struct mlxd_completion wc = wait_one(a.cq);
+    ck_assert_uint_eq(wc.status, 0);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child failed (status 0x%x)", st);
+    side_close(&a);
+    close(sv[0]);
+}
+
+START_TEST(two_processes_rc_write_imm) { two_process(MLXD_QP_RC, MLXD_OP_WRITE_IMM); }
+END_TEST
+START_TEST(two_processes_uc_send) { two_process(MLXD_QP_UC, MLXD_OP_SEND); }
+END_TEST
+START_TEST(two_processes_rc_send) { two_process(MLXD_QP_RC, MLXD_OP_SEND); }
+END_TEST
+START_TEST(two_processes_uc_write_imm) { two_process(MLXD_QP_UC, MLXD_OP_WRITE_IMM); }
+END_TEST
+
+Suite *driver_suite(void)
+{
+    Suite *s = suite_create("driver");
+    TCase *tc = tcase_create("emulated");
+    tcase_set_timeout(tc, 60);
+    tcase_add_checked_fixture(tc, emu_setup, NULL);
+    tcase_add_test(tc, lifecycle_and_queries);
+    tcase_add_test(tc, destroy_rules);
+    tcase_add_test(tc, rc_transfers);
+    tcase_add_test(tc, uc_transfers);
+    tcase_add_test(tc, error_completions);
+    tcase_add_test(tc, arm_and_wait_one_event);
+    tcase_add_test(tc, qp_to_error_flushes);
+    tcase_add_test(tc, two_processes_rc_write_imm);
+    tcase_add_test(tc, two_processes_uc_send);
+    tcase_add_test(tc, two_processes_rc_send);
+    tcase_add_test(tc, two_processes_uc_write_imm);
+    suite_add_tcase(s, tc);
+    return s;
+}
