@@ -127,7 +127,7 @@ struct nic_dev {
     struct nic_fault_state fault;
     struct mlxd_emu_nic_stats st;
     uint64_t now_ns;
-    unsigned poll_max_us;
+    unsigned poll_max_us, spin_us;
 };
 
 /* nic_engine.c */

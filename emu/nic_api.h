@@ -16,8 +16,11 @@
  *   MLXD_EMU_PCAP, MLXD_EMU_PCAP_<N>     write the device's wire (egress and ingress) to this
  *        pcap file (Ethernet link type, zero MAC addresses) unless the device configuration
  *        (emu_device_cfg.pcap_path) already names one.  "%d" in the value is replaced by N.
+ *   MLXD_EMU_SPIN_US                     how long an engine keeps polling after its last work,
+ *        in microseconds (default 2000); doorbells rung meanwhile are seen within microseconds.
  *   MLXD_EMU_POLL_US                     longest sleep of an idle engine in microseconds
- *        (default 1000): the worst-case delay before an idle engine notices a doorbell.
+ *        (default 1000): the worst-case delay before an engine idle for over 100 ms notices a
+ *        doorbell (between SPIN_US and 100 ms of idleness it sleeps 50 us at a time).
  */
 #ifndef MLXD_EMU_NIC_API_H
 #define MLXD_EMU_NIC_API_H

@@ -3,10 +3,11 @@
  * The thread loops: take dev->lock (trylock: the kernel half's hooks may hold it while they
  * join us), look at every QP's doorbell records (SQ: dbrec[1], RQ: dbrec[0]) and every CQ's arm
  * words (dbrec[1] and UAR + 0x20), execute what they announce, receive a batch of packets from
- * the UDP socket, run the RC timers, send what was built, drop the lock.  When a pass finds no
- * work it spins a little (sched_yield) and then sleeps in ppoll() on the socket, the timeout
- * doubling from 20 us up to MLXD_EMU_POLL_US (default 1 ms): that is the worst delay before an
- * idle engine notices a doorbell; a busy engine notices one within one pass.
+ * the UDP socket, run the RC timers, send what was built, drop the lock.  When passes find no
+ * work it keeps polling (yielding the CPU) for MLXD_EMU_SPIN_US (default 2000 us), then sleeps
+ * in ppoll() on the socket: 50 us at a time for 100 ms, then MLXD_EMU_POLL_US (default 1000
+ * us).  So a doorbell is noticed within a few microseconds while traffic flows, within ~50 us
+ * after a pause, and within ~1 ms after a long idle period; a packet wakes the engine at once.
  *
  * Memory ordering with the process (mlx5 ABI, ../shared/reference/mlx5-uverbs-abi.md sec. 6-7):
  * doorbell records are read with acquire semantics before the WQEs they announce; a CQE's
@@ -237,30 +238,34 @@ static int engine_pass(struct nic_dev *nd)
     return work;
 }
 
+/* Idle policy: for spin_us after the last work the engine only yields the CPU between passes
+ * (a doorbell is seen within microseconds: request/response traffic stays fast); then it sleeps
+ * in ppoll() on its socket (a packet wakes it at once), 50 us at a time for the next 100 ms, then
+ * up to poll_max_us (default 1 ms): an engine idle for long costs ~1000 wakeups per second. */
 static void *engine_main(void *arg)
 {
     struct nic_dev *nd = arg;
-    unsigned idle = 0, sleep_us = 20;
+    uint64_t last_work = nic_now_ns();
     while (!atomic_load_explicit(&nd->stop, memory_order_acquire)) {
         int work = 0;
         if (pthread_mutex_trylock(&nd->dev->lock) == 0) {
             work = engine_pass(nd);
-            if (!work && idle == 0) pcap_writer_flush(nd);
+            if (!work) pcap_writer_flush(nd);
             pthread_mutex_unlock(&nd->dev->lock);
         } else {
             struct timespec ts = {0, 20000};
             nanosleep(&ts, NULL);
             continue;
         }
-        if (work) { idle = 0; sleep_us = 20; continue; }
-        if (++idle < 64) { sched_yield(); continue; }
+        uint64_t now = nd->now_ns;
+        if (work) { last_work = now; continue; }
+        uint64_t idle_us = (now - last_work) / 1000;
+        if (idle_us < nd->spin_us) { sched_yield(); continue; }
+        unsigned us = idle_us < 100000 ? 50 : nd->poll_max_us;
+        if (us > nd->poll_max_us) us = nd->poll_max_us;
         struct pollfd pfd = {.fd = nd->sock, .events = POLLIN};
-        struct timespec ts = {0, (long)sleep_us * 1000};
+        struct timespec ts = {0, (long)us * 1000};
         ppoll(&pfd, 1, &ts, NULL);
-        if (!(pfd.revents & POLLIN) && sleep_us < nd->poll_max_us) {
-            sleep_us *= 2;
-            if (sleep_us > nd->poll_max_us) sleep_us = nd->poll_max_us;
-        }
     }
     return NULL;
 }
@@ -282,6 +287,8 @@ int emu_nic_device_open(struct emu_device *dev)
     const char *e = getenv("MLXD_EMU_POLL_US");
     nd->poll_max_us = e && atoi(e) > 0 ? (unsigned)atoi(e) : 1000;
     if (nd->poll_max_us < 20) nd->poll_max_us = 20;
+    e = getenv("MLXD_EMU_SPIN_US");
+    nd->spin_us = e && *e ? (unsigned)atoi(e) : 2000;
     rc = wire_open(nd);
     if (rc) goto fail;
     pthread_mutex_lock(&reg_lock);
