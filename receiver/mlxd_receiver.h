@@ -100,7 +100,9 @@ struct mlxd_receiver_frame {
     uint64_t metadata_memory;    /* frame_memory + metadata_offset */
     struct mlxd_hsb_metadata metadata; /* snapshot taken when the completion was seen */
     uint64_t frame_number;       /* metadata.frame_number (16 bits) extended to 64 across wraps,
-                                    over every completion in arrival order, dropped ones included */
+                                    over every completion in arrival order, dropped ones included.
+                                    With MLXD_FRAME_PSN_MISMATCH the metadata is the rewriting
+                                    frame's, and it does not advance the extension */
     uint32_t imm_data;           /* the immediate, host order */
     uint32_t imm_psn;            /* PSN from the immediate */
     int64_t  received_s;         /* CLOCK_REALTIME when the monitor saw the completion */

@@ -535,13 +535,17 @@ static inline void handle_frame(struct mlxd_receiver *r, const struct mlxd_compl
         snapshot_metadata(r, page_off, md);
         memcpy(&w[W_MD], md, 48);
         uint32_t mpsn = (uint32_t)md[4] << 24 | (uint32_t)md[5] << 16 | (uint32_t)md[6] << 8 | md[7];
+        uint16_t fn16 = (uint16_t)(md[MLXD_HSB_MD_FRAME_NUMBER] << 8 | md[MLXD_HSB_MD_FRAME_NUMBER + 1]);
         if (!mlxd_hsb_psn_match(mpsn, ipsn, layout)) {
+            /* The block belongs to the frame that rewrote the page: report its number as an
+             * extension of the current state, without advancing the state with it. */
             flags |= MLXD_FRAME_PSN_MISMATCH;
             atomic_fetch_add_explicit(&r->overwritten, 1, memory_order_relaxed);
+            fnum = r->fn.started ? r->fn.value + (uint16_t)(fn16 - r->fn.last) : fn16;
+        } else {
+            fnum = mlxd_hsb_counter16_update(&r->fn, fn16);
+            atomic_store_explicit(&r->last_fn, fnum, memory_order_relaxed);
         }
-        fnum = mlxd_hsb_counter16_update(&r->fn, (uint16_t)(md[MLXD_HSB_MD_FRAME_NUMBER] << 8 |
-                                                            md[MLXD_HSB_MD_FRAME_NUMBER + 1]));
-        atomic_store_explicit(&r->last_fn, fnum, memory_order_relaxed);
     }
     uint64_t count = atomic_load_explicit(&r->frames, memory_order_relaxed) + 1;
     w[W_PAGE_FLAGS] = page | (uint64_t)flags << 32;

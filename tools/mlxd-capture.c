@@ -18,6 +18,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "mlxd_capture.h"
 #include "mlxd_error.h"
@@ -62,6 +65,7 @@ static void usage(FILE *f)
 "\n"
 "output:\n"
 "      --save DIR           write each frame's bytes_written bytes to DIR/frame-NNNNNN.bin\n"
+"                           (NNNNNN: the frame number; the arrival index without metadata)\n"
 "      --json               one JSON object per frame and a final summary object\n"
 "  -v, --print-frames       one text line per frame (decoded metadata, payload check)\n"
 "      --no-verify          do not check the payload pattern (word i of frame f = (f<<24)|i)\n"
@@ -132,6 +136,18 @@ static int usage_error(const char *fmt, ...)
     return 2;
 }
 
+static bool udp_port_free(unsigned n, unsigned host)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return true;
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(4791),
+                             .sin_addr.s_addr = htonl(0x7f000000u | n << 8 | host) };
+    bool ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
 /* Re-executes this program under the emulator (LD_PRELOAD of <exe dir>/../lib/libmlx5direct-emu.so). */
 static int reexec_emulated(char **argv)
 {
@@ -158,8 +174,20 @@ static int reexec_emulated(char **argv)
     setenv(EMU_REEXEC_ENV, "1", 1);
     /* sensor bridges send 1408-byte payloads at Ethernet MTU 1500 and the original connects with
      * path MTU 4096: give the emulated ports a 4096-byte MTU unless the user configured them */
-    if (!getenv("MLXD_EMU_DEVICES") && !getenv("MLXD_EMU_CONFIG"))
-        setenv("MLXD_EMU_DEVICES", EMU_DEFAULT_DEVICES, 1);
+    if (!getenv("MLXD_EMU_DEVICES") && !getenv("MLXD_EMU_CONFIG")) {
+        /* 127.0.0.1/.2 unless another emulated port already holds UDP 4791 there: then the
+         * first free 127.0.<n>.1/.2 (all of 127/8 is this host's loopback) */
+        char devs[160];
+        snprintf(devs, sizeof devs, "%s", EMU_DEFAULT_DEVICES);
+        for (unsigned n = 0; n < 250; n++) {
+            if (udp_port_free(n, 1) && udp_port_free(n, 2)) {
+                if (n)
+                    snprintf(devs, sizeof devs, "mlx5_0:127.0.%u.1:mtu=4096,mlx5_1:127.0.%u.2:mtu=4096", n, n);
+                break;
+            }
+        }
+        setenv("MLXD_EMU_DEVICES", devs, 1);
+    }
     execv(exe, argv);
     fprintf(stderr, "mlxd-capture: exec %s: %s\n", exe, strerror(errno));
     return 1;
@@ -191,11 +219,16 @@ struct run {
     uint64_t expected;          /* frames expected (0 = unknown) */
 };
 
+static _Atomic uint64_t g_taken;     /* frames the consumer has finished with */
+
+/* Lock-step replay: frame k+1 goes out once frame k was received and (unless the consumer is
+ * deliberately slow) handled by the consumer, so a replay loses nothing to pacing. */
 static bool lockstep_wait(void *ctx, uint64_t frame)
 {
     struct run *r = ctx;
     double deadline = now_s() + 1.0;
-    while (atomic_load(&g_ready) < frame + 1 && now_s() < deadline && !atomic_load(&g_stop)) {
+    _Atomic uint64_t *count = r->c->consumer_delay_ms ? &g_ready : &g_taken;
+    while (atomic_load(count) < frame + 1 && now_s() < deadline && !atomic_load(&g_stop)) {
         struct timespec ts = { 0, 100000 };
         nanosleep(&ts, NULL);
     }
@@ -447,7 +480,7 @@ static int run(struct cfg *c)
             }
             if (c->save) {
                 char path[PATH_MAX];
-                snprintf(path, sizeof path, "%s/frame-%06" PRIu64 ".bin", c->save, got - 1);
+                snprintf(path, sizeof path, "%s/frame-%06" PRIu64 ".bin", c->save, last_fn);
                 FILE *fp = fopen(path, "wb");
                 if (!fp || fwrite(data, 1, nbytes, fp) != nbytes)
                     fprintf(stderr, "mlxd-capture: cannot write %s: %s\n", path, strerror(errno));
@@ -458,6 +491,7 @@ static int run(struct cfg *c)
                 nanosleep(&ts, NULL);
             }
             int state = mlxd_receiver_frame_check(R.rx, &f);
+            atomic_fetch_add(&g_taken, 1);
             if (state == MLXD_FRAME_OVERWRITTEN) overwritten_read++;
             if (c->json) {
                 printf("{\"frame_number\":%" PRIu64 ",\"frame_number16\":%u,\"page\":%u,\"psn\":%u,"
@@ -539,10 +573,11 @@ static int run(struct cfg *c)
                st.frames, R.expected, got, st.dropped, st.replaced, st.overwritten, st.overwritten_after_read,
                st.errors, st.bad_page, checked, bad_payload, elapsed > 0 ? got / elapsed : 0.0, elapsed);
         if (st.rx_write_requests_valid) printf("; rx_write_requests %" PRIu64, st.rx_write_requests);
-        printf("\n%s\n", ok ? "OK: all expected frames received and verified" : "FAILED");
+        printf("\n");
         if (image >= 0)
             printf("buffer image: the %" PRIu64 " bytes the capture writes are %s\n", image_bytes,
                    image == 0 ? "in place, byte for byte" : "NOT all in place");
+        printf("%s\n", ok ? "OK: all expected frames received and verified" : "FAILED");
     }
     fflush(stdout);
     status = ok ? 0 : 1;

@@ -1,0 +1,603 @@
+/* The receiver end to end on the emulated NIC, fed by the generator (receiver/mlxd_capture.h):
+ * queries, frames in both monitor modes, queue semantics (newest only before the first read,
+ * drop oldest when full), PSN-mismatch (overwritten) detection, the consumer-side check, bad
+ * pages, no-metadata mode, close from every thread with nothing left behind, several receivers.
+ *
+ * Each test runs in a child of the runner (re-executed with its own emulated devices on
+ * 127.<a>.<b>.1/.2, MTU 4096) so that suites running at the same time on this machine do not
+ * share UDP ports.  Expected values: ../shared/reference/hsb-roce-receiver.md sections 2 and 4
+ * and the generator's contract (frame f -> page (first_page + k) mod pages, payload word i =
+ * (f << 24) | i, metadata psn = that packet's PSN). */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "mlxd_capture.h"
+#include "mlxd_error.h"
+#include "mlxd_receiver.h"
+#include "mlxd_roce.h"
+
+#define SUITE "receiver_live"
+
+/* Re-executes the runner for one test case with private emulated devices.  True in the parent
+ * (the result is asserted here), false in the child (run the test). */
+static bool in_child(const char *tcase)
+{
+    if (getenv("MLXD_LIVE_CHILD")) {
+        const char *mark = getenv("MLXD_LIVE_MARK");   /* proves to the parent that it ran */
+        if (mark) { FILE *m = fopen(mark, "w"); if (m) fclose(m); }
+        return true;
+    }
+    char mark[64];
+    snprintf(mark, sizeof mark, "/tmp/mlxd-live-%d-%s", (int)getpid(), tcase);
+    unlink(mark);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        unsigned a = 20 + (unsigned)getpid() % 200, b = 1 + ((unsigned)getpid() / 200) % 250;
+        char devs[256];
+        snprintf(devs, sizeof devs, "mlx5_0:127.%u.%u.1:mtu=4096,mlx5_1:127.%u.%u.2:mtu=4096", a, b, a, b);
+        setenv("MLXD_EMU_DEVICES", devs, 1);
+        setenv("MLXD_LIVE_CHILD", "1", 1);
+        setenv("MLXD_LIVE_MARK", mark, 1);
+        setenv("CK_RUN_SUITE", SUITE, 1);
+        setenv("CK_RUN_CASE", tcase, 1);
+        setenv("CK_FORK", "no", 1);
+        execl("/proc/self/exe", "mlxd-tests", (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "case %s failed in its child (status 0x%x)",
+                  tcase, st);
+    ck_assert_msg(access(mark, F_OK) == 0, "case %s did not run in its child", tcase);
+    unlink(mark);
+    return false;
+}
+#define CHILD_ONLY(tc) do { if (!in_child(tc)) return; } while (0)
+
+static int count_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    while (d && readdir(d)) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+struct live {
+    struct mlxd_receiver *r;
+    uint8_t *buf;
+    size_t size;
+    size_t frame, page;
+    unsigned pages;
+    pthread_t mon;
+    bool mon_running;
+    int mon_rc;
+    _Atomic uint64_t ready;
+    char dst[32];
+    uint32_t next_psn;      /* the sender's PSNs run on across calls, as a device's do */
+};
+
+static void on_ready(void *ctx) { atomic_fetch_add(&((struct live *)ctx)->ready, 1); }
+
+static void live_start(struct live *l, const char *dev, size_t frame, unsigned pages, unsigned queue,
+                       uint32_t mode, bool no_md)
+{
+    memset(l, 0, sizeof *l);
+    l->frame = frame;
+    l->page = mlxd_hsb_min_page_size(frame);
+    l->pages = pages;
+    l->size = l->page * pages;
+    ck_assert_int_eq(posix_memalign((void **)&l->buf, 4096, l->size), 0);
+    memset(l->buf, 0, l->size);
+    l->r = mlxd_receiver_new();
+    mlxd_receiver_set_frame_ready(l->r, on_ready, l);
+    struct mlxd_receiver_opts o = { .sz = sizeof o, .device = dev, .port = 1, .buffer = (uintptr_t)l->buf,
+        .buffer_size = l->size, .frame_size = frame, .page_size = l->page, .pages = pages,
+        .metadata_offset = mlxd_hsb_metadata_offset(frame), .peer_ip = "127.0.0.1",
+        .queue_size = queue, .mode = mode, .no_metadata = no_md };
+    int rc = mlxd_receiver_start(l->r, &o);
+    ck_assert_msg(rc == 0, "start: %d %s", rc, mlxd_errmsg());
+    uint32_t ip = mlxd_receiver_local_ipv4(l->r);
+    snprintf(l->dst, sizeof l->dst, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
+}
+
+static void *mon_main(void *arg)
+{
+    struct live *l = arg;
+    l->mon_rc = mlxd_receiver_blocking_monitor(l->r);
+    return NULL;
+}
+
+static void live_monitor(struct live *l)
+{
+    ck_assert_int_eq(pthread_create(&l->mon, NULL, mon_main, l), 0);
+    l->mon_running = true;
+}
+
+static void live_stop(struct live *l)
+{
+    ck_assert_int_eq(mlxd_receiver_close(l->r), 0);
+    if (l->mon_running) {
+        pthread_join(l->mon, NULL);
+        ck_assert_int_eq(l->mon_rc, 0);
+    }
+    mlxd_receiver_destroy(l->r);
+    free(l->buf);
+}
+
+static struct mlxd_replay_map map_of(struct live *l)
+{
+    struct mlxd_replay_map m = { .qpn = mlxd_receiver_qp_number(l->r), .rkey = mlxd_receiver_rkey(l->r),
+        .base_va = mlxd_receiver_external_frame_memory(l->r), .page_size = l->page, .pages = l->pages };
+    return m;
+}
+
+static bool wait_frames(struct live *l, uint64_t n, double secs)
+{
+    double end = now_s() + secs;
+    struct mlxd_receiver_stats st;
+    do {
+        mlxd_receiver_stats(l->r, &st);
+        if (st.frames + st.bad_page >= n) return true;
+        struct timespec ts = { 0, 200000 };
+        nanosleep(&ts, NULL);
+    } while (now_s() < end);
+    return false;
+}
+
+struct lockstep { struct live *l; uint64_t base; };
+static bool lockstep_cb(void *ctx, uint64_t k)
+{
+    struct lockstep *s = ctx;
+    wait_frames(s->l, s->base + k + 1, 5.0);
+    return true;
+}
+
+/* Sends `frames` generated frames (numbers first..), waiting for each to complete when lock. */
+static void gen(struct live *l, uint64_t first, uint64_t frames, uint32_t first_page, uint32_t md,
+                bool lock, uint64_t already)
+{
+    struct mlxd_replay_map m = map_of(l);
+    struct mlxd_gen_opts g = { .sz = sizeof g, .frame_size = l->frame, .metadata = md,
+        .frames = frames, .first_page = first_page, .first_frame = first,
+        .first_psn = l->next_psn };
+    struct lockstep ls = { l, already };
+    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = l->dst, .sent_frame = lock ? lockstep_cb : NULL,
+                                 .ctx = &ls };
+    struct mlxd_send_stats st;
+    int rc = mlxd_gen_run(&m, &g, &so, &st);
+    ck_assert_msg(rc == 0, "gen: %s", mlxd_errmsg());
+    ck_assert_uint_eq(st.frames, frames);
+    ck_assert_uint_eq(st.send_errors, 0);
+    l->next_psn = (uint32_t)((l->next_psn + st.packets) & 0xFFFFF);
+}
+
+static void expect_frame(struct live *l, const struct mlxd_receiver_frame *f, uint64_t fn, uint32_t page)
+{
+    ck_assert_uint_eq(f->page, page);
+    ck_assert_uint_eq(f->frame_number, fn);
+    ck_assert_uint_eq(f->metadata.frame_number32, (uint32_t)fn);
+    ck_assert_uint_eq(f->metadata.bytes_written, l->frame);
+    ck_assert_uint_eq(f->metadata.psn & 0xFFFFF, f->imm_psn);
+    ck_assert_uint_eq(f->imm_data & 0xFFF, page);
+    ck_assert_uint_eq(f->flags, 0);
+    ck_assert_uint_eq(f->frame_memory, (uintptr_t)l->buf + page * l->page);
+    ck_assert_uint_eq(f->metadata_memory, f->frame_memory + mlxd_hsb_metadata_offset(l->frame));
+    long bad = mlxd_hsb_payload_check(l->buf + page * l->page, l->frame, (uint32_t)fn);
+    ck_assert_msg(bad == -1, "frame %llu: payload differs at byte %ld", (unsigned long long)fn, bad);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+START_TEST(queries_and_frames_busy)
+{
+    CHILD_ONLY("queries_and_frames_busy");
+    int fds = count_fds();
+    struct live l;
+    live_start(&l, "mlx5_0", 3000, 3, 3, MLXD_RECEIVER_BUSY_POLL, false);
+    uint32_t qpn = mlxd_receiver_qp_number(l.r);
+    ck_assert_uint_gt(qpn, 1);                         /* QP0/QP1 are special (IB spec 3.5.1) */
+    ck_assert_uint_le(qpn, 0xFFFFFF);
+    ck_assert_uint_ne(mlxd_receiver_rkey(l.r), 0);
+    ck_assert_uint_eq(mlxd_receiver_external_frame_memory(l.r), (uintptr_t)l.buf); /* host: IOVA = VA */
+    ck_assert_uint_eq(mlxd_receiver_frame_size(l.r), 3000);
+    ck_assert_uint_eq(mlxd_receiver_page_size(l.r), 3200);
+    ck_assert_uint_eq(mlxd_receiver_pages(l.r), 3);
+    ck_assert_int_ge(mlxd_receiver_gid_index(l.r), 0);
+    ck_assert_uint_eq(mlxd_receiver_local_ipv4(l.r) >> 24, 127);
+    ck_assert(mlxd_receiver_started(l.r));
+    live_monitor(&l);
+    struct mlxd_receiver_frame f;
+    ck_assert(!mlxd_receiver_get_next_frame(l.r, 0, &f));   /* consumer present from now on */
+    gen(&l, 0, 7, 1, MLXD_GEN_MD_SEPARATE, true, 0);
+    for (uint64_t k = 0; k < 7; k++) {
+        ck_assert(mlxd_receiver_get_next_frame(l.r, 2000, &f));
+        /* queue 3, lock-step sender, reader behind: frames may be dropped only if > 3 waited */
+        expect_frame(&l, &f, f.frame_number, (uint32_t)((1 + f.frame_number) % 3));
+        if (f.frame_number == 6) break;
+    }
+    ck_assert_uint_eq(f.frame_number, 6);
+    ck_assert_uint_eq(f.received_frame_number, 7);
+    ck_assert_uint_eq(atomic_load(&l.ready), 7);
+    struct mlxd_receiver_stats st;
+    mlxd_receiver_stats(l.r, &st);
+    ck_assert_uint_eq(st.frames, 7);
+    ck_assert_uint_eq(st.overwritten, 0);
+    ck_assert_uint_eq(st.errors, 0);
+    ck_assert_uint_eq(st.last_frame_number, 6);
+    live_stop(&l);
+    ck_assert_int_eq(count_fds(), fds);                 /* nothing left behind */
+}
+END_TEST
+
+START_TEST(frames_event_mode_in_order)
+{
+    CHILD_ONLY("frames_event_mode_in_order");
+    struct live l;
+    live_start(&l, "mlx5_0", 5000, 4, 4, MLXD_RECEIVER_EVENT, false);
+    live_monitor(&l);
+    struct mlxd_receiver_frame f;
+    ck_assert(!mlxd_receiver_get_next_frame(l.r, 0, &f));
+    for (uint64_t k = 0; k < 12; k++) {
+        gen(&l, k, 1, (uint32_t)((1 + k) % 4), MLXD_GEN_MD_EMBEDDED, true, k);
+        ck_assert(mlxd_receiver_get_next_frame(l.r, 2000, &f));
+        expect_frame(&l, &f, k, (uint32_t)((1 + k) % 4));   /* the emulator's order: 1,2,3,0,1.. */
+        ck_assert_uint_eq(f.received_frame_number, k + 1);
+        ck_assert_uint_eq(f.dropped, 0);
+        ck_assert_int_ne(mlxd_receiver_frame_check(l.r, &f), MLXD_FRAME_OVERWRITTEN);
+    }
+    live_stop(&l);
+}
+END_TEST
+
+/* Before the first get_next_frame only the newest frame is kept (not a drop); afterwards a full
+ * queue drops the oldest and counts it. */
+START_TEST(queue_semantics)
+{
+    CHILD_ONLY("queue_semantics");
+    struct live l;
+    live_start(&l, "mlx5_0", 2048, 8, 3, MLXD_RECEIVER_BUSY_POLL, false);
+    live_monitor(&l);
+    gen(&l, 0, 5, 1, MLXD_GEN_MD_SEPARATE, true, 0);
+    ck_assert(mlxd_receiver_frames_ready(l.r));
+    struct mlxd_receiver_frame f;
+    ck_assert(mlxd_receiver_get_next_frame(l.r, 0, &f));
+    ck_assert_uint_eq(f.frame_number, 4);               /* the newest */
+    ck_assert(!mlxd_receiver_get_next_frame(l.r, 0, &f));
+    ck_assert(!mlxd_receiver_frames_ready(l.r));
+    struct mlxd_receiver_stats st;
+    mlxd_receiver_stats(l.r, &st);
+    ck_assert_uint_eq(st.replaced, 4);
+    ck_assert_uint_eq(st.dropped, 0);
+    /* consumer present, not reading: 7 frames into a queue of 3 -> 4 dropped, 3 newest kept */
+    gen(&l, 5, 7, 6, MLXD_GEN_MD_SEPARATE, true, 5);
+    mlxd_receiver_stats(l.r, &st);
+    ck_assert_uint_eq(st.dropped, 4);
+    for (uint64_t want = 9; want < 12; want++) {
+        ck_assert(mlxd_receiver_get_next_frame(l.r, 1000, &f));
+        ck_assert_uint_eq(f.frame_number, want);
+        ck_assert_uint_eq(f.dropped, 4);
+    }
+    ck_assert(!mlxd_receiver_get_next_frame(l.r, 50, &f));
+    live_stop(&l);
+}
+END_TEST
+
+/* The device has no flow control: frames completed while the monitor is not looking have their
+ * pages rewritten.  8 frames into 4 pages before the monitor runs: frames 0..3 find the
+ * metadata of frames 4..7 in their pages (PSN mismatch), frames 4..7 are intact. */
+START_TEST(overwritten_before_monitor)
+{
+    CHILD_ONLY("overwritten_before_monitor");
+    struct live l;
+    live_start(&l, "mlx5_0", 1500, 4, 4, MLXD_RECEIVER_BUSY_POLL, false);
+    gen(&l, 0, 8, 1, MLXD_GEN_MD_SEPARATE, false, 0);
+    struct timespec ts = { 0, 300 * 1000000 };
+    nanosleep(&ts, NULL);                               /* let the NIC land everything */
+    struct mlxd_receiver_frame f;
+    ck_assert(!mlxd_receiver_get_next_frame(l.r, 0, &f));
+    live_monitor(&l);
+    ck_assert(wait_frames(&l, 8, 5));
+    struct mlxd_receiver_stats st;
+    mlxd_receiver_stats(l.r, &st);
+    ck_assert_uint_eq(st.frames, 8);
+    ck_assert_uint_eq(st.overwritten, 4);
+    ck_assert_uint_eq(st.dropped, 4);                   /* queue of 4 */
+    for (int k = 4; k < 8; k++) {
+        ck_assert(mlxd_receiver_get_next_frame(l.r, 1000, &f));
+        ck_assert_uint_eq(f.flags, 0);
+        ck_assert_uint_eq(f.metadata.frame_number32, (uint32_t)k);
+    }
+    live_stop(&l);
+}
+END_TEST
+
+/* A slow consumer: after reading frame k, the device writes on; the cheap check says INTACT
+ * while the device is elsewhere, AT_RISK when this page is the next one it writes, OVERWRITTEN
+ * once a later frame completed in it. */
+START_TEST(consumer_check_after_read)
+{
+    CHILD_ONLY("consumer_check_after_read");
+    struct live l;
+    live_start(&l, "mlx5_0", 4096, 4, 4, MLXD_RECEIVER_BUSY_POLL, false);
+    live_monitor(&l);
+    struct mlxd_receiver_frame f, g;
+    ck_assert(!mlxd_receiver_get_next_frame(l.r, 0, &f));
+    gen(&l, 0, 1, 1, MLXD_GEN_MD_SEPARATE, true, 0);
+    ck_assert(mlxd_receiver_get_next_frame(l.r, 1000, &f));
+    ck_assert_uint_eq(f.page, 1);
+    ck_assert_int_eq(mlxd_receiver_frame_check(l.r, &f), MLXD_FRAME_INTACT);
+    gen(&l, 1, 2, 2, MLXD_GEN_MD_SEPARATE, true, 1);    /* pages 2, 3 */
+    ck_assert_int_eq(mlxd_receiver_frame_check(l.r, &f), MLXD_FRAME_INTACT);
+    gen(&l, 3, 1, 0, MLXD_GEN_MD_SEPARATE, true, 3);    /* page 0: next is page 1 */
+    ck_assert_int_eq(mlxd_receiver_frame_check(l.r, &f), MLXD_FRAME_AT_RISK);
+    gen(&l, 4, 1, 1, MLXD_GEN_MD_SEPARATE, true, 4);    /* page 1 rewritten with frame 4 */
+    ck_assert_int_eq(mlxd_receiver_frame_check(l.r, &f), MLXD_FRAME_OVERWRITTEN);
+    ck_assert_int_ne(mlxd_hsb_payload_check(l.buf + l.page, 4096, 0), -1);  /* indeed */
+    struct mlxd_receiver_stats st;
+    mlxd_receiver_stats(l.r, &st);
+    ck_assert_uint_eq(st.overwritten_after_read, 1);
+    ck_assert_uint_eq(st.overwritten, 0);
+    /* the queued frames 1..4 (queue of 4): frame 1 in page 2 is intact */
+    ck_assert(mlxd_receiver_get_next_frame(l.r, 1000, &g));
+    ck_assert_uint_eq(g.frame_number, 1);
+    ck_assert_int_eq(mlxd_receiver_frame_check(l.r, &g), MLXD_FRAME_AT_RISK);  /* page 2 is next */
+    live_stop(&l);
+}
+END_TEST
+
+/* Faults do not stop the monitor: a completion for page 9 of 2 is counted in bad_page. */
+START_TEST(bad_page_counted)
+{
+    CHILD_ONLY("bad_page_counted");
+    struct live l;
+    live_start(&l, "mlx5_0", 1024, 2, 2, MLXD_RECEIVER_BUSY_POLL, false);
+    live_monitor(&l);
+    struct mlxd_receiver_frame f;
+    ck_assert(!mlxd_receiver_get_next_frame(l.r, 0, &f));
+    /* one WRITE Only with Immediate into page 0's metadata area, immediate naming page 9 */
+    struct mlxd_replay_map m = map_of(&l);
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in d = { .sin_family = AF_INET, .sin_port = htons(4791) };
+    inet_pton(AF_INET, l.dst, &d.sin_addr);
+    ck_assert_int_eq(connect(s, (struct sockaddr *)&d, sizeof d), 0);
+    struct sockaddr_in me;
+    socklen_t ml = sizeof me;
+    getsockname(s, (struct sockaddr *)&me, &ml);
+    uint8_t md[128] = { 0 }, pkt[512];
+    struct mlxd_roce_pkt p = { .src_ip = ntohl(me.sin_addr.s_addr), .dst_ip = ntohl(d.sin_addr.s_addr),
+        .src_port = ntohs(me.sin_port), .dst_port = 4791, .opcode = 0x2b, .pkey = 0xffff,
+        .dest_qp = m.qpn, .psn = l.next_psn, .reth_va = m.base_va + 1024, .reth_rkey = m.rkey, .reth_len = 128,
+        .imm = htonl(mlxd_hsb_imm_make(9, l.next_psn, MLXD_HSB_IMM_12_20)) };
+    l.next_psn++;
+    ssize_t n = mlxd_roce_build(pkt, sizeof pkt, &p, md, sizeof md);
+    ck_assert_int_gt(n, 0);
+    ck_assert_int_eq(send(s, pkt + 28, (size_t)n - 28, 0), n - 28);
+    close(s);
+    ck_assert(wait_frames(&l, 1, 5));
+    struct mlxd_receiver_stats st;
+    mlxd_receiver_stats(l.r, &st);
+    ck_assert_uint_eq(st.bad_page, 1);
+    ck_assert_uint_eq(st.frames, 0);
+    ck_assert(!mlxd_receiver_frames_ready(l.r));
+    /* and the monitor goes on */
+    gen(&l, 0, 2, 1, MLXD_GEN_MD_SEPARATE, true, 1);
+    ck_assert(mlxd_receiver_get_next_frame(l.r, 1000, &f));
+    expect_frame(&l, &f, 0, 1);
+    live_stop(&l);
+}
+END_TEST
+
+/* md_disable: the last data packet is the write with immediate; no metadata block. */
+START_TEST(no_metadata_mode)
+{
+    CHILD_ONLY("no_metadata_mode");
+    struct live l;
+    live_start(&l, "mlx5_0", 3000, 2, 2, MLXD_RECEIVER_EVENT, true);
+    live_monitor(&l);
+    struct mlxd_receiver_frame f;
+    ck_assert(!mlxd_receiver_get_next_frame(l.r, 0, &f));
+    for (uint64_t k = 0; k < 4; k++) {
+        gen(&l, k, 1, (uint32_t)((1 + k) % 2), MLXD_GEN_MD_NONE, true, k);
+        ck_assert(mlxd_receiver_get_next_frame(l.r, 2000, &f));
+        ck_assert_uint_eq(f.page, (1 + k) % 2);
+        ck_assert_uint_eq(f.flags, MLXD_FRAME_NO_METADATA);
+        ck_assert_uint_eq(f.metadata.bytes_written, 0);
+        ck_assert_uint_eq(f.received_frame_number, k + 1);
+        ck_assert_int_eq(mlxd_hsb_payload_check(l.buf + f.page * l.page, 3000, (uint32_t)k), -1);
+    }
+    struct mlxd_receiver_stats st;
+    mlxd_receiver_stats(l.r, &st);
+    ck_assert_uint_eq(st.overwritten, 0);
+    live_stop(&l);
+}
+END_TEST
+
+/* close() from another thread while the monitor runs (both modes) and while a consumer waits;
+ * then start again on the same object; no descriptor left. */
+struct waiter { struct mlxd_receiver *r; bool got; double waited; };
+static void *wait_main(void *arg)
+{
+    struct waiter *w = arg;
+    struct mlxd_receiver_frame f;
+    double t = now_s();
+    w->got = mlxd_receiver_get_next_frame(w->r, 10000, &f);
+    w->waited = now_s() - t;
+    return NULL;
+}
+
+START_TEST(close_from_other_threads)
+{
+    CHILD_ONLY("close_from_other_threads");
+    int fds = count_fds();
+    for (int round = 0; round < 4; round++) {
+        struct live l;
+        live_start(&l, "mlx5_0", 1024, 2, 1, round & 1 ? MLXD_RECEIVER_EVENT : MLXD_RECEIVER_BUSY_POLL, false);
+        live_monitor(&l);
+        struct waiter w = { .r = l.r };
+        pthread_t th;
+        pthread_create(&th, NULL, wait_main, &w);
+        struct timespec ts = { 0, 50 * 1000000 };
+        nanosleep(&ts, NULL);
+        double t = now_s();
+        ck_assert_int_eq(mlxd_receiver_close(l.r), 0);
+        ck_assert_msg(now_s() - t < 2.0, "close took %.2f s", now_s() - t);
+        pthread_join(th, NULL);
+        ck_assert(!w.got);
+        ck_assert_msg(w.waited < 2.0, "consumer woke after %.2f s", w.waited);
+        pthread_join(l.mon, NULL);
+        ck_assert_int_eq(l.mon_rc, 0);
+        l.mon_running = false;
+        ck_assert(!mlxd_receiver_started(l.r));
+        ck_assert_int_eq(mlxd_receiver_close(l.r), 0);   /* again: nothing */
+        ck_assert_int_eq(mlxd_receiver_blocking_monitor(l.r), -EINVAL);
+        mlxd_receiver_destroy(l.r);
+        free(l.buf);
+        ck_assert_int_eq(count_fds(), fds);
+    }
+}
+END_TEST
+
+static void close_in_callback(void *ctx)
+{
+    struct live *l = ctx;
+    atomic_fetch_add(&l->ready, 1);
+    mlxd_receiver_close(l->r);
+}
+
+START_TEST(close_from_callback)
+{
+    CHILD_ONLY("close_from_callback");
+    int fds = count_fds();
+    struct live l;
+    live_start(&l, "mlx5_0", 1024, 2, 1, MLXD_RECEIVER_BUSY_POLL, false);
+    mlxd_receiver_set_frame_ready(l.r, close_in_callback, &l);
+    live_monitor(&l);
+    gen(&l, 0, 1, 1, MLXD_GEN_MD_SEPARATE, false, 0);
+    pthread_join(l.mon, NULL);                          /* the monitor returns by itself */
+    ck_assert_int_eq(l.mon_rc, 0);
+    ck_assert_uint_eq(atomic_load(&l.ready), 1);
+    ck_assert(!mlxd_receiver_started(l.r));
+    struct mlxd_receiver_frame f;
+    ck_assert(mlxd_receiver_get_next_frame(l.r, 0, &f));  /* the queued frame is still there */
+    ck_assert(!mlxd_receiver_get_next_frame(l.r, 100, &f));
+    mlxd_receiver_destroy(l.r);
+    free(l.buf);
+    ck_assert_int_eq(count_fds(), fds);
+}
+END_TEST
+
+/* Two receivers on one device and one on the other, each with its own QP and geometry. */
+START_TEST(several_receivers)
+{
+    CHILD_ONLY("several_receivers");
+    struct live a, b, c;
+    live_start(&a, "mlx5_0", 2000, 2, 2, MLXD_RECEIVER_BUSY_POLL, false);
+    live_start(&b, "mlx5_0", 7000, 3, 3, MLXD_RECEIVER_EVENT, false);
+    live_start(&c, "mlx5_1", 1000, 2, 2, MLXD_RECEIVER_EVENT, false);
+    ck_assert_uint_ne(mlxd_receiver_qp_number(a.r), mlxd_receiver_qp_number(b.r));
+    live_monitor(&a);
+    live_monitor(&b);
+    live_monitor(&c);
+    struct mlxd_receiver_frame f;
+    ck_assert(!mlxd_receiver_get_next_frame(a.r, 0, &f));
+    ck_assert(!mlxd_receiver_get_next_frame(b.r, 0, &f));
+    ck_assert(!mlxd_receiver_get_next_frame(c.r, 0, &f));
+    for (uint64_t k = 0; k < 5; k++) {
+        gen(&a, 100 + k, 1, (uint32_t)((1 + k) % 2), MLXD_GEN_MD_SEPARATE, true, k);
+        gen(&b, 200 + k, 1, (uint32_t)((1 + k) % 3), MLXD_GEN_MD_EMBEDDED, true, k);
+        gen(&c, 300 + k, 1, (uint32_t)((1 + k) % 2), MLXD_GEN_MD_SEPARATE, true, k);
+        ck_assert(mlxd_receiver_get_next_frame(a.r, 1000, &f));
+        expect_frame(&a, &f, 100 + k, (uint32_t)((1 + k) % 2));
+        ck_assert(mlxd_receiver_get_next_frame(b.r, 1000, &f));
+        expect_frame(&b, &f, 200 + k, (uint32_t)((1 + k) % 3));
+        ck_assert(mlxd_receiver_get_next_frame(c.r, 1000, &f));
+        expect_frame(&c, &f, 300 + k, (uint32_t)((1 + k) % 2));
+    }
+    struct mlxd_receiver_stats st;
+    mlxd_receiver_stats(a.r, &st);
+    ck_assert_uint_eq(st.frames, 5);
+    live_stop(&a);
+    live_stop(&b);
+    live_stop(&c);
+}
+END_TEST
+
+/* A long fast run: 2000 frames at full speed with a consumer that keeps up (busy mode); every
+ * frame is either received or (UC, no flow control) lost, and the receiver stays consistent. */
+START_TEST(fast_run)
+{
+    CHILD_ONLY("fast_run");
+    struct live l;
+    live_start(&l, "mlx5_0", 16384, 8, 8, MLXD_RECEIVER_BUSY_POLL, false);
+    live_monitor(&l);
+    struct mlxd_receiver_frame f;
+    ck_assert(!mlxd_receiver_get_next_frame(l.r, 0, &f));
+    struct mlxd_replay_map m = map_of(&l);
+    struct mlxd_gen_opts g = { .sz = sizeof g, .frame_size = 16384, .frames = 2000, .first_page = 1 };
+    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = l.dst };
+    struct mlxd_send_stats sst;
+    ck_assert_int_eq(mlxd_gen_run(&m, &g, &so, &sst), 0);
+    uint64_t got = 0, last = 0, last_rx = 0, flagged = 0;
+    while (mlxd_receiver_get_next_frame(l.r, 500, &f)) {
+        ck_assert(f.received_frame_number > last_rx);          /* order of arrival */
+        last_rx = f.received_frame_number;
+        if (f.flags & MLXD_FRAME_PSN_MISMATCH) {               /* page rewritten before seen */
+            flagged++;
+        } else {
+            ck_assert(got == flagged || f.frame_number > last); /* the device's order */
+            last = f.frame_number;
+        }
+        got++;
+    }
+    struct mlxd_receiver_stats st;
+    mlxd_receiver_stats(l.r, &st);
+    ck_assert_uint_gt(st.frames, 0);
+    ck_assert_uint_le(st.frames, 2000);
+    ck_assert_uint_eq(got + st.dropped, st.frames);
+    ck_assert_uint_le(flagged, st.overwritten);
+    ck_assert_uint_eq(st.errors, 0);
+    live_stop(&l);
+}
+END_TEST
+
+Suite *receiver_live_suite(void)
+{
+    Suite *s = suite_create(SUITE);
+#define CASE(fn) do { TCase *tc = tcase_create(#fn); tcase_set_timeout(tc, 120); \
+                      tcase_add_test(tc, fn); suite_add_tcase(s, tc); } while (0)
+    CASE(queries_and_frames_busy);
+    CASE(frames_event_mode_in_order);
+    CASE(queue_semantics);
+    CASE(overwritten_before_monitor);
+    CASE(consumer_check_after_read);
+    CASE(bad_page_counted);
+    CASE(no_metadata_mode);
+    CASE(close_from_other_threads);
+    CASE(close_from_callback);
+    CASE(several_receivers);
+    CASE(fast_run);
+#undef CASE
+    return s;
+}
