@@ -40,6 +40,7 @@ CASE(uc_errors)
 CASE(arm)
 CASE(crafted)
 CASE(port)
+CASE(two_proc)
 
 START_TEST(pcap)
 {
@@ -116,6 +117,7 @@ Suite *emu_nic_suite(void)
     tcase_add_test(tc, arm);
     tcase_add_test(tc, crafted);
     tcase_add_test(tc, port);
+    tcase_add_test(tc, two_proc);
     tcase_add_test(tc, pcap);
     tcase_add_test(tc, syscalls_write_imm);
     suite_add_tcase(s, tc);

@@ -920,6 +920,100 @@ static void case_port(void)
     dev_close(1);
 }
 
+/* Two processes, each with its own emulator and device (fork): RC SENDs, RC RDMA WRITEs and UC
+ * WRITE_IMMs across the wire, data verified by the receiving process. */
+static uint8_t pattern(unsigned msg, unsigned i) { return (uint8_t)(msg * 31 + i * 7 + (i >> 8)); }
+
+static void case_two_proc(void)
+{
+    int ready[2], done[2];
+    CHECK(pipe(ready) == 0 && pipe(done) == 0);
+    const unsigned nmsg = 20, len = 3000;
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        /* receiver: device 1, RC QP 0x22 and UC QP 0x24 */
+        dev_open(1, g_port, 4096);
+        struct hcq *rc = cq_new(1, 64, 2), *sc = cq_new(1, 64, 3);
+        struct hqp *b = qp_new(1, 2, 0x22, sc, rc, 64, 64), *d = qp_new(1, 3, 0x24, sc, rc, 64, 64);
+        devs[0].cfg.ipv4.s_addr = htonl(0x7f000064);   /* the peer device's address */
+        qp_connect(b, 0, 0x11, 500, 1000, 3);
+        qp_connect(d, 0, 0x13, 600, 2000, 3);
+        struct emu_mr *m = mr_new(1, 1 << 20, 0x900, NIC_ACC_LOCAL_WRITE | NIC_ACC_REMOTE_WRITE);
+        for (unsigned i = 0; i < nmsg; i++) {
+            struct sge rs = {4096, 0x900, m->addr + (uint64_t)i * 4096};
+            post_recv(b, &rs, 1);
+            post_recv(d, &rs, 1);       /* consumed by the WRITE_IMMs (no data goes there) */
+        }
+        uint64_t base = m->addr;        /* out of band, as a real exchange would send it */
+        CHECK(write(ready[1], &base, 8) == 8);
+        uint8_t got[64];
+        unsigned sends = 0, imms = 0;
+        while (sends + imms < 2 * nmsg) {
+            CHECK(cq_poll(rc, got, 5000));
+            uint32_t qpn = rd_be32(got + 56) & 0xffffff;
+            if ((got[63] >> 4) == NIC_CQE_RESP_SEND) {
+                CHECK_EQ(qpn, 0x22);
+                CHECK_EQ(rd_be32(got + 44), len);
+                unsigned idx = (unsigned)(got[60] << 8 | got[61]);
+                for (unsigned i = 0; i < len; i++) CHECK_EQ(MRP(m)[idx * 4096 + i], pattern(idx, i));
+                sends++;
+            } else {
+                CHECK_EQ(got[63] >> 4, NIC_CQE_RESP_WR_IMM);
+                CHECK_EQ(qpn, 0x24);
+                uint32_t k = rd_be32(got + 36);
+                for (unsigned i = 0; i < len; i++)
+                    CHECK_EQ(MRP(m)[512 * 1024 + k * 4096 + i], pattern(k + 100, i));
+                imms++;
+            }
+        }
+        char c;
+        CHECK(read(done[0], &c, 1) == 1);   /* the RC WRITEs are acknowledged by now */
+        for (unsigned k = 0; k < nmsg; k++)
+            for (unsigned i = 0; i < len; i++)
+                CHECK_EQ(MRP(m)[256 * 1024 + k * 4096 + i], pattern(k + 50, i));
+        dev_close(1);
+        _exit(0);
+    }
+    dev_open(0, g_port, 4096);
+    struct hcq *sc = cq_new(0, 256, 1), *rc = cq_new(0, 16, 4);
+    struct hqp *a = qp_new(0, 2, 0x11, sc, rc, 256, 16), *u = qp_new(0, 3, 0x13, sc, rc, 256, 16);
+    devs[1].cfg.ipv4.s_addr = htonl(0x7f000065);
+    qp_connect(a, 1, 0x22, 1000, 500, 3);
+    qp_connect(u, 1, 0x24, 2000, 600, 3);
+    struct emu_mr *m = mr_new(0, 1 << 20, 0x700, NIC_ACC_LOCAL_WRITE);
+    for (unsigned k = 0; k < nmsg; k++)
+        for (unsigned i = 0; i < len; i++) {
+            MRP(m)[k * 4096 + i] = pattern(k, i);
+            MRP(m)[256 * 1024 + k * 4096 + i] = pattern(k + 50, i);
+            MRP(m)[512 * 1024 + k * 4096 + i] = pattern(k + 100, i);
+        }
+    uint64_t rbase = 0;
+    CHECK(read(ready[0], &rbase, 8) == 8);
+    uint8_t got[64];
+    unsigned completions = 0;
+    for (unsigned k = 0; k < nmsg; k++) {
+        struct sge s1 = {len, 0x700, m->addr + k * 4096};
+        post_send(a, NIC_OP_SEND, 0x08, 0, 0, 0, &s1, 1);
+        struct sge s2 = {len, 0x700, m->addr + 256 * 1024 + k * 4096};
+        post_send(a, NIC_OP_RDMA_WRITE, 0x08, 0, rbase + 256 * 1024 + k * 4096, 0x900, &s2, 1);
+        struct sge s3 = {len, 0x700, m->addr + 512 * 1024 + k * 4096};
+        post_send(u, NIC_OP_RDMA_WRITE_IMM, 0x08, be(k), rbase + 512 * 1024 + k * 4096, 0x900, &s3, 1);
+        /* pace UC (no flow control on UC: a receiver that falls behind drops, as it should) */
+        while (completions < 3 * (k + 1)) {
+            CHECK(cq_poll(sc, got, 5000));
+            CHECK_EQ(got[63] >> 4, NIC_CQE_REQ);
+            completions++;
+        }
+    }
+    char c = 'd';
+    CHECK(write(done[1], &c, 1) == 1);
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    dev_close(0);
+}
+
 static double thread_cpu_s(pthread_t t)
 {
     clockid_t c;
@@ -997,7 +1091,7 @@ int main(int argc, char **argv)
         {"err_local_length", case_err_local_length}, {"err_rnr", case_err_rnr},
         {"err_retry", case_err_retry}, {"uc_errors", case_uc_errors}, {"arm", case_arm},
         {"crafted", case_crafted}, {"pcap", case_pcap}, {"port", case_port},
-        {"bench", case_bench},
+        {"bench", case_bench}, {"two_proc", case_two_proc},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (!strcmp(argv[1], cases[i].name)) { cases[i].fn(); printf("ok %s\n", argv[1]); return 0; }
