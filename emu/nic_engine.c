@@ -409,9 +409,16 @@ API int mlxd_emu_fault_set(unsigned index, const struct mlxd_emu_fault *f)
     return 0;
 }
 
+/* The kernel half's mlxd_emu_set_link also updates sysfs and QUERY_PORT; use it when linked. */
+extern int mlxd_emu_set_link(unsigned dev, bool up) __attribute__((weak));
+
 API int mlxd_emu_port_set(unsigned index, bool up)
 {
     if (index >= EMU_MAX_DEVICES) return -EINVAL;
+    if (mlxd_emu_set_link) {
+        if (!nic_dev_get(index)) return -ENODEV;
+        return mlxd_emu_set_link(index, up);
+    }
     struct nic_dev *nd = lock_dev(index);
     if (!nd) return -ENODEV;
     if (nd->dev->cfg.link_up != up) emu_nic_port_event(nd->dev, up);
