@@ -302,7 +302,7 @@ void emu_k_fill_device_attr(struct emu_file *f, void *respv)
     r->hw_ver = 0;
     r->max_qp = EMU_MAX_QP;
     r->max_qp_wr = EMU_MAX_QP_WR;
-    r->device_cap_flags = (1u << 11) | (1u << 12) | (1u << 13); /* SYS_IMAGE_GUID, RC_RNR_NAK_GEN, PORT_ACTIVE_EVENT */
+    r->device_cap_flags = (1u << 10) | (1u << 11) | (1u << 12); /* PORT_ACTIVE_EVENT, SYS_IMAGE_GUID, RC_RNR_NAK_GEN */
     r->max_sge = EMU_MAX_SGE;
     r->max_sge_rd = EMU_MAX_SGE;
     r->max_cq = EMU_MAX_CQ;
@@ -817,9 +817,12 @@ int emu_k_modify_qp(struct emu_file *f, const void *cmdv, bool ex)
         }
     }
     /* k: mlx5_ib_modify_qp */
-    uint32_t cur = (mask & EMU_QP_CUR_STATE) ? c->cur_qp_state : qp->pub.state;
+    LOCK(f);                                   /* the engine may move the QP to ERR */
+    uint32_t actual = qp->pub.state;
+    UNLOCK(f);
+    uint32_t cur = (mask & EMU_QP_CUR_STATE) ? c->cur_qp_state : actual;
     uint32_t next = (mask & EMU_QP_STATE) ? c->qp_state : cur;
-    if ((mask & EMU_QP_CUR_STATE) && cur != qp->pub.state) return -EINVAL;
+    if ((mask & EMU_QP_CUR_STATE) && cur != actual) return -EINVAL;
     if (!emu_modify_qp_is_ok(cur, next, qp->pub.type, mask)) return -EINVAL;
     if ((mask & EMU_QP_PKEY_INDEX) && c->pkey_index >= 1) return -EINVAL;   /* pkey_tbl_len 1 */
     if ((mask & EMU_QP_MAX_QP_RD_ATOMIC) && c->max_rd_atomic > EMU_MAX_RD_ATOM) return -EINVAL;
