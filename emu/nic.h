@@ -41,7 +41,10 @@ enum { NIC_QPS_RESET = 0, NIC_QPS_INIT = 1, NIC_QPS_RTR = 2, NIC_QPS_RTS = 3, NI
 /* MR access (IB_UVERBS_ACCESS_*) */
 enum { NIC_ACC_LOCAL_WRITE = 1, NIC_ACC_REMOTE_WRITE = 2, NIC_ACC_REMOTE_READ = 4 };
 
-struct nic_sge { uint8_t *ptr; uint32_t len; };
+/* A gather/scatter element: inline data (lkey_valid false) points into the send ring; the others
+ * are re-resolved through their lkey whenever the engine comes back to the message, so a region
+ * deregistered meanwhile gives a protection error instead of a dangling pointer. */
+struct nic_sge { uint8_t *ptr; uint32_t len; uint32_t lkey; bool lkey_valid; uint64_t addr; };
 
 /* One send WQE being executed (requester). */
 struct nic_msg {
@@ -81,7 +84,7 @@ struct nic_qp {
     bool     msg_imm_wqe;       /* the message's receive WQE has been checked/bound */
     uint64_t w_va;              /* WRITE: next VA */
     uint32_t w_left;            /* WRITE: DMA length left */
-    struct emu_mr *w_mr;
+    uint32_t w_rkey;            /* WRITE: the rkey, looked up again for every packet */
     uint32_t r_bytes, r_sge, r_off;   /* SEND: bytes scattered, cursor */
     uint32_t ack_psn;
     /* statistics */

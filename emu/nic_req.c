@@ -149,6 +149,7 @@ static int add_sge(struct nic_msg *m, uint8_t *ptr, uint32_t len)
 {
     if (!len) return 0;
     if (m->nsge > NIC_MAX_SGE) return -1;
+    memset(&m->sge[m->nsge], 0, sizeof m->sge[0]);
     m->sge[m->nsge].ptr = ptr;
     m->sge[m->nsge].len = len;
     m->nsge++;
@@ -239,11 +240,27 @@ static void fetch(struct nic_qp *q, struct nic_msg *m)
         uint8_t e = resolve(q, lkey, addr, len, m->opcode == NIC_OP_RDMA_READ, &ptr);
         if (e) { m->err_synd = e; return; }
         if (add_sge(m, ptr, len)) { m->err_synd = NIC_SYND_LOCAL_QP_OP; return; }
+        m->sge[m->nsge - 1].lkey = lkey;
+        m->sge[m->nsge - 1].lkey_valid = true;
+        m->sge[m->nsge - 1].addr = addr;
         total += len;
         off += 16;
     }
     if (total > 0x80000000ull) { m->err_synd = NIC_SYND_LOCAL_LENGTH; return; }
     m->len = (uint32_t)total;
+}
+
+/* Resolves the message's data segments again (the process may have deregistered a region since
+ * the WQE was fetched); 0 or LOCAL_PROT. */
+static uint8_t revalidate(struct nic_qp *q, struct nic_msg *m)
+{
+    for (unsigned i = 0; i < m->nsge; i++) {
+        struct nic_sge *s = &m->sge[i];
+        if (!s->lkey_valid) continue;
+        uint8_t e = resolve(q, s->lkey, s->addr, s->len, m->opcode == NIC_OP_RDMA_READ, &s->ptr);
+        if (e) return e;
+    }
+    return 0;
 }
 
 /* ---- sending ------------------------------------------------------------------------------ */
@@ -402,6 +419,11 @@ int nic_req_progress(struct nic_qp *q)
             work++;
             continue;
         }
+        if (revalidate(q, m)) {
+            if (q->send != q->head) { m->err_synd = NIC_SYND_LOCAL_PROT; break; }
+            fail_head(q, NIC_SYND_LOCAL_PROT, 0x52);
+            return 1;
+        }
         unsigned n = send_msg(q, m, budget);
         budget -= n;
         work += (int)n;
@@ -512,6 +534,7 @@ void nic_req_on_read_resp(struct nic_qp *q, const struct mlxd_roce_pkt *p)
     if ((p->hdrs & MLXD_ROCE_HAS_AETH) && (p->aeth_syndrome >> 5) != 0) return;
     ack_through(q, (m->first_psn - 1) & MLXD_ROCE_PSN_MASK);    /* implicit ACK of earlier */
     if (q->qp->state == NIC_QPS_ERR) return;
+    if (revalidate(q, m)) { fail_head(q, NIC_SYND_LOCAL_PROT, 0x52); return; }
     /* scatter into the local gather list at read_rcvd */
     uint32_t off = m->read_rcvd, len = p->payload_len;
     const uint8_t *src = p->payload;

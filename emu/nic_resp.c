@@ -265,21 +265,20 @@ static void responder(struct nic_qp *q, const struct mlxd_roce_pkt *p)
 
     if (kind == K_WRITE) {
         if (first) {
-            q->w_mr = NULL;
             if (p->payload_len > p->reth_len || (last && p->payload_len != p->reth_len)) {
                 if (rc) resp_fatal(q, p->psn, MLXD_ROCE_NAK_INV_REQ, NIC_EV_QP_REQ_ERR);
                 else { q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK; drop_uc(q); }
                 return;
             }
             if (p->reth_len &&
-                !(q->w_mr = rkey_check(q, p->reth_rkey, p->reth_va, p->reth_len,
-                                       NIC_ACC_REMOTE_WRITE))) {
+                !rkey_check(q, p->reth_rkey, p->reth_va, p->reth_len, NIC_ACC_REMOTE_WRITE)) {
                 if (rc) resp_fatal(q, p->psn, MLXD_ROCE_NAK_REM_ACCESS, NIC_EV_QP_ACCESS_ERR);
                 else { q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK; drop_uc(q); }
                 return;
             }
             q->w_va = p->reth_va;
             q->w_left = p->reth_len;
+            q->w_rkey = p->reth_rkey;
             q->r_bytes = 0;
         } else if (p->payload_len > q->w_left || (last && p->payload_len != q->w_left)) {
             if (rc) resp_fatal(q, p->psn, MLXD_ROCE_NAK_INV_REQ, NIC_EV_QP_REQ_ERR);
@@ -287,7 +286,14 @@ static void responder(struct nic_qp *q, const struct mlxd_roce_pkt *p)
             return;
         }
         if (p->payload_len) {
-            struct emu_mr *mr = q->w_mr;
+            /* looked up again for every packet: the region may have gone since the FIRST */
+            struct emu_mr *mr = rkey_check(q, q->w_rkey, q->w_va, p->payload_len,
+                                           NIC_ACC_REMOTE_WRITE);
+            if (!mr) {
+                if (rc) resp_fatal(q, p->psn, MLXD_ROCE_NAK_REM_ACCESS, NIC_EV_QP_ACCESS_ERR);
+                else { q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK; drop_uc(q); }
+                return;
+            }
             memcpy((uint8_t *)(uintptr_t)(mr->addr + (q->w_va - mr->iova)), p->payload,
                    p->payload_len);
         }
