@@ -337,7 +337,7 @@ static void flush_unfetched(struct nic_qp *q)
     struct emu_qp *qp = q->qp;
     if (!qp->sq_wqe_cnt || !qp->dbrec) return;
     uint16_t pi = (uint16_t)__builtin_bswap32(__atomic_load_n(&qp->dbrec[1], __ATOMIC_ACQUIRE));
-    while (q->sq_ci != pi) {
+    while ((int16_t)(pi - q->sq_ci) > 0) {
         struct nic_msg m;
         volatile uint8_t *c = sq_at(qp, q->sq_ci, 0);
         uint8_t ctrl[8];
@@ -371,13 +371,35 @@ void nic_req_reset(struct nic_qp *q)
     q->deadline_ns = q->rnr_until_ns = 0;
 }
 
+/* A doorbell or BlueFlame write in the QP's UAR page (any of the 256-byte slots from 0x800)
+ * that announces exactly the next WQE, with the same first 8 bytes as that WQE in the ring,
+ * starts it even though the doorbell record has not moved (the hardware acts on the UAR write;
+ * the record normally moves first, section 7.2).  Returns the producer counter to use. */
+static uint16_t uar_doorbell(struct nic_qp *q, uint16_t pi)
+{
+    struct emu_qp *qp = q->qp;
+    if (!qp->uar || !qp->uar->page) return pi;
+    for (unsigned off = 0x800; off < 0x1000; off += 0x100) {
+        uint64_t v = __atomic_load_n((volatile uint64_t *)(qp->uar->page + off), __ATOMIC_ACQUIRE);
+        uint8_t b[8], ring[8];
+        memcpy(b, &v, 8);
+        uint32_t opmod = rd_be32(b), qpn_ds = rd_be32(b + 4);
+        if ((qpn_ds >> 8) != qp->qpn || (uint16_t)(opmod >> 8) != q->sq_ci) continue;
+        __builtin_memcpy(ring, (const void *)sq_at(qp, q->sq_ci, 0), 8);
+        if (memcmp(ring, b, 8)) continue;
+        uint32_t ds = qpn_ds & 0x3f;
+        return (uint16_t)(q->sq_ci + (ds ? (ds + 3) / 4 : 1));
+    }
+    return pi;
+}
+
 int nic_req_progress(struct nic_qp *q)
 {
     struct emu_qp *qp = q->qp;
     if (!qp->sq_wqe_cnt || !qp->dbrec) return 0;
     if (qp->state == NIC_QPS_ERR) {
         uint16_t pi = (uint16_t)__builtin_bswap32(__atomic_load_n(&qp->dbrec[1], __ATOMIC_ACQUIRE));
-        if (pi == q->sq_ci) return 0;
+        if ((int16_t)(pi - q->sq_ci) <= 0) return 0;
         flush_unfetched(q);
         return 1;
     }
@@ -389,7 +411,8 @@ int nic_req_progress(struct nic_qp *q)
     if (qp->state == NIC_QPS_RTS) {
         /* acquire: the WQEs were written before the doorbell record (section 7.2) */
         uint16_t pi = (uint16_t)__builtin_bswap32(__atomic_load_n(&qp->dbrec[1], __ATOMIC_ACQUIRE));
-        while (q->sq_ci != pi && q->tail - q->head < q->cap) {
+        if ((int16_t)(pi - q->sq_ci) <= 0) pi = uar_doorbell(q, pi);
+        while ((int16_t)(pi - q->sq_ci) > 0 && q->tail - q->head < q->cap) {
             fetch(q, M(q, q->tail));
             q->tail++;
             work++;

@@ -41,6 +41,7 @@ CASE(arm)
 CASE(crafted)
 CASE(port)
 CASE(two_proc)
+CASE(uar_doorbell)
 
 START_TEST(pcap)
 {
@@ -118,6 +119,7 @@ Suite *emu_nic_suite(void)
     tcase_add_test(tc, crafted);
     tcase_add_test(tc, port);
     tcase_add_test(tc, two_proc);
+    tcase_add_test(tc, uar_doorbell);
     tcase_add_test(tc, pcap);
     tcase_add_test(tc, syscalls_write_imm);
     suite_add_tcase(s, tc);

@@ -252,6 +252,7 @@ static void qp_connect(struct hqp *h, int peer_dev, uint32_t peer_qpn, uint32_t 
 }
 
 struct sge { uint32_t len, lkey; uint64_t addr; };
+static bool g_skip_dbrec;   /* ring only the UAR doorbell (as BlueFlame-only posting would) */
 
 /* Posts one send WQE (section 7.1/7.2): ctrl [+ raddr] + data segments; rings the doorbell. */
 static uint16_t post_send(struct hqp *h, uint8_t opcode, uint8_t fm_ce_se, uint32_t imm_be,
@@ -284,7 +285,7 @@ static uint16_t post_send(struct hqp *h, uint8_t opcode, uint8_t fm_ce_se, uint3
     for (uint32_t b = 0; b < wqebbs; b++)
         memcpy((uint8_t *)h->qp.sq + ((h->sq_pi + b) & (h->qp.sq_wqe_cnt - 1)) * 64, w + b * 64, 64);
     h->sq_pi = (uint16_t)(h->sq_pi + wqebbs);
-    __atomic_store_n(&h->db[1], htonl(h->sq_pi), __ATOMIC_RELEASE);
+    if (!g_skip_dbrec) __atomic_store_n(&h->db[1], htonl(h->sq_pi), __ATOMIC_RELEASE);
     uint64_t ctrl8;
     memcpy(&ctrl8, w, 8);
     __atomic_store_n((uint64_t *)(uar_pages[h->dev] + 0x800), ctrl8, __ATOMIC_RELEASE);
@@ -1014,6 +1015,38 @@ static void case_two_proc(void)
     dev_close(0);
 }
 
+/* The hardware acts on the UAR doorbell: a WQE announced only there (the doorbell record not
+ * updated) is executed all the same, and a later record update does not execute it twice. */
+static void case_uar_doorbell(void)
+{
+    dev_open(0, g_port, 4096);
+    dev_open(1, g_port, 4096);
+    struct pair p = pair_new(2, 0x191, 0x291, 16, 3);
+    struct emu_mr *la = mr_new(0, 8192, 0x700, NIC_ACC_LOCAL_WRITE);
+    struct emu_mr *lb = mr_new(1, 8192, 0x800, NIC_ACC_LOCAL_WRITE | NIC_ACC_REMOTE_WRITE);
+    memset(MRP(la), 0x42, 100);
+    struct sge s = {100, 0x700, la->addr};
+    uint8_t got[64];
+    g_skip_dbrec = true;
+    uint16_t w = post_send(p.a, NIC_OP_RDMA_WRITE, 0x08, 0, lb->addr, 0x800, &s, 1);
+    g_skip_dbrec = false;
+    CHECK(cq_poll(p.sa, got, 2000));
+    CHECK_EQ(got[63] >> 4, NIC_CQE_REQ);
+    CHECK_EQ(got[60] << 8 | got[61], w);
+    CHECK_EQ(MRP(lb)[99], 0x42);
+    /* the driver now writes the record (late): nothing more happens */
+    __atomic_store_n(&p.a->db[1], htonl(p.a->sq_pi), __ATOMIC_RELEASE);
+    CHECK(!cq_poll(p.sa, got, 50));
+    /* and the next WQE goes normally */
+    w = post_send(p.a, NIC_OP_RDMA_WRITE, 0x08, 0, lb->addr + 200, 0x800, &s, 1);
+    CHECK(cq_poll(p.sa, got, 2000));
+    CHECK_EQ(got[60] << 8 | got[61], w);
+    CHECK(!cq_poll(p.sa, got, 50));
+    CHECK_EQ(MRP(lb)[299], 0x42);
+    dev_close(0);
+    dev_close(1);
+}
+
 static double thread_cpu_s(pthread_t t)
 {
     clockid_t c;
@@ -1092,6 +1125,7 @@ int main(int argc, char **argv)
         {"err_retry", case_err_retry}, {"uc_errors", case_uc_errors}, {"arm", case_arm},
         {"crafted", case_crafted}, {"pcap", case_pcap}, {"port", case_port},
         {"bench", case_bench}, {"two_proc", case_two_proc},
+        {"uar_doorbell", case_uar_doorbell},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (!strcmp(argv[1], cases[i].name)) { cases[i].fn(); printf("ok %s\n", argv[1]); return 0; }
