@@ -209,6 +209,15 @@ static void responder(struct nic_qp *q, const struct mlxd_roce_pkt *p)
         }
         q->nak_sent = false;
     } else {
+        /* a packet up to 64 PSNs behind the expected one is a duplicate (dropped, never
+         * delivered twice); one further behind or ahead means packets were lost or the sender
+         * restarted: a FIRST/ONLY starts a new message there (resynchronisation, as soft-RoCE
+         * does), anything else is dropped */
+        int32_t d = mlxd_roce_psn_diff(p->psn, q->epsn);
+        if (d < 0 && d >= -64) {
+            nd->st.rx_dup++;
+            return;
+        }
         if (p->psn != q->epsn || q->uc_drop) {
             if (!first) {
                 q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK;

@@ -10,14 +10,14 @@
 #include <unistd.h>
 #include "util.h"
 
-static void run_case(const char *name)
+static void run_case_env(const char *name, const char *env)
 {
     char prog[1024], cmd[1400];
     snprintf(prog, sizeof prog, "%s/tests/progs/nic_unit", mlxd_test_build_dir());
     ck_assert_msg(access(prog, X_OK) == 0, "%s not built (make %s)", prog, prog);
     /* a UDP port of our own, so that parallel runs (asan, tsan, other engineers) do not meet */
     unsigned port = 20000 + (unsigned)(getpid() * 7 + (int)strlen(name) * 131) % 20000;
-    snprintf(cmd, sizeof cmd, "%s %s %u 2>&1", prog, name, port);
+    snprintf(cmd, sizeof cmd, "%s %s %s %u 2>&1", env, prog, name, port);
     FILE *f = popen(cmd, "r");
     ck_assert(f);
     char out[8192] = "";
@@ -27,6 +27,8 @@ static void run_case(const char *name)
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "nic_unit %s failed:\n%s", name, out);
     ck_assert_msg(strstr(out, "ok "), "nic_unit %s: no ok line:\n%s", name, out);
 }
+
+static void run_case(const char *name) { run_case_env(name, ""); }
 
 #define CASE(n) START_TEST(n) { run_case(#n); } END_TEST
 CASE(uc_write_imm)
@@ -42,6 +44,11 @@ CASE(crafted)
 CASE(port)
 CASE(two_proc)
 CASE(uar_doorbell)
+CASE(err_local_prot)
+CASE(cq_overrun)
+CASE(fault_idx)
+START_TEST(fault_env) { run_case_env("fault_env", "MLXD_EMU_FAULT_0=drop_idx=0:4,corrupt_idx=6"); }
+END_TEST
 
 START_TEST(pcap)
 {
@@ -120,6 +127,10 @@ Suite *emu_nic_suite(void)
     tcase_add_test(tc, port);
     tcase_add_test(tc, two_proc);
     tcase_add_test(tc, uar_doorbell);
+    tcase_add_test(tc, err_local_prot);
+    tcase_add_test(tc, cq_overrun);
+    tcase_add_test(tc, fault_idx);
+    tcase_add_test(tc, fault_env);
     tcase_add_test(tc, pcap);
     tcase_add_test(tc, syscalls_write_imm);
     suite_add_tcase(s, tc);

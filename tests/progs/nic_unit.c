@@ -1047,6 +1047,132 @@ static void case_uar_doorbell(void)
     dev_close(1);
 }
 
+/* Local protection: a send WQE with a bad lkey fails on the requester without a packet; a
+ * receive with a bad lkey fails on the responder (RESP_ERR 0x04) and NAKs the requester
+ * (remote operational error, 0x14). */
+static void case_err_local_prot(void)
+{
+    dev_open(0, g_port, 4096);
+    dev_open(1, g_port, 4096);
+    struct pair p = pair_new(2, 0x1a1, 0x2a1, 16, 3);
+    struct emu_mr *la = mr_new(0, 8192, 0x700, NIC_ACC_LOCAL_WRITE);
+    uint8_t got[64], want[64];
+    struct sge bad = {100, 0x7777, la->addr};
+    uint16_t w = post_send(p.a, NIC_OP_SEND, 0, 0, 0, 0, &bad, 1);
+    CHECK(cq_poll(p.sa, got, 2000));
+    expect_err_cqe(want, NIC_CQE_REQ_ERR, 0x04, 0x52, NIC_OP_SEND, 0x1a1, 0x1a1, w, 0);
+    CHECK_CQE(got, want, 0, 0);
+    struct mlxd_emu_nic_stats st = {.sz = sizeof st};
+    CHECK_EQ(mlxd_emu_nic_stats(0, &st), 0);
+    CHECK_EQ(st.tx_pkts, 0);
+    /* a second pair: the receive names an lkey that does not exist */
+    struct pair q = pair_new(2, 0x1a2, 0x2a2, 16, 3);
+    struct sge rbad = {4096, 0x6666, 0x1000};
+    uint16_t r = post_recv(q.b, &rbad, 1);
+    struct sge s = {100, 0x700, la->addr};
+    w = post_send(q.a, NIC_OP_SEND, 0x08, 0, 0, 0, &s, 1);
+    CHECK(cq_poll(q.rb, got, 2000));
+    expect_err_cqe(want, NIC_CQE_RESP_ERR, 0x04, 0x52, 0, 0x2a2, 0x2a2, r, 0);
+    CHECK_CQE(got, want, 0, 0);
+    CHECK(cq_poll(q.sa, got, 2000));
+    expect_err_cqe(want, NIC_CQE_REQ_ERR, 0x14, 0x89, NIC_OP_SEND, 0x1a2, 0x1a2, w, 0);
+    CHECK_CQE(got, want, 0, 0);
+    CHECK_EQ(q.b->qp.state, NIC_QPS_ERR);
+    dev_close(0);
+    dev_close(1);
+}
+
+/* CQ overrun: a 4-entry CQ nobody consumes; the fifth CQE raises IB_EVENT_CQ_ERR once and the
+ * QP goes to ERR with IB_EVENT_QP_FATAL. */
+static void case_cq_overrun(void)
+{
+    dev_open(0, g_port, 4096);
+    dev_open(1, g_port, 4096);
+    struct pair p = pair_new(2, 0x1b1, 0x2b1, 4, 3);
+    struct emu_mr *la = mr_new(0, 8192, 0x700, NIC_ACC_LOCAL_WRITE);
+    struct emu_mr *lb = mr_new(1, 8192, 0x800, NIC_ACC_LOCAL_WRITE | NIC_ACC_REMOTE_WRITE);
+    struct sge s = {10, 0x700, la->addr};
+    for (int i = 0; i < 6; i++) post_send(p.a, NIC_OP_RDMA_WRITE, 0x08, 0, lb->addr, 0x800, &s, 1);
+    for (int i = 0; i < 200 && p.a->qp.state != NIC_QPS_ERR; i++) usleep(10000);
+    CHECK_EQ(p.a->qp.state, NIC_QPS_ERR);
+    CHECK_EQ(count_async(p.sa->cq.user_handle, NIC_EV_CQ_ERR), 1);
+    CHECK_EQ(count_async(0x1000 + 0x1b1, NIC_EV_QP_FATAL), 1);
+    uint8_t got[64];
+    for (int i = 0; i < 4; i++) {
+        CHECK(cq_poll(p.sa, got, 100));
+        CHECK_EQ(got[63] >> 4, NIC_CQE_REQ);
+    }
+    dev_close(0);
+    dev_close(1);
+}
+
+/* Faults by index (UC): packet 1 of a 3-packet WRITE_IMM is dropped, so that message is lost
+ * silently; packet 4 (the next message's ONLY) is duplicated and must complete once. */
+static void case_fault_idx(void)
+{
+    dev_open(0, g_port, 4096);
+    dev_open(1, g_port, 4096);
+    struct pair p = pair_new(3, 0x1c1, 0x2c1, 16, 3);
+    struct mlxd_emu_fault f;
+    memset(&f, 0, sizeof f);
+    f.sz = sizeof f;
+    f.drop_idx[0] = 1; f.n_drop_idx = 1;
+    f.dup_idx[0] = 3; f.n_dup_idx = 1;
+    CHECK_EQ(mlxd_emu_fault_set(0, &f), 0);
+    f.drop_rate = 2;
+    CHECK_EQ(mlxd_emu_fault_set(0, &f), -EINVAL);
+    struct emu_mr *la = mr_new(0, 8192, 0x700, NIC_ACC_LOCAL_WRITE);
+    struct emu_mr *lb = mr_new(1, 8192, 0x800, NIC_ACC_LOCAL_WRITE | NIC_ACC_REMOTE_WRITE);
+    memset(MRP(la), 0x61, 8192);
+    struct sge rs = {16, 0x800, lb->addr + 7000};
+    for (int i = 0; i < 3; i++) post_recv(p.b, &rs, 1);
+    struct sge big = {2500, 0x700, la->addr}, small = {10, 0x700, la->addr};
+    post_send(p.a, NIC_OP_RDMA_WRITE_IMM, 0x08, be(1), lb->addr, 0x800, &big, 1);         /* pkts 0-2 */
+    post_send(p.a, NIC_OP_RDMA_WRITE_IMM, 0x08, be(2), lb->addr + 4000, 0x800, &small, 1); /* pkt 3 */
+    uint8_t got[64];
+    CHECK(cq_poll(p.rb, got, 2000));
+    CHECK_EQ(rd_be32(got + 36), 2);
+    CHECK(!cq_poll(p.rb, got, 100));
+    CHECK_EQ(MRP(lb)[4000], 0x61);
+    CHECK_EQ(MRP(lb)[1500], 0);        /* the dropped middle packet's bytes never arrived */
+    struct mlxd_emu_nic_stats st = {.sz = sizeof st};
+    CHECK_EQ(mlxd_emu_nic_stats(0, &st), 0);
+    CHECK_EQ(st.tx_dropped_fault, 1);
+    CHECK_EQ(st.tx_dup_fault, 1);
+    CHECK_EQ(mlxd_emu_nic_stats(1, &st), 0);
+    CHECK(st.rx_dropped_uc >= 1 && st.rx_dup + st.rx_out_of_seq >= 1);
+    dev_close(0);
+    dev_close(1);
+}
+
+/* The same faults from the environment (MLXD_EMU_FAULT_0, set by the test runner). */
+static void case_fault_env(void)
+{
+    CHECK(getenv("MLXD_EMU_FAULT_0"));
+    dev_open(0, g_port, 4096);
+    dev_open(1, g_port, 4096);
+    struct pair p = pair_new(2, 0x1d1, 0x2d1, 16, 3);
+    struct emu_mr *la = mr_new(0, 8192, 0x700, NIC_ACC_LOCAL_WRITE);
+    struct emu_mr *lb = mr_new(1, 8192, 0x800, NIC_ACC_LOCAL_WRITE | NIC_ACC_REMOTE_WRITE);
+    memset(MRP(la), 0x5f, 8192);
+    struct sge s = {3000, 0x700, la->addr};
+    uint8_t got[64];
+    for (int i = 0; i < 3; i++) {
+        post_send(p.a, NIC_OP_RDMA_WRITE, 0x08, 0, lb->addr, 0x800, &s, 1);
+        CHECK(cq_poll(p.sa, got, 3000));
+        CHECK_EQ(got[63] >> 4, NIC_CQE_REQ);
+    }
+    CHECK(!memcmp(MRP(lb), MRP(la), 3000));
+    struct mlxd_emu_nic_stats st = {.sz = sizeof st};
+    CHECK_EQ(mlxd_emu_nic_stats(0, &st), 0);
+    /* MLXD_EMU_FAULT_0="drop_idx=0:4,corrupt_idx=6": 2 dropped, 1 corrupted, recovered */
+    CHECK_EQ(st.tx_dropped_fault, 2);
+    CHECK_EQ(st.tx_corrupted_fault, 1);
+    CHECK(st.retransmits >= 1);
+    dev_close(0);
+    dev_close(1);
+}
+
 static double thread_cpu_s(pthread_t t)
 {
     clockid_t c;
@@ -1125,7 +1251,9 @@ int main(int argc, char **argv)
         {"err_retry", case_err_retry}, {"uc_errors", case_uc_errors}, {"arm", case_arm},
         {"crafted", case_crafted}, {"pcap", case_pcap}, {"port", case_port},
         {"bench", case_bench}, {"two_proc", case_two_proc},
-        {"uar_doorbell", case_uar_doorbell},
+        {"uar_doorbell", case_uar_doorbell}, {"err_local_prot", case_err_local_prot},
+        {"cq_overrun", case_cq_overrun}, {"fault_idx", case_fault_idx},
+        {"fault_env", case_fault_env},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (!strcmp(argv[1], cases[i].name)) { cases[i].fn(); printf("ok %s\n", argv[1]); return 0; }
