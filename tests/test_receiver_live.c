@@ -3,9 +3,8 @@
  * drop oldest when full), PSN-mismatch (overwritten) detection, the consumer-side check, bad
  * pages, no-metadata mode, close from every thread with nothing left behind, several receivers.
  *
- * Each test runs in a child of the runner (re-executed with its own emulated devices on
- * 127.<a>.<b>.1/.2, MTU 4096) so that suites running at the same time on this machine do not
- * share UDP ports.  Expected values: ../shared/reference/hsb-roce-receiver.md sections 2 and 4
+ * Each test configures emulated devices of its own (127.<a>.<b>.1/.2, MTU 4096) so that
+ * suites running at the same time on this machine do not share UDP ports.  Expected values: ../shared/reference/hsb-roce-receiver.md sections 2 and 4
  * and the generator's contract (frame f -> page (first_page + k) mod pages, payload word i =
  * (f << 24) | i, metadata psn = that packet's PSN). */
 #include <check.h>
@@ -15,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -23,50 +21,28 @@
 #include <sys/socket.h>
 
 #include "mlxd_capture.h"
+#include "mlxd_emu.h"
 #include "mlxd_error.h"
 #include "mlxd_receiver.h"
 #include "mlxd_roce.h"
 
 #define SUITE "receiver_live"
 
-/* Re-executes the runner for one test case with private emulated devices.  True in the parent
- * (the result is asserted here), false in the child (run the test). */
-static bool in_child(const char *tcase)
+/* Gives this test process emulated devices of its own (127.<a>.<b>.1/.2, MTU 4096), so that
+ * suites running at the same time on this machine do not share UDP ports, and re-exports the
+ * emulator's sysfs tree as SYSFS_PATH (emu/mlxd_emu.h). */
+static void private_devices(void)
 {
-    if (getenv("MLXD_LIVE_CHILD")) {
-        const char *mark = getenv("MLXD_LIVE_MARK");   /* proves to the parent that it ran */
-        if (mark) { FILE *m = fopen(mark, "w"); if (m) fclose(m); }
-        return true;
-    }
-    char mark[64];
-    snprintf(mark, sizeof mark, "/tmp/mlxd-live-%d-%s", (int)getpid(), tcase);
-    unlink(mark);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        unsigned a = 20 + (unsigned)getpid() % 200, b = 1 + ((unsigned)getpid() / 200) % 250;
-        char devs[256];
-        snprintf(devs, sizeof devs, "mlx5_0:127.%u.%u.1:mtu=4096,mlx5_1:127.%u.%u.2:mtu=4096", a, b, a, b);
-        setenv("MLXD_EMU_DEVICES", devs, 1);
-        setenv("MLXD_LIVE_CHILD", "1", 1);
-        setenv("MLXD_LIVE_MARK", mark, 1);
-        setenv("CK_RUN_SUITE", SUITE, 1);
-        setenv("CK_RUN_CASE", tcase, 1);
-        setenv("CK_FORK", "no", 1);
-        execl("/proc/self/exe", "mlxd-tests", (char *)NULL);
-        _exit(127);
-    }
-    int st = 0;
-    waitpid(pid, &st, 0);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "case %s failed in its child (status 0x%x)",
-                  tcase, st);
-    ck_assert_msg(access(mark, F_OK) == 0, "case %s did not run in its child", tcase);
-    unlink(mark);
-    return false;
+    unsigned a = 20 + (unsigned)getpid() % 200, b = 1 + ((unsigned)getpid() / 200) % 250;
+    char devs[256];
+    snprintf(devs, sizeof devs, "mlx5_0:127.%u.%u.1:mtu=4096,mlx5_1:127.%u.%u.2:mtu=4096", a, b, a, b);
+    int rc = mlxd_emu_configure(devs);
+    ck_assert_msg(rc == 0, "mlxd_emu_configure(%s): %d", devs, rc);
+    const char *root = mlxd_emu_sysfs_path();
+    ck_assert_msg(root && *root, "the emulator is not active (MLXD_EMU=0?)");
+    setenv("SYSFS_PATH", root, 1);
 }
-#define CHILD_ONLY(tc) do { if (!in_child(tc)) return; } while (0)
+#define CHILD_ONLY(tc) private_devices()
 
 static int count_fds(void)
 {

@@ -3,61 +3,40 @@
  * metadata fields as recorded, the recorded page sequence starting at page 1), a slow consumer
  * gets the right dropped count, a late monitor the right overwritten count, and the capture
  * with metadata disabled gives no frame while its bytes land in the buffer.
- * Each test runs in a re-executed child with private emulated devices (MTU 4096: the captures
- * carry 1408-byte payloads, and the original receiver connects with path MTU 4096). */
+ * Each test configures private emulated devices (MTU 4096: the captures carry 1408-byte
+ * payloads, and the original receiver connects with path MTU 4096). */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "mlxd_capture.h"
+#include "mlxd_emu.h"
 #include "mlxd_error.h"
 #include "mlxd_receiver.h"
 #include "util.h"
 
 #define SUITE "receiver_replay"
 
-static bool in_child(const char *tcase)
+/* Gives this test process emulated devices of its own (127.<a>.<b>.1/.2, MTU 4096), so that
+ * suites running at the same time on this machine do not share UDP ports, and re-exports the
+ * emulator's sysfs tree as SYSFS_PATH (emu/mlxd_emu.h). */
+static void private_devices(void)
 {
-    if (getenv("MLXD_LIVE_CHILD")) {
-        const char *mark = getenv("MLXD_LIVE_MARK");   /* proves to the parent that it ran */
-        if (mark) { FILE *m = fopen(mark, "w"); if (m) fclose(m); }
-        return true;
-    }
-    char mark[64];
-    snprintf(mark, sizeof mark, "/tmp/mlxd-live-%d-%s", (int)getpid(), tcase);
-    unlink(mark);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        unsigned a = 20 + (unsigned)getpid() % 200, b = 1 + ((unsigned)getpid() / 200) % 250;
-        char devs[256];
-        snprintf(devs, sizeof devs, "mlx5_0:127.%u.%u.1:mtu=4096,mlx5_1:127.%u.%u.2:mtu=4096", a, b, a, b);
-        setenv("MLXD_EMU_DEVICES", devs, 1);
-        setenv("MLXD_LIVE_CHILD", "1", 1);
-        setenv("MLXD_LIVE_MARK", mark, 1);
-        setenv("CK_RUN_SUITE", SUITE, 1);
-        setenv("CK_RUN_CASE", tcase, 1);
-        setenv("CK_FORK", "no", 1);
-        execl("/proc/self/exe", "mlxd-tests", (char *)NULL);
-        _exit(127);
-    }
-    int st = 0;
-    waitpid(pid, &st, 0);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "case %s failed in its child (status 0x%x)",
-                  tcase, st);
-    ck_assert_msg(access(mark, F_OK) == 0, "case %s did not run in its child", tcase);
-    unlink(mark);
-    return false;
+    unsigned a = 20 + (unsigned)getpid() % 200, b = 1 + ((unsigned)getpid() / 200) % 250;
+    char devs[256];
+    snprintf(devs, sizeof devs, "mlx5_0:127.%u.%u.1:mtu=4096,mlx5_1:127.%u.%u.2:mtu=4096", a, b, a, b);
+    int rc = mlxd_emu_configure(devs);
+    ck_assert_msg(rc == 0, "mlxd_emu_configure(%s): %d", devs, rc);
+    const char *root = mlxd_emu_sysfs_path();
+    ck_assert_msg(root && *root, "the emulator is not active (MLXD_EMU=0?)");
+    setenv("SYSFS_PATH", root, 1);
 }
-#define CHILD_ONLY(tc) do { if (!in_child(tc)) return; } while (0)
+#define CHILD_ONLY(tc) private_devices()
 
 static double now_s(void)
 {
@@ -327,10 +306,9 @@ END_TEST
 Suite *receiver_replay_suite(void)
 {
     Suite *s = suite_create(SUITE);
+    static const char *names[4] = { "replay_0", "replay_1", "replay_2", "replay_3" };
     for (int i = 0; i < 4; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "replay_%d", i);
-        TCase *tc = tcase_create(strdup(name));
+        TCase *tc = tcase_create(names[i]);
         tcase_set_timeout(tc, 120);
         tcase_add_loop_test(tc, replay_yields_recorded_frames, i, i + 1);
         suite_add_tcase(s, tc);

@@ -4,6 +4,7 @@
  *
  * Exit status: 0 when every expected frame came (and every checked payload verified), 1
  * otherwise, 2 for usage errors. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -23,6 +24,7 @@
 #include <sys/socket.h>
 
 #include "mlxd_capture.h"
+#include "mlxd_emu.h"
 #include "mlxd_error.h"
 #include "mlxd_receiver.h"
 #include "mlxd_uverbs.h"
@@ -168,8 +170,18 @@ static int reexec_emulated(char **argv)
         return 1;
     }
     const char *old = getenv("LD_PRELOAD");
-    char *pre = malloc(strlen(lib) + (old ? strlen(old) : 0) + 2);
-    sprintf(pre, "%s%s%s", lib, old && *old ? ":" : "", old ? old : "");
+    /* A sanitizer build's runtime must come first in the preload list. */
+    const char *san = "";
+    static const char *const inits[] = { "__asan_init", "__tsan_init" };
+    for (unsigned i = 0; i < 2 && !*san; i++) {
+        void *sym = dlsym(RTLD_DEFAULT, inits[i]);
+        Dl_info di;
+        if (sym && dladdr(sym, &di) && di.dli_fname && strstr(di.dli_fname, ".so") &&
+            (!old || !strstr(old, di.dli_fname)))
+            san = di.dli_fname;
+    }
+    char *pre = malloc(strlen(san) + strlen(lib) + (old ? strlen(old) : 0) + 3);
+    sprintf(pre, "%s%s%s%s%s", san, *san ? ":" : "", lib, old && *old ? ":" : "", old ? old : "");
     setenv("LD_PRELOAD", pre, 1);
     setenv(EMU_REEXEC_ENV, "1", 1);
     /* sensor bridges send 1408-byte payloads at Ethernet MTU 1500 and the original connects with
@@ -538,6 +550,16 @@ static int run(struct cfg *c)
     if (feed_started) { pthread_join(feed, NULL); feed_started = false; }
     struct mlxd_receiver_stats st;
     mlxd_receiver_stats(R.rx, &st);
+    /* the emulated port's own counters (emu/mlxd_emu.h, found with dlsym), while it is open */
+    struct mlxd_emu_nic_stats es = { .sz = sizeof es };
+    bool have_es = false;
+    if (emulated_now()) {
+        int (*nic_stats)(unsigned, struct mlxd_emu_nic_stats *) =
+            (int (*)(unsigned, struct mlxd_emu_nic_stats *))dlsym(RTLD_DEFAULT, "mlxd_emu_nic_stats");
+        const char *us = strrchr(c->device, '_');   /* mlx5_N is the emulator's device N */
+        if (nic_stats && us && us[1] >= '0' && us[1] <= '9')
+            have_es = nic_stats((unsigned)atoi(us + 1), &es) == 0;
+    }
     int crc = mlxd_receiver_close(R.rx);
     if (crc < 0) fprintf(stderr, "mlxd-capture: close: %s\n", mlxd_errmsg());
     pthread_join(mon, NULL);
@@ -574,6 +596,11 @@ static int run(struct cfg *c)
                st.errors, st.bad_page, checked, bad_payload, elapsed > 0 ? got / elapsed : 0.0, elapsed);
         if (st.rx_write_requests_valid) printf("; rx_write_requests %" PRIu64, st.rx_write_requests);
         printf("\n");
+        if (have_es && (!ok || c->print_frames))
+            printf("emulated port: %" PRIu64 " packets in, %" PRIu64 " bad iCRC, %" PRIu64 " malformed, %" PRIu64
+                   " unknown QP, %" PRIu64 " bad QP state, %" PRIu64 " out of sequence, %" PRIu64 " dropped (UC)\n",
+                   es.rx_pkts, es.rx_bad_icrc, es.rx_malformed, es.rx_unknown_qp, es.rx_bad_state,
+                   es.rx_out_of_seq, es.rx_dropped_uc);
         if (image >= 0)
             printf("buffer image: the %" PRIu64 " bytes the capture writes are %s\n", image_bytes,
                    image == 0 ? "in place, byte for byte" : "NOT all in place");
@@ -678,6 +705,22 @@ int main(int argc, char **argv)
             return reexec_emulated(argv);
     }
     if (!c.device) c.device = "mlx5_0";
+    if (emulated_now()) {
+        /* The emulator reads MLXD_EMU_DEVICES and exports SYSFS_PATH from its constructor; in
+         * sanitizer builds that runs too early to see or change the environment, so apply the
+         * configuration again now and re-export the tree (emu/mlxd_emu.h, found with dlsym). */
+        int (*emu_configure)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "mlxd_emu_configure");
+        const char *spec = getenv("MLXD_EMU_DEVICES");
+        if (emu_configure && spec && *spec && !getenv("MLXD_EMU_CONFIG")) {
+            int erc = emu_configure(spec);
+            if (erc < 0)
+                fprintf(stderr, "mlxd-capture: MLXD_EMU_DEVICES=%s: %s\n", spec, strerror(-erc));
+        }
+        const char *(*emu_sysfs)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "mlxd_emu_sysfs_path");
+        const char *root = emu_sysfs ? emu_sysfs() : NULL;
+        if (root && *root)
+            setenv("SYSFS_PATH", root, 1);
+    }
 
     struct sigaction sa = { .sa_handler = on_signal };
     sigaction(SIGINT, &sa, NULL);
