@@ -79,6 +79,11 @@ static void q_unlink_free(struct k_evq *q)   /* ev_lock held */
 /* The process closed the fd (emu_g.lock held, table entry already cleared). */
 void emu_evq_user_close(struct k_evq *q)
 {
+    /* the file's handle for it goes with the fd (the kernel's uobject dies with its file) */
+    struct emu_context *ctx = q->chan.ctx;
+    struct emu_file *f = ctx ? ctx->objs : NULL;
+    for (uint32_t h = 0; f && h < f->nobjs; h++)
+        if (f->objs[h].obj == q) { emu_uobj_free(f, h); break; }
     pthread_mutex_lock(&emu_g.ev_lock);
     int fd = q->chan.fd;
     q->fd_open = false;

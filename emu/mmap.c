@@ -41,6 +41,16 @@ static void *clock_thread(void *arg)
     return NULL;
 }
 
+/* fork(): the child has the page but not the thread that advances it */
+static void clock_atfork_child(void)
+{
+    if (!emu_g.clock_thread_started) return;
+    emu_g.clock_thread_started = false;
+    emu_g.clock_stop = false;
+    if (pthread_create(&emu_g.clock_thread, NULL, clock_thread, NULL) == 0)
+        emu_g.clock_thread_started = true;
+}
+
 static int clock_setup(void)
 {
     if (emu_g.clock_page) return 0;
@@ -55,6 +65,7 @@ static int clock_setup(void)
     emu_g.clock_stop = false;
     if (pthread_create(&emu_g.clock_thread, NULL, clock_thread, NULL) == 0)
         emu_g.clock_thread_started = true;
+    pthread_atfork(NULL, NULL, clock_atfork_child);
     return 0;
 }
 

@@ -195,7 +195,11 @@ START_TEST(decode_handles_written_back)
     ck_assert_int_eq(tk_async_alloc(e.fd, &afd), 0);
     ck_assert_int_ge(afd, 0);
     ck_assert_int_ge(fcntl(afd, F_GETFD) & FD_CLOEXEC, 1);   /* the kernel's event fds are CLOEXEC */
+    /* the async fd's uobject took handle 4; closing the fd frees it for the next object */
     close(afd);
+    uint32_t pd4;
+    ck_assert_int_eq(tk_alloc_pd(e.fd, &pd4, NULL), 0);
+    ck_assert_uint_eq(pd4, 4);
     close(e.fd);
 }
 END_TEST
