@@ -16,6 +16,7 @@
  * docs/emulator.md).  The same can be done by hand: LD_PRELOAD=.../libmlx5direct-emu.so mlxd-pingpong ...
  */
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -69,15 +70,28 @@ static int die(const char *what, int rc)
 }
 
 /* ---- --emulate: re-exec with the emulator preloaded ---- */
-static void maybe_emulate(int argc, char **argv)
+#define REEXEC_ENV "MLXD_PINGPONG_EMULATED"
+
+/* True when nothing is bound to UDP 4791 on addr (an emulated port of another process). */
+static bool udp_4791_free(const char *addr)
 {
-    (void)argc;
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return false;
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(4791) };
+    inet_pton(AF_INET, addr, &a.sin_addr);
+    bool ok = bind(s, (struct sockaddr *)&a, sizeof a) == 0;
+    close(s);
+    return ok;
+}
+
+static void maybe_emulate(char **argv)
+{
     const char *pre = getenv("LD_PRELOAD");
-    if (pre && strstr(pre, "libmlx5direct-emu")) return;
+    if ((pre && strstr(pre, "libmlx5direct-emu")) || getenv(REEXEC_ENV)) return;
     char **names; size_t n = 0;
     if (mlxd_names(&names, &n) == 0 && n > 0) {
-        if (access("/dev/infiniband", F_OK) == 0) { mlxd_names_free(names, n); return; }
         mlxd_names_free(names, n);
+        if (access("/dev/infiniband", F_OK) == 0) return;     /* a real device: use it */
     }
     char exe[PATH_MAX], lib[PATH_MAX + 64];
     ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -86,17 +100,60 @@ static void maybe_emulate(int argc, char **argv)
     char *slash = strrchr(exe, '/');
     *slash = 0;
     snprintf(lib, sizeof lib, "%s/../lib/libmlx5direct-emu.so", exe);
+    *slash = '/';
     if (access(lib, R_OK) != 0) {
-        fprintf(stderr, "mlxd-pingpong: --emulate: %s: %s\n", lib, strerror(errno));
+        fprintf(stderr, "mlxd-pingpong: --emulate: the emulator %s: %s (run make)\n", lib, strerror(errno));
         exit(1);
     }
-    char *val;
-    if (pre && *pre) { val = malloc(strlen(lib) + strlen(pre) + 2); sprintf(val, "%s:%s", lib, pre); }
-    else val = lib;
+    /* a sanitizer runtime must stay first in the preload list */
+    const char *san = "";
+    static const char *const rt[] = { "__asan_init", "__tsan_init" };
+    for (unsigned i = 0; i < 2 && !*san; i++) {
+        Dl_info di;
+        void *sym = dlsym(RTLD_DEFAULT, rt[i]);
+        if (sym && dladdr(sym, &di) && di.dli_fname && strstr(di.dli_fname, ".so") && !(pre && strstr(pre, di.dli_fname)))
+            san = di.dli_fname;
+    }
+    size_t len = strlen(san) + strlen(lib) + (pre ? strlen(pre) : 0) + 3;
+    char *val = malloc(len);
+    snprintf(val, len, "%s%s%s%s%s", san, *san ? ":" : "", lib, pre && *pre ? ":" : "", pre ? pre : "");
     setenv("LD_PRELOAD", val, 1);
+    setenv(REEXEC_ENV, "1", 1);
     unsetenv("SYSFS_PATH");
-    execv("/proc/self/exe", argv);
+    /* default devices mlx5_0 on 127.0.0.1, mlx5_1 on 127.0.0.2 -- unless another emulated port
+     * already holds UDP 4791 there: then the first free pair 127.0.<n>.1 / 127.0.<n>.2 */
+    if (!getenv("MLXD_EMU_DEVICES") && !getenv("MLXD_EMU_CONFIG")) {
+        for (unsigned m = 0; m < 250; m++) {
+            char a1[32], a2[32], devs[96];
+            snprintf(a1, sizeof a1, "127.0.%u.1", m);
+            snprintf(a2, sizeof a2, "127.0.%u.2", m);
+            if (!udp_4791_free(a1) || !udp_4791_free(a2)) continue;
+            if (m) {
+                snprintf(devs, sizeof devs, "mlx5_0:%s,mlx5_1:%s", a1, a2);
+                setenv("MLXD_EMU_DEVICES", devs, 1);
+            }
+            break;
+        }
+    }
+    execv(exe, argv);
     die("--emulate: execv", -errno);
+}
+
+/* After the re-exec: a sanitizer build runs the emulator's constructor before the environment
+ * is visible, so apply MLXD_EMU_DEVICES again and re-export its sysfs tree (emu/mlxd_emu.h,
+ * found with dlsym: this program does not link the emulator). */
+static void emulated_setup(void)
+{
+    if (!getenv(REEXEC_ENV)) return;
+    int (*configure)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "mlxd_emu_configure");
+    const char *(*sysfs)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "mlxd_emu_sysfs_path");
+    const char *spec = getenv("MLXD_EMU_DEVICES");
+    if (configure && spec && *spec && !getenv("MLXD_EMU_CONFIG")) {
+        int rc = configure(spec);
+        if (rc < 0) fprintf(stderr, "mlxd-pingpong: MLXD_EMU_DEVICES=%s: %s\n", spec, strerror(-rc));
+    }
+    const char *root = sysfs ? sysfs() : NULL;
+    if (root && *root) setenv("SYSFS_PATH", root, 1);
 }
 
 /* ---- TCP exchange ---- */
@@ -191,7 +248,7 @@ static int cmp_d(const void *a, const void *b) { double x = *(const double *)a, 
 static bool emulated(void)
 {
     const char *p = getenv("LD_PRELOAD");
-    return p && strstr(p, "libmlx5direct-emu");
+    return getenv(REEXEC_ENV) || (p && strstr(p, "libmlx5direct-emu"));
 }
 
 int main(int argc, char **argv)
@@ -220,7 +277,8 @@ int main(int argc, char **argv)
     }
     if (optind < argc) c.server = argv[optind];
     if (!c.size || !c.iters || c.port <= 0 || c.port > 65535) { usage(argv[0]); return 2; }
-    if (c.emulate) maybe_emulate(argc, argv);
+    if (c.emulate) maybe_emulate(argv);
+    emulated_setup();
 
     char **names = NULL; size_t nn = 0;
     int rc = mlxd_names(&names, &nn);
