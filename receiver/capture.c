@@ -343,7 +343,39 @@ ssize_t mlxd_capture_rewrite(const struct mlxd_capture *c, size_t i, const struc
     p.dst_ip = dst_ip;
     p.src_port = src_port;
     p.dst_port = dst_port;
-    return mlxd_roce_build(out, cap, &p, p.payload, p.payload_len);
+    const uint8_t *payload = p.payload;
+    uint8_t patched[MLXD_HSB_METADATA_SIZE];
+    bool patch_md = false;
+    if (m->psn_offset) {
+        uint32_t old_psn = p.psn;
+        p.psn = (p.psn + m->psn_offset) & 0xFFFFF;
+        if (p.hdrs & MLXD_ROCE_HAS_IMMDT) {
+            uint32_t imm = ntohl(p.imm);
+            uint32_t ipsn = mlxd_hsb_imm_psn(imm, MLXD_HSB_IMM_12_20);
+            p.imm = htonl(mlxd_hsb_imm_make(mlxd_hsb_imm_page(imm, MLXD_HSB_IMM_12_20),
+                                            ipsn + m->psn_offset, MLXD_HSB_IMM_12_20));
+            if (p.payload_len >= MLXD_HSB_METADATA_SIZE) {
+                const uint8_t *md = p.payload + p.payload_len - MLXD_HSB_METADATA_SIZE;
+                uint32_t mpsn = (uint32_t)md[4] << 24 | (uint32_t)md[5] << 16 | (uint32_t)md[6] << 8 | md[7];
+                if (mlxd_hsb_psn_match(mpsn, old_psn, MLXD_HSB_IMM_12_20)) {
+                    memcpy(patched, md, sizeof patched);
+                    uint32_t np = (mpsn & ~0xFFFFFu) | ((mpsn + m->psn_offset) & 0xFFFFFu);
+                    patched[4] = (uint8_t)(np >> 24); patched[5] = (uint8_t)(np >> 16);
+                    patched[6] = (uint8_t)(np >> 8); patched[7] = (uint8_t)np;
+                    patch_md = true;
+                }
+            }
+        }
+    }
+    ssize_t n = mlxd_roce_build(out, cap, &p, payload, p.payload_len);
+    if (n > 0 && patch_md) {
+        /* the block is the payload's last 128 bytes: patch it in place, then redo the iCRC */
+        size_t pad = (4 - p.payload_len % 4) % 4;   /* the build pads to 4 bytes */
+        size_t at = (size_t)n - MLXD_ROCE_ICRC_LEN - pad - MLXD_HSB_METADATA_SIZE;
+        memcpy((uint8_t *)out + at, patched, sizeof patched);
+        mlxd_roce_icrc_fill(out, (size_t)n);
+    }
+    return n;
 }
 
 struct sender {
@@ -459,7 +491,12 @@ int mlxd_capture_replay(const struct mlxd_capture *c, const struct mlxd_replay_m
     }
     uint64_t frame = 0;
     bool done = false;
+    uint32_t span = (c->pkts[c->npackets - 1].hdr.psn - c->pkts[0].hdr.psn + 1) & 0xFFFFF;
+    struct mlxd_replay_map lm = *m;
+    const uint32_t base = m->psn_offset;
+    m = &lm;
     for (unsigned loop = 0; loop < loops && !done; loop++) {
+        lm.psn_offset = (uint32_t)(base + (uint64_t)loop * span) & 0xFFFFF;
         uint64_t t0 = now_ns(CLOCK_MONOTONIC), c0 = c->pkts[0].ts_ns;
         for (size_t i = 0; i < c->npackets && !done; i++) {
             if (o && o->stop && atomic_load(o->stop)) {

@@ -99,11 +99,15 @@ struct mlxd_replay_map {
     uint64_t base_va;
     uint64_t page_size;
     unsigned pages;
+    uint32_t psn_offset;        /* added (mod 2^20) to every PSN: the BTH's, the immediate's and
+                                   a metadata block's; replay sets it for loops after the first so
+                                   that the PSNs run on as a device's do (0 = as recorded) */
 };
 
 /* Rewrites packet i of c for map m: QPN, rkey, and VA (capture page n, offset o -> m->base_va +
- * n * m->page_size + o), the IPv4/UDP addresses to src/dst (host order), the iCRC recomputed.
- * Everything else (opcode, PSN, immediate, payload, pad) is kept.  Writes the whole packet
+ * n * m->page_size + o), the IPv4/UDP addresses to src/dst (host order), the iCRC recomputed,
+ * and PSNs shifted by m->psn_offset.  Everything else (opcode, immediate page, payload, pad) is
+ * kept.  Writes the whole packet
  * (from its IPv4 header) to out; returns its length, or -EINVAL / -ENOSPC / -ERANGE (a VA below
  * the capture's page 0). */
 ssize_t mlxd_capture_rewrite(const struct mlxd_capture *c, size_t i, const struct mlxd_replay_map *m,
@@ -141,7 +145,8 @@ struct mlxd_send_stats {
 };
 
 /* Replays c into the port (see mlxd_capture_rewrite).  Packets after the last frame are sent too
- * (they complete nothing).  Returns 0, or -EINVAL misuse, -errno of socket/bind/connect. */
+ * (they complete nothing).  Loop L (from 0) shifts the PSNs by m->psn_offset + L x the capture's
+ * PSN span, so that a receiver sees one continuous stream (UC receivers drop old PSNs).  Returns 0, or -EINVAL misuse, -errno of socket/bind/connect. */
 int mlxd_capture_replay(const struct mlxd_capture *c, const struct mlxd_replay_map *m,
                         const struct mlxd_send_opts *o, struct mlxd_send_stats *st);
 

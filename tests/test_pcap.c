@@ -194,6 +194,32 @@ START_TEST(rewrite_packet)
 }
 END_TEST
 
+/* A PSN shift (replay loops) moves the BTH PSN, the immediate's PSN and the metadata block's PSN
+ * together (mod 2^20, as the device masks them), and nothing else. */
+START_TEST(rewrite_psn_offset)
+{
+    struct mlxd_capture *c = load("hsb_small_3000_embedded");
+    struct mlxd_replay_map m = { .qpn = 7, .rkey = 9, .base_va = c->geo.base_va,
+                                 .page_size = c->geo.page_size, .pages = 2, .psn_offset = 0xFFFFE };
+    uint8_t out[2048];
+    const struct mlxd_capture_frame *f = &c->frames[1];            /* imm 0x00005000: page 0, psn 5 */
+    size_t i = f->first + f->count - 1;
+    ssize_t n = mlxd_capture_rewrite(c, i, &m, 1, 2, 3, 4791, out, sizeof out);
+    ck_assert_int_gt(n, 0);
+    struct mlxd_roce_pkt p;
+    ck_assert_int_eq(mlxd_roce_parse(out, (size_t)n, 4791, true, &p), 0);
+    ck_assert_uint_eq(p.psn, 3);                                   /* (5 + 0xFFFFE) mod 2^20 */
+    ck_assert_uint_eq(ntohl(p.imm), 0x00003000);
+    struct mlxd_hsb_metadata md;
+    mlxd_hsb_metadata_decode(p.payload + p.payload_len - 128, 128, &md);
+    ck_assert_uint_eq(md.psn, 3);
+    ck_assert_uint_eq(md.frame_number32, 1);
+    ck_assert_uint_eq(md.timestamp_ns, f->md.timestamp_ns);
+    ck_assert(memcmp(p.payload, c->pkts[i].hdr.payload, p.payload_len - 128) == 0);
+    mlxd_capture_free(c);
+}
+END_TEST
+
 /* (hsb_medium_64k_4pages: its sidecar says "47 data pkts + 1 metadata pkt per frame", but the
  * packets are 46 WRITE Only + 1 WRITE Only with Immediate carrying the last 768 data bytes and the
  * metadata: 940 = 20 x 47, opcodes 0x2a x 920, 0x2b x 20.  The packets are the authority.) */
@@ -278,6 +304,7 @@ Suite *pcap_suite(void)
     tcase_add_test(tc, capture_without_metadata);
     tcase_add_test(tc, load_errors);
     tcase_add_test(tc, rewrite_packet);
+    tcase_add_test(tc, rewrite_psn_offset);
     suite_add_tcase(s, tc);
     TCase *tg = tcase_create("generator");
     tcase_set_timeout(tg, 60);

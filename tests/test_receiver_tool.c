@@ -110,6 +110,23 @@ START_TEST(replay_each_capture_json)
 }
 END_TEST
 
+/* Three passes over a capture: PSNs run on (UC drops old PSNs), 18 frames come. */
+START_TEST(replay_loops)
+{
+    static char out[1 << 16];
+    char path[1024];
+    snprintf(path, sizeof path, "%s", mlxd_test_path("fixtures/roce-pcaps/hsb_small_3000_embedded.pcap"));
+    const char *args[] = { "--replay", path, "--loops", "3", "--json", "-q", NULL };
+    int rc = run_tool(out, sizeof out, args);
+    ck_assert_msg(rc == 0, "exit %d\n%s", rc, out);
+    const char *sum = strstr(out, "\"summary\":true");
+    ck_assert_ptr_nonnull(sum);
+    ck_assert_int_eq(json_num(sum, "frames_received"), 12);
+    ck_assert_int_eq(json_num(sum, "payload_failures"), 0);
+    ck_assert_int_eq(json_num(sum, "overwritten"), 0);
+}
+END_TEST
+
 START_TEST(generate_and_save)
 {
     static char out[1 << 16];
@@ -175,6 +192,7 @@ Suite *receiver_tool_suite(void)
     TCase *tc = tcase_create("mlxd_capture");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, replay_each_capture_json, 0, 5);
+    tcase_add_test(tc, replay_loops);
     tcase_add_test(tc, generate_and_save);
     tcase_add_test(tc, usage_errors_exit_2);
     tcase_add_test(tc, missing_frames_exit_1);

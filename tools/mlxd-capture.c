@@ -482,9 +482,13 @@ static int run(struct cfg *c)
                 const struct mlxd_capture_frame *cf = NULL;
                 for (size_t k = 0; k < R.cap->nframes; k++)
                     if (R.cap->frames[k].has_metadata && R.cap->frames[k].md.frame_number32 == fi) cf = &R.cap->frames[k];
-                if (!cf || cf->md.psn != f.metadata.psn || cf->md.timestamp_s != f.metadata.timestamp_s ||
+                /* loops after the first run on with shifted PSNs (mlxd_capture_replay) */
+                uint32_t span = (R.cap->pkts[R.cap->npackets - 1].hdr.psn - R.cap->pkts[0].hdr.psn + 1) & 0xFFFFF;
+                uint32_t shift = (uint32_t)(((f.received_frame_number - 1) / R.cap->nframes) * span) & 0xFFFFF;
+                if (!cf || ((cf->md.psn + shift) & 0xFFFFF) != (f.metadata.psn & 0xFFFFF) || cf->md.timestamp_s != f.metadata.timestamp_s ||
                     cf->md.timestamp_ns != f.metadata.timestamp_ns || cf->md.bytes_written != f.metadata.bytes_written ||
-                    cf->md.crc != f.metadata.crc || cf->page != f.page || cf->imm != f.imm_data) {
+                    cf->md.crc != f.metadata.crc || cf->page != f.page ||
+                    mlxd_hsb_imm_make(cf->page, cf->imm_psn + shift, MLXD_HSB_IMM_12_20) != f.imm_data) {
                     if (pay != 0) { bad_payload++; if (pay < 0) checked++; }
                     pay = 0;
                     fprintf(stderr, "mlxd-capture: frame %u: metadata/page differ from the capture\n", fi);
@@ -571,7 +575,7 @@ static int run(struct cfg *c)
      * byte wins).  For a capture without completions this is all there is to check. */
     int image = -1;
     uint64_t image_bytes = 0;
-    if (c->replay && R.cap && R.feed_rc >= 0 && !c->frames && atomic_load(&R.feed_done))
+    if (c->replay && R.cap && R.feed_rc >= 0 && !c->frames && c->loops <= 1 && atomic_load(&R.feed_done))
         image = check_image(R.cap, &R.map, buf, bufsize, &image_bytes);
     bool ok = R.monitor_rc >= 0 && R.feed_rc >= 0 && bad_payload == 0 && st.errors == 0 &&
               st.frames >= R.expected && (R.expected || c->replay || got > 0) && image <= 0;
