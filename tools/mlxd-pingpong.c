@@ -285,7 +285,9 @@ int main(int argc, char **argv)
     if (rc) die("listing RDMA devices", rc);
     if (!c.dev) {
         if (!nn) { fprintf(stderr, "mlxd-pingpong: no mlx5 RDMA device (try --emulate)\n"); return 1; }
-        c.dev = strdup(names[c.server ? 0 : (nn > 1 ? 1 : 0)]);
+        static char devbuf[64];
+        snprintf(devbuf, sizeof devbuf, "%s", names[c.server ? 0 : (nn > 1 ? 1 : 0)]);
+        c.dev = devbuf;
     }
     mlxd_names_free(names, nn);
 
