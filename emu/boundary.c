@@ -49,9 +49,14 @@ static void resolve_real(void)
 
 static inline void need_real(void) { pthread_once(&real_once, resolve_real); }
 
-static void do_init(void)
+static bool ctor_ran, init_early;
+
+/* Reads the environment and installs the configuration.  Normally runs once, from the
+ * constructor or the first interposed call.  Under a sanitizer runtime (or another preloaded
+ * library) an interposed call can come before libc has set up the environment: then getenv()
+ * sees nothing and setenv() is lost, so the constructor runs this again. */
+static void apply_env(void)
 {
-    need_real();
     const char *on = getenv("MLXD_EMU");
     emu_g.active = !(on && (!strcmp(on, "0") || !strcmp(on, "off")));
     emu_g.inited = true;
@@ -85,7 +90,15 @@ static void do_init(void)
     pthread_mutex_lock(&emu_g.lock);
     emu_config_apply(cfg, n);
     pthread_mutex_unlock(&emu_g.lock);
+    emu_fault_clear();
     emu_fault_from_env();
+}
+
+static void do_init(void)
+{
+    need_real();
+    init_early = !ctor_ran;
+    apply_env();
 }
 
 void emu_init(void) { pthread_once(&init_once, do_init); }
@@ -111,7 +124,13 @@ static void emu_fini(void)
     emu_sysfs_remove();
 }
 
-__attribute__((constructor)) static void emu_ctor(void) { emu_init(); atexit(emu_fini); }
+__attribute__((constructor)) static void emu_ctor(void)
+{
+    ctor_ran = true;
+    emu_init();
+    if (init_early && !emu_g.nfiles) apply_env();
+    atexit(emu_fini);
+}
 
 /* ---------------------------------------------------------------------------------------------
  * fd table helpers */
