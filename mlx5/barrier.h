@@ -26,6 +26,20 @@
 #error "mlx5direct: barriers are defined for x86-64 and aarch64 only"
 #endif
 
+/* The shared words (CQE op_own, doorbell records, UAR stores) are accessed as atomics: relaxed
+ * normally -- plain loads/stores, the barriers above give the order the device needs -- and
+ * acquire/release under ThreadSanitizer, so that it sees the happens-before edges the barriers
+ * make (the emulated NIC is a thread of the process). */
+#if defined(__SANITIZE_THREAD__)
+#define MLXD_SHARED_LOAD  __ATOMIC_ACQUIRE
+#define MLXD_SHARED_STORE __ATOMIC_RELEASE
+#else
+#define MLXD_SHARED_LOAD  __ATOMIC_RELAXED
+#define MLXD_SHARED_STORE __ATOMIC_RELAXED
+#endif
+#define mlxd_shared_load(p)     __atomic_load_n((p), MLXD_SHARED_LOAD)
+#define mlxd_shared_store(p, v) __atomic_store_n((p), (v), MLXD_SHARED_STORE)
+
 #define mlxd_likely(x)   __builtin_expect(!!(x), 1)
 #define mlxd_unlikely(x) __builtin_expect(!!(x), 0)
 

@@ -72,7 +72,7 @@ int mlxd_cq_poll(struct mlxd_cq *cq, struct mlxd_completion *out, int max)
     int n = 0;
     for (; n < max; n++) {
         const uint8_t *c = buf + ((size_t)(ci & mask) << 6);
-        uint8_t op_own = *(const volatile uint8_t *)(c + MLXD_CQE_OFF_OP_OWN);
+        uint8_t op_own = mlxd_shared_load(c + MLXD_CQE_OFF_OP_OWN);
         uint8_t opcode = op_own >> MLXD_CQE_OPCODE_SHIFT;
         if (opcode == MLXD_CQE_INVALID || (op_own & MLXD_CQE_OWNER_MASK) != !!(ci & ncqe)) break;
         mlxd_rmb();
@@ -156,7 +156,7 @@ int mlxd_cq_poll(struct mlxd_cq *cq, struct mlxd_completion *out, int max)
     if (n) {
         cq->ci = ci;
         mlxd_wmb();                       /* CQE reads before the slots are handed back */
-        cq->dbrec[MLXD_CQ_SET_CI] = htobe32(ci & MLXD_CQ_CI_MASK);
+        mlxd_shared_store(&cq->dbrec[MLXD_CQ_SET_CI], htobe32(ci & MLXD_CQ_CI_MASK));
     }
     return n;
 }
@@ -169,9 +169,9 @@ int mlxd_cq_arm(struct mlxd_cq *cq, bool solicited_only)
     uint32_t word = sn << MLXD_CQ_ARM_SN_SHIFT |
                     (solicited_only ? MLXD_CQ_DB_REQ_NOT_SOL : MLXD_CQ_DB_REQ_NOT) |
                     (cq->ci & MLXD_CQ_CI_MASK);
-    cq->dbrec[MLXD_CQ_ARM_DB] = htobe32(word);
+    mlxd_shared_store(&cq->dbrec[MLXD_CQ_ARM_DB], htobe32(word));
     mlxd_wc_start();
-    *cq->arm_db = htobe64((uint64_t)word << 32 | cq->cqn);
+    mlxd_shared_store(cq->arm_db, htobe64((uint64_t)word << 32 | cq->cqn));
     mlxd_wc_flush();
     return 0;
 }

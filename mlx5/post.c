@@ -130,7 +130,7 @@ int mlxd_qp_ring(struct mlxd_qp *qp)
         return mlxd_err(EINVAL, "mlxd_qp_ring: invalid/destroyed QP or a QP without a send ring");
     if (!qp->pending) return 0;
     mlxd_wmb();
-    qp->dbrec[MLXD_SND_DBR] = htobe32(qp->sq_pi & 0xffff);
+    mlxd_shared_store(&qp->dbrec[MLXD_SND_DBR], htobe32(qp->sq_pi & 0xffff));
     mlxd_wc_start();
     volatile uint64_t *reg = (volatile uint64_t *)(qp->bf_reg + qp->bf_offset);
     uint32_t idx = qp->last_pi & (qp->sq_wqebbs - 1);
@@ -138,9 +138,9 @@ int mlxd_qp_ring(struct mlxd_qp *qp)
     uint32_t bytes = qp->last_nbb << MLXD_SEND_WQE_SHIFT;
     if (qp->pending == 1 && bytes <= qp->bf_buf_size && idx + qp->last_nbb <= qp->sq_wqebbs) {
         /* BlueFlame: the whole WQE, 64 bytes at a time, as 8-byte stores */
-        for (uint32_t i = 0; i < bytes >> 3; i++) reg[i] = wqe[i];
+        for (uint32_t i = 0; i < bytes >> 3; i++) mlxd_shared_store(&reg[i], wqe[i]);
     } else {
-        reg[0] = wqe[0];       /* doorbell: the last WQE's ctrl bytes 0..7, one 64-bit store */
+        mlxd_shared_store(&reg[0], wqe[0]);   /* doorbell: the last WQE's ctrl bytes 0..7, one 64-bit store */
     }
     mlxd_wc_flush();
     qp->bf_offset ^= qp->bf_buf_size;
@@ -181,7 +181,7 @@ int mlxd_qp_receive(struct mlxd_qp *qp, const struct mlxd_recv *r, size_t n)
     }
     qp->rq_head = head;
     mlxd_wmb();
-    qp->dbrec[MLXD_RCV_DBR] = htobe32(head & 0xffff);
+    mlxd_shared_store(&qp->dbrec[MLXD_RCV_DBR], htobe32(head & 0xffff));
     return (int)n;
 }
 

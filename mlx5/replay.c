@@ -52,7 +52,7 @@ static void *feeder(void *arg)
             /* wait for room: outstanding = pi - ci (24-bit arithmetic) must stay < ncqe */
             for (;;) {
                 if (atomic_load_explicit(&rp->stop, memory_order_relaxed)) { rp->result = written; return NULL; }
-                uint32_t ci = be32toh(cq->dbrec[MLXD_CQ_SET_CI]) & MLXD_CQ_CI_MASK;
+                uint32_t ci = be32toh(__atomic_load_n(&cq->dbrec[MLXD_CQ_SET_CI], __ATOMIC_ACQUIRE)) & MLXD_CQ_CI_MASK;
                 if (((pi - ci) & MLXD_CQ_CI_MASK) < ncqe) break;
                 sched_yield();
             }
@@ -61,7 +61,7 @@ static void *feeder(void *arg)
             memcpy(dst, src, 63);
             mlxd_wmb();
             uint8_t op_own = (uint8_t)((src[63] & ~MLXD_CQE_OWNER_MASK) | ((pi & ncqe) ? 1 : 0));
-            *(volatile uint8_t *)(dst + 63) = op_own;
+            __atomic_store_n(dst + 63, op_own, __ATOMIC_RELEASE);   /* the NIC's order: fields, then op_own */
             pi++;
             written++;
         }
