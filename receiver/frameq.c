@@ -9,6 +9,8 @@
 
 #include "frameq.h"
 
+#define FRAMEQ_SPIN_NS 50000u   /* 50 us */
+
 int frameq_init(struct frameq *q, unsigned cap)
 {
     if (!q || cap == 0)
@@ -33,6 +35,7 @@ int frameq_init(struct frameq *q, unsigned cap)
     atomic_init(&q->closed, false);
     atomic_init(&q->dropped, 0);
     atomic_init(&q->replaced, 0);
+    atomic_init(&q->wakeups, 0);
     return 0;
 }
 
@@ -50,6 +53,7 @@ void frameq_reset(struct frameq *q)
     atomic_store(&q->head, t);
     atomic_store(&q->dropped, 0);
     atomic_store(&q->replaced, 0);
+    atomic_store(&q->wakeups, 0);
     atomic_store(&q->consumer_ready, false);
     atomic_store(&q->closed, false);
 }
@@ -79,8 +83,10 @@ void frameq_push(struct frameq *q, const uint64_t w[FRAMEQ_WORDS])
         atomic_store_explicit(&s->w[k], w[k], memory_order_relaxed);
     atomic_store_explicit(&q->tail, t + 1, memory_order_release);
     atomic_fetch_add_explicit(&q->seq, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&q->waiters, memory_order_seq_cst))
+    if (atomic_load_explicit(&q->waiters, memory_order_seq_cst)) {
         futex_wake_all(&q->seq);
+        atomic_fetch_add_explicit(&q->wakeups, 1, memory_order_relaxed);
+    }
 }
 
 bool frameq_pop(struct frameq *q, uint64_t w[FRAMEQ_WORDS])
@@ -127,7 +133,24 @@ bool frameq_wait_pop(struct frameq *q, uint64_t w[FRAMEQ_WORDS], unsigned timeou
         return true;
     if (timeout_ms == 0)
         return false;
-    uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000u;
+    uint64_t start = now_ns();
+    uint64_t deadline = start + (uint64_t)timeout_ms * 1000000u;
+    /* Spin a little first: at high frame rates the next frame is microseconds away, and a
+     * consumer that does not sleep costs the producer no FUTEX_WAKE. */
+    uint64_t spin_end = start + FRAMEQ_SPIN_NS < deadline ? start + FRAMEQ_SPIN_NS : deadline;
+    for (unsigned i = 0;; i++) {
+        if (frameq_pop(q, w))
+            return true;
+        if (atomic_load_explicit(&q->closed, memory_order_relaxed))
+            return false;
+        if ((i & 63) == 63 && now_ns() >= spin_end)
+            break;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        __asm__ __volatile__("yield");
+#endif
+    }
     for (;;) {
         if (atomic_load(&q->closed))
             return false;

@@ -17,8 +17,8 @@
  * race even for the copies that are thrown away.
  *
  * Per push: no lock, no system call, no allocation, no division.  A consumer that must wait
- * sleeps on a futex; the producer calls FUTEX_WAKE only while some consumer is asleep
- * (waiters != 0), so a busy consumer costs the producer nothing.
+ * spins for up to 50 us, then sleeps on a futex; the producer calls FUTEX_WAKE only while some
+ * consumer is asleep (waiters != 0), so a consumer that keeps up costs the producer nothing.
  */
 #ifndef MLXD_FRAMEQ_H
 #define MLXD_FRAMEQ_H
@@ -42,6 +42,7 @@ struct frameq {
     _Atomic bool closed;
     _Atomic uint64_t dropped;      /* full-queue drops of the oldest entry */
     _Atomic uint64_t replaced;     /* entries replaced before the first consumer call */
+    _Atomic uint64_t wakeups;      /* FUTEX_WAKE calls made by frameq_push */
     uint64_t cap, mask;
     struct frameq_slot *slots;
 };

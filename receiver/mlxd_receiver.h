@@ -126,6 +126,9 @@ struct mlxd_receiver_stats {
     uint64_t flushed;            /* flush completions at close (status 5, WR_FLUSH_ERR) */
     uint64_t hw_drops;           /* packets the NIC dropped for lack of posted receives (CQE) */
     uint64_t last_frame_number;  /* extended frame_number of the newest frame */
+    uint64_t consumer_wakeups;   /* system calls (FUTEX_WAKE) the monitor made to wake a consumer
+                                    asleep in get_next_frame: the only per-frame system call of
+                                    the busy-poll monitor, and 0 while consumers keep up */
     uint64_t rx_write_requests;  /* <sysfs>/class/infiniband/<dev>/ports/1/hw_counters/
                                     rx_write_requests, read by mlxd_receiver_stats() */
     bool     rx_write_requests_valid; /* false when that file does not exist or cannot be read */

@@ -865,6 +865,7 @@ int mlxd_receiver_stats(struct mlxd_receiver *r, struct mlxd_receiver_stats *out
     out->consumed = atomic_load(&r->consumed);
     out->dropped = r->q_ready ? atomic_load(&r->q.dropped) : 0;
     out->replaced = r->q_ready ? atomic_load(&r->q.replaced) : 0;
+    out->consumer_wakeups = r->q_ready ? atomic_load(&r->q.wakeups) : 0;
     out->overwritten = atomic_load(&r->overwritten);
     out->overwritten_after_read = atomic_load(&r->overwritten_after_read);
     out->bad_page = atomic_load(&r->bad_page);

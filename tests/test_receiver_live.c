@@ -423,6 +423,12 @@ static void *wait_main(void *arg)
     return NULL;
 }
 
+static void *sleeper_main(void *arg)
+{
+    struct mlxd_receiver_frame f;
+    return mlxd_receiver_get_next_frame(arg, 5000, &f) ? arg : NULL;
+}
+
 START_TEST(close_from_other_threads)
 {
     CHILD_ONLY("close_from_other_threads");
@@ -558,6 +564,41 @@ START_TEST(fast_run)
 }
 END_TEST
 
+/* Busy-poll with a consumer that polls (timeout 0): the monitor makes no system call per frame,
+ * so it never has to wake anyone (consumer_wakeups 0); a consumer asleep in get_next_frame is
+ * woken (consumer_wakeups > 0). */
+START_TEST(busy_poll_no_wakeups)
+{
+    CHILD_ONLY("busy_poll_no_wakeups");
+    struct live l;
+    live_start(&l, "mlx5_0", 2048, 4, 4, MLXD_RECEIVER_BUSY_POLL, false);
+    live_monitor(&l);
+    struct mlxd_receiver_frame f;
+    ck_assert(!mlxd_receiver_get_next_frame(l.r, 0, &f));
+    for (uint64_t k = 0; k < 50; k++) {
+        gen(&l, k, 1, (uint32_t)((1 + k) % 4), MLXD_GEN_MD_SEPARATE, true, k);
+        ck_assert(mlxd_receiver_get_next_frame(l.r, 0, &f));
+        ck_assert_uint_eq(f.frame_number, k);
+    }
+    struct mlxd_receiver_stats st;
+    mlxd_receiver_stats(l.r, &st);
+    ck_assert_uint_eq(st.frames, 50);
+    ck_assert_uint_eq(st.consumer_wakeups, 0);
+    /* now a consumer that sleeps: it is woken by the monitor */
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, sleeper_main, l.r), 0);
+    struct timespec ts = { 0, 200 * 1000000 };        /* well past the 50 us spin */
+    nanosleep(&ts, NULL);
+    gen(&l, 50, 1, 3, MLXD_GEN_MD_SEPARATE, true, 50);
+    void *got = NULL;
+    pthread_join(th, &got);
+    ck_assert_ptr_nonnull(got);
+    mlxd_receiver_stats(l.r, &st);
+    ck_assert_uint_ge(st.consumer_wakeups, 1);
+    live_stop(&l);
+}
+END_TEST
+
 Suite *receiver_live_suite(void)
 {
     Suite *s = suite_create(SUITE);
@@ -574,6 +615,7 @@ Suite *receiver_live_suite(void)
     CASE(close_from_callback);
     CASE(several_receivers);
     CASE(fast_run);
+    CASE(busy_poll_no_wakeups);
 #undef CASE
     return s;
 }

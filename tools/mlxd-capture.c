@@ -251,6 +251,7 @@ static bool lockstep_wait(void *ctx, uint64_t frame)
 static void *monitor_main(void *arg)
 {
     struct run *r = arg;
+    pthread_setname_np(pthread_self(), "mlxd-monitor");
     r->monitor_rc = mlxd_receiver_blocking_monitor(r->rx);
     if (r->monitor_rc < 0)
         snprintf(r->monitor_err, sizeof r->monitor_err, "%s", mlxd_errmsg());
@@ -261,6 +262,7 @@ static void *feed_main(void *arg)
 {
     struct run *r = arg;
     struct cfg *c = r->c;
+    pthread_setname_np(pthread_self(), "mlxd-feed");
     if (c->replay) {
         r->feed_rc = mlxd_capture_replay(r->cap, &r->map, &r->so, &r->sst);
     } else {
@@ -441,7 +443,7 @@ static int run(struct cfg *c)
     /* the consumer */
     bool live = !c->quiet && !c->json && isatty(2);
     double t0 = now_s(), last_status = t0, last_frame_t = t0;
-    uint64_t got = 0, bad_payload = 0, checked = 0, bytes = 0, last_fn = 0, overwritten_read = 0;
+    uint64_t got = 0, bad_payload = 0, bad_overwritten = 0, checked = 0, bytes = 0, last_fn = 0, overwritten_read = 0;
     bool feeding = c->replay || c->generate;
     for (;;) {
         if (atomic_load(&g_stop)) break;
@@ -474,8 +476,8 @@ static int run(struct cfg *c)
                 bad_at = mlxd_hsb_payload_check(data, nbytes, fi);
                 pay = bad_at < 0;
                 checked++;
-                if (!pay) bad_payload++;
             }
+            bool md_bad = false;
             if (c->replay && R.cap && R.cap->nframes && !c->no_metadata) {
                 /* compare the decoded metadata with the capture's frame of that number */
                 uint32_t fi = f.metadata.frame_number32;
@@ -489,9 +491,9 @@ static int run(struct cfg *c)
                     cf->md.timestamp_ns != f.metadata.timestamp_ns || cf->md.bytes_written != f.metadata.bytes_written ||
                     cf->md.crc != f.metadata.crc || cf->page != f.page ||
                     mlxd_hsb_imm_make(cf->page, cf->imm_psn + shift, MLXD_HSB_IMM_12_20) != f.imm_data) {
-                    if (pay != 0) { bad_payload++; if (pay < 0) checked++; }
+                    md_bad = true;
+                    if (pay < 0) checked++;
                     pay = 0;
-                    fprintf(stderr, "mlxd-capture: frame %u: metadata/page differ from the capture\n", fi);
                 }
             }
             if (c->save) {
@@ -508,6 +510,18 @@ static int run(struct cfg *c)
             }
             int state = mlxd_receiver_frame_check(R.rx, &f);
             atomic_fetch_add(&g_taken, 1);
+            if (pay == 0) {
+                /* A page the device came back to (no flow control) legitimately holds other
+                 * bytes; only a frame that stayed intact while it was read must verify. */
+                if (state == MLXD_FRAME_INTACT && !(f.flags & MLXD_FRAME_PSN_MISMATCH)) {
+                    bad_payload++;
+                    fprintf(stderr, "mlxd-capture: frame %" PRIu64 ": %s\n", last_fn,
+                            md_bad ? "metadata, page or immediate differ from the capture"
+                                   : "payload differs from the pattern");
+                } else {
+                    bad_overwritten++;
+                }
+            }
             if (state == MLXD_FRAME_OVERWRITTEN) overwritten_read++;
             if (c->json) {
                 printf("{\"frame_number\":%" PRIu64 ",\"frame_number16\":%u,\"page\":%u,\"psn\":%u,"
@@ -584,20 +598,20 @@ static int run(struct cfg *c)
         printf("{\"summary\":true,\"frames_received\":%" PRIu64 ",\"frames_consumed\":%" PRIu64
                ",\"expected\":%" PRIu64 ",\"dropped\":%" PRIu64 ",\"replaced\":%" PRIu64
                ",\"overwritten\":%" PRIu64 ",\"overwritten_after_read\":%" PRIu64 ",\"errors\":%" PRIu64
-               ",\"bad_page\":%" PRIu64 ",\"payload_checked\":%" PRIu64 ",\"payload_failures\":%" PRIu64
-               ",\"packets_sent\":%" PRIu64 ",\"send_errors\":%" PRIu64 ",\"last_frame_number\":%" PRIu64
+               ",\"bad_page\":%" PRIu64 ",\"payload_checked\":%" PRIu64 ",\"payload_failures\":%" PRIu64 ",\"payload_overwritten\":%" PRIu64
+               ",\"packets_sent\":%" PRIu64 ",\"send_errors\":%" PRIu64 ",\"consumer_wakeups\":%" PRIu64 ",\"last_frame_number\":%" PRIu64
                ",\"rx_write_requests\":%s%" PRIu64 "%s,\"seconds\":%.3f,\"ok\":%s}\n",
                st.frames, got, R.expected, st.dropped, st.replaced, st.overwritten, st.overwritten_after_read,
-               errors, st.bad_page, checked, bad_payload, R.sst.packets, R.sst.send_errors, st.last_frame_number,
+               errors, st.bad_page, checked, bad_payload, bad_overwritten, R.sst.packets, R.sst.send_errors, st.consumer_wakeups, st.last_frame_number,
                st.rx_write_requests_valid ? "" : "null", st.rx_write_requests_valid ? st.rx_write_requests : 0,
                st.rx_write_requests_valid ? "" : "", elapsed, ok ? "true" : "false");
     } else {
         printf("summary: %" PRIu64 " frames received (%" PRIu64 " expected), %" PRIu64 " consumed, %" PRIu64
                " dropped, %" PRIu64 " replaced before the first read, %" PRIu64 " overwritten (PSN), %" PRIu64
                " overwritten after read, %" PRIu64 " error completions, %" PRIu64 " bad pages; payload %" PRIu64
-               " checked, %" PRIu64 " bad; %.1f fps over %.2f s",
+               " checked, %" PRIu64 " bad, %" PRIu64 " rewritten by the device before or while read; %.1f fps over %.2f s",
                st.frames, R.expected, got, st.dropped, st.replaced, st.overwritten, st.overwritten_after_read,
-               st.errors, st.bad_page, checked, bad_payload, elapsed > 0 ? got / elapsed : 0.0, elapsed);
+               st.errors, st.bad_page, checked, bad_payload, bad_overwritten, elapsed > 0 ? got / elapsed : 0.0, elapsed);
         if (st.rx_write_requests_valid) printf("; rx_write_requests %" PRIu64, st.rx_write_requests);
         printf("\n");
         if (have_es && (!ok || c->print_frames))
