@@ -132,6 +132,31 @@ tsan:
 	$(MAKE) BUILD=build-tsan SAN="-fsanitize=thread" OPT="-O1 -g" all $(patsubst $(BUILD)/%,build-tsan/%,$(RUNNER))
 	CK_RUN_SUITE=$${CK_RUN_SUITE:-} MLXD_BUILD=build-tsan MLXD_SRC=$(CURDIR) MLXD_TSAN=1 build-tsan/tests/mlxd-tests
 
+# --- fuzzing (tests/fuzz/fuzz_<name>.c, libFuzzer; clang + libclang-rt-14-dev: deps.sh all) ----
+#   make fuzz [FUZZ_SECONDS=60] [FUZZ_TARGETS="fuzz_roce ..."]   each target runs FUZZ_SECONDS s
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_EMU     := fuzz_ioctl fuzz_wire
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS  := -std=gnu11 -O1 -g $(WARN) -Wno-gnu-variable-sized-type-not-at-end -Wno-unused-function -pthread $(FUZZ_SAN)
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
+FUZZ_EMU_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(wildcard emu/*.c))
+.SECONDARY: $(FUZZ_LIB_OBJ) $(FUZZ_EMU_OBJ)
+$(FUZZ_BUILD)/obj/%.o: %.c | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+$(FUZZ_BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJ) $(FUZZ_EMU_OBJ) | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(CPPFLAGS) -Itests/fuzz $(FUZZ_CFLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $< \
+	    $(FUZZ_LIB_OBJ) $(if $(filter $*,$(FUZZ_EMU)),$(FUZZ_EMU_OBJ)) $(LIBS)
+fuzz:
+	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz: $(FUZZ_CC) missing: run sh scripts/deps.sh all" >&2; exit 1; }
+	$(MAKE) $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/%)
+	sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+-include $(shell find $(FUZZ_BUILD) -name '*.d' 2>/dev/null)
+
 demo: all
 	@sh scripts/demo.sh $(BUILD)
 
