@@ -84,6 +84,7 @@ START_TEST(syscalls_write_imm)
     int st = pclose(f);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "nic_write_imm failed:\n%s", out);
     ck_assert_msg(strstr(out, "nic_write_imm: ok"), "%s", out);
+    ck_assert_msg(strstr(out, "receiver ok") && strstr(out, "sender ok"), "%s", out);
     if (system("tshark -v >/dev/null 2>&1") != 0) {
         fprintf(stderr, "emu_nic: tshark absent, dissection of %s skipped\n", pcap);
         unlink(pcap);
@@ -106,6 +107,29 @@ START_TEST(syscalls_write_imm)
     pclose(f);
     ck_assert_uint_eq(frames, 4);
     unlink(pcap);
+}
+END_TEST
+
+/* The same program with --fork: the receiver in a child process (two processes, each with its
+ * own emulator and device, talking only over the wire). */
+START_TEST(syscalls_write_imm_two_processes)
+{
+    const char *b = mlxd_test_build_dir();
+    char cmd[4096];
+    unsigned port = 20000 + (unsigned)(getpid() * 17 + 7) % 20000;
+    snprintf(cmd, sizeof cmd,
+             "LD_PRELOAD=%s/lib/libmlx5direct-emu.so MLXD_EMU_DEVICES=mlx5_0:127.0.0.1:port=%u:dport=%u,"
+             "mlx5_1:127.0.0.2:port=%u:dport=%u timeout 60 %s/tests/progs/nic_write_imm --fork 2>&1",
+             b, port, port, port, port, b);
+    FILE *f = popen(cmd, "r");
+    ck_assert(f);
+    char out[4096] = "";
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = 0;
+    int st = pclose(f);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "nic_write_imm --fork failed:\n%s", out);
+    ck_assert_msg(strstr(out, "receiver ok") && strstr(out, "sender ok") &&
+                  strstr(out, "ok (two processes)"), "%s", out);
 }
 END_TEST
 
@@ -133,6 +157,7 @@ Suite *emu_nic_suite(void)
     tcase_add_test(tc, fault_env);
     tcase_add_test(tc, pcap);
     tcase_add_test(tc, syscalls_write_imm);
+    tcase_add_test(tc, syscalls_write_imm_two_processes);
     suite_add_tcase(s, tc);
     return s;
 }

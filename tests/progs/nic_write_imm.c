@@ -26,6 +26,8 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <sys/wait.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "nic_write_imm: %s:%d: %s failed (errno %d %s)\n", __FILE__, __LINE__, #c, errno, strerror(errno)); exit(1); } } while (0)
@@ -88,6 +90,7 @@ struct port {
 
 static void port_open(struct port *p, int n)
 {
+    memset(p, 0, sizeof *p);
     char path[64];
     snprintf(path, sizeof path, "/dev/infiniband/uverbs%d", n);
     p->fd = open(path, O_RDWR | O_CLOEXEC);
@@ -180,6 +183,7 @@ struct cq { uint32_t handle, cqn, ncqe, ci; uint8_t *buf; volatile uint32_t *db;
 
 static void cq_create(struct port *p, struct cq *c, uint32_t ncqe, uint64_t user_handle)
 {
+    memset(c, 0, sizeof *c);
     c->ncqe = ncqe;
     c->buf = page_alloc(ncqe * 64);
     for (uint32_t i = 0; i < ncqe; i++) c->buf[i * 64 + 63] = MLX5_CQE_INVALID << 4;
@@ -207,6 +211,7 @@ struct qp { uint32_t handle, qpn, sq_cnt, rq_cnt, rq_shift, uidx; uint8_t *buf, 
 
 static void qp_create(struct port *p, struct qp *q, struct cq *cq, uint32_t uidx, uint64_t user_handle)
 {
+    memset(q, 0, sizeof *q);
     q->sq_cnt = 16; q->rq_cnt = 16; q->rq_shift = 4;      /* 1 receive SGE: 16-byte stride */
     q->uidx = uidx;
     size_t rq_bytes = (size_t)q->rq_cnt << q->rq_shift;
@@ -248,7 +253,7 @@ static void qp_create(struct port *p, struct qp *q, struct cq *cq, uint32_t uidx
 }
 
 /* RESET -> INIT -> RTR -> RTS, UC over RoCE v2 (reference section 3.12). */
-static void qp_connect(struct port *p, struct qp *q, const struct port *peer, uint32_t peer_qpn,
+static void qp_connect(struct port *p, struct qp *q, const uint8_t peer_gid[16], uint32_t peer_qpn,
                        uint32_t sq_psn, uint32_t rq_psn)
 {
     struct ib_uverbs_modify_qp m;
@@ -267,7 +272,7 @@ static void qp_connect(struct port *p, struct qp *q, const struct port *peer, ui
     m.path_mtu = 3;                        /* 1024 */
     m.dest_qp_num = peer_qpn;
     m.rq_psn = rq_psn;
-    memcpy(m.dest.dgid, peer->gid, 16);
+    memcpy(m.dest.dgid, peer_gid, 16);
     m.dest.is_global = 1;
     m.dest.sgid_index = (uint8_t)p->gid_index;
     m.dest.hop_limit = 64;
@@ -304,27 +309,31 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-int main(void)
-{
-    struct port rx, tx;
-    port_open(&rx, 0);
-    port_open(&tx, 1);
-    CHECK_EQ(rx.cqe_version, 1);
-    struct cq rcq, scq;
-    cq_create(&rx, &rcq, 16, 0xc0ffee01);
-    cq_create(&tx, &scq, 16, 0xc0ffee02);
-    struct qp rq, sq;
-    qp_create(&rx, &rq, &rcq, 0x1234, 0xabc1);
-    qp_create(&tx, &sq, &scq, 0x5678, 0xabc2);
-    const size_t len = 4000;
-    uint8_t *dst = page_alloc(65536), *src = page_alloc(65536);
-    for (size_t i = 0; i < len; i++) src[i] = (uint8_t)(i * 11 + 3);
-    uint32_t dst_lkey, dst_rkey, src_lkey, src_rkey;
-    reg_mr(&rx, dst, 65536, IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE, &dst_lkey, &dst_rkey);
-    reg_mr(&tx, src, 65536, IB_UVERBS_ACCESS_LOCAL_WRITE, &src_lkey, &src_rkey);
-    qp_connect(&rx, &rq, &tx, sq.qpn, 0x100, 0x200);
-    qp_connect(&tx, &sq, &rx, rq.qpn, 0x200, 0x100);
+/* What the two sides tell each other out of band (a real program would use TCP). */
+struct endpoint { uint32_t qpn, rkey; uint64_t addr; uint8_t gid[16]; };
 
+static void xfer(int wfd, int rfd, const struct endpoint *mine, struct endpoint *theirs)
+{
+    CHECK(write(wfd, mine, sizeof *mine) == (ssize_t)sizeof *mine);
+    CHECK(read(rfd, theirs, sizeof *theirs) == (ssize_t)sizeof *theirs);
+}
+
+static const size_t len = 4000;
+static const uint32_t imm_host = 0x600dcafe;
+
+/* Receiver: device 0, CQ + UC QP + one posted receive; waits for the CQE and checks it. */
+static int receiver(int wfd, int rfd)
+{
+    struct port rx;
+    port_open(&rx, 0);
+    CHECK_EQ(rx.cqe_version, 1);
+    struct cq rcq;
+    cq_create(&rx, &rcq, 16, 0xc0ffee01);
+    struct qp rq;
+    qp_create(&rx, &rq, &rcq, 0x1234, 0xabc1);
+    uint8_t *dst = page_alloc(65536);
+    uint32_t dst_lkey, dst_rkey;
+    reg_mr(&rx, dst, 65536, IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE, &dst_lkey, &dst_rkey);
     /* the receive that WRITE with immediate consumes (reference 7.3): one SGE, then the ring
      * slot is full (16-byte stride), so no terminator */
     struct mlx5_wqe_data_seg *rseg = (struct mlx5_wqe_data_seg *)(rq.rq + (rq.rq_pi & (rq.rq_cnt - 1)) * 16);
@@ -333,21 +342,74 @@ int main(void)
     rseg->addr = htobe64((uintptr_t)dst + 60000);
     rq.rq_pi++;
     __atomic_store_n(&rq.db[MLX5_RCV_DBR], htobe32(rq.rq_pi), __ATOMIC_RELEASE);
+    struct endpoint me = {.qpn = rq.qpn, .rkey = dst_rkey, .addr = (uintptr_t)dst + 100}, peer;
+    memcpy(me.gid, rx.gid, 16);
+    xfer(wfd, rfd, &me, &peer);
+    qp_connect(&rx, &rq, peer.gid, peer.qpn, 0x100, 0x200);
+    uint64_t t0 = now_ns();
+    CHECK(write(wfd, "g", 1) == 1);                 /* ready: the sender may post */
+
+    struct mlx5_cqe64 c;
+    CHECK(cq_poll(&rcq, &c, 5000));
+    uint64_t t1 = now_ns();
+    /* every field of the responder's CQE (mlx5dv.h struct mlx5_cqe64) */
+    CHECK_EQ(mlx5dv_get_cqe_opcode(&c), MLX5_CQE_RESP_WR_IMM);
+    CHECK_EQ(mlx5dv_get_cqe_owner(&c), 0);
+    CHECK_EQ(mlx5dv_get_cqe_se(&c), 1);
+    CHECK_EQ(mlx5dv_get_cqe_format(&c), 0);
+    CHECK_EQ(be32toh(c.byte_cnt), len);
+    CHECK_EQ(be32toh(c.imm_inval_pkey), imm_host);
+    CHECK_EQ(be32toh(c.sop_drop_qpn), rq.qpn);          /* opcode byte 0 on the responder */
+    CHECK_EQ(be32toh(c.srqn_uidx), rq.uidx);
+    CHECK_EQ(be16toh(c.wqe_counter), 0);
+    uint64_t ts = be64toh(c.timestamp);
+    CHECK(ts >= t0 && ts <= t1);    /* the emulator's clock: CLOCK_MONOTONIC ns (docs/emulator.md) */
+    static const uint8_t zero[64];
+    CHECK(!memcmp(&c, zero, 32));   /* bytes 0..31 unused for RC/UC (no scatter-to-CQE) */
+    CHECK_EQ(be32toh(c.flags_rqpn), 0);
+    for (size_t i = 0; i < len; i++) CHECK_EQ(dst[100 + i], (uint8_t)(i * 11 + 3));
+    CHECK(dst[99] == 0 && dst[100 + len] == 0);
+    for (int i = 0; i < 64; i++) CHECK(dst[60000 + i] == 0);   /* the receive's buffer is untouched */
+    CHECK(!cq_poll(&rcq, &c, 20));                            /* exactly one CQE */
+    printf("nic_write_imm: receiver ok: %zu bytes, imm 0x%08x, QPN 0x%x, uidx 0x%x\n", len,
+           imm_host, rq.qpn, rq.uidx);
+    close(rx.async_fd);
+    close(rx.fd);
+    return 0;
+}
+
+/* Sender: device 1, UC QP; posts RDMA WRITE with immediate and checks its own CQE. */
+static int sender(int wfd, int rfd)
+{
+    struct port tx;
+    port_open(&tx, 1);
+    struct cq scq;
+    cq_create(&tx, &scq, 16, 0xc0ffee02);
+    struct qp sq;
+    qp_create(&tx, &sq, &scq, 0x5678, 0xabc2);
+    uint8_t *src = page_alloc(65536);
+    for (size_t i = 0; i < len; i++) src[i] = (uint8_t)(i * 11 + 3);
+    uint32_t src_lkey, src_rkey;
+    reg_mr(&tx, src, 65536, IB_UVERBS_ACCESS_LOCAL_WRITE, &src_lkey, &src_rkey);
+    struct endpoint me = {.qpn = sq.qpn}, peer;
+    memcpy(me.gid, tx.gid, 16);
+    xfer(wfd, rfd, &me, &peer);
+    qp_connect(&tx, &sq, peer.gid, peer.qpn, 0x200, 0x100);
+    char go;
+    CHECK(read(rfd, &go, 1) == 1);
 
     /* RDMA WRITE with immediate: ctrl + raddr + data = 3 x 16 bytes (reference 7.1/7.2) */
-    uint64_t t0 = now_ns();
     uint8_t *w = sq.sq + (sq.sq_pi & (sq.sq_cnt - 1)) * 64;
     memset(w, 0, 64);
     struct mlx5_wqe_ctrl_seg *ctrl = (struct mlx5_wqe_ctrl_seg *)w;
     struct mlx5_wqe_raddr_seg *raddr = (struct mlx5_wqe_raddr_seg *)(w + 16);
     struct mlx5_wqe_data_seg *data = (struct mlx5_wqe_data_seg *)(w + 32);
-    const uint32_t imm = htobe32(0x600dcafe);
     ctrl->opmod_idx_opcode = htobe32((uint32_t)sq.sq_pi << 8 | MLX5_OPCODE_RDMA_WRITE_IMM);
     ctrl->qpn_ds = htobe32(sq.qpn << 8 | 3);
     ctrl->fm_ce_se = MLX5_WQE_CTRL_CQ_UPDATE | MLX5_WQE_CTRL_SOLICITED;
-    ctrl->imm = imm;
-    raddr->raddr = htobe64((uintptr_t)dst + 100);
-    raddr->rkey = htobe32(dst_rkey);
+    ctrl->imm = htobe32(imm_host);
+    raddr->raddr = htobe64(peer.addr);
+    raddr->rkey = htobe32(peer.rkey);
     data->byte_count = htobe32((uint32_t)len);
     data->lkey = htobe32(src_lkey);
     data->addr = htobe64((uintptr_t)src);
@@ -361,24 +423,6 @@ int main(void)
     *(volatile uint64_t *)(tx.uar + 0x800) = ctrl8;       /* doorbell: first 8 bytes of ctrl */
 
     struct mlx5_cqe64 c;
-    CHECK(cq_poll(&rcq, &c, 5000));
-    uint64_t t1 = now_ns();
-    /* every field of the responder's CQE (mlx5dv.h struct mlx5_cqe64) */
-    CHECK_EQ(mlx5dv_get_cqe_opcode(&c), MLX5_CQE_RESP_WR_IMM);
-    CHECK_EQ(mlx5dv_get_cqe_owner(&c), 0);
-    CHECK_EQ(mlx5dv_get_cqe_se(&c), 1);
-    CHECK_EQ(mlx5dv_get_cqe_format(&c), 0);
-    CHECK_EQ(be32toh(c.byte_cnt), len);
-    CHECK_EQ(c.imm_inval_pkey, imm);
-    CHECK_EQ(be32toh(c.sop_drop_qpn) & 0xffffff, rq.qpn);
-    CHECK_EQ(be32toh(c.srqn_uidx) & 0xffffff, rq.uidx);
-    CHECK_EQ(be16toh(c.wqe_counter), 0);
-    uint64_t ts = be64toh(c.timestamp);
-    CHECK(ts >= t0 && ts <= t1);    /* the emulator's clock: CLOCK_MONOTONIC ns (docs/emulator.md) */
-    CHECK(!memcmp(dst + 100, src, len));
-    CHECK(dst[99] == 0 && dst[100 + len] == 0);
-    for (int i = 0; i < 64; i++) CHECK(dst[60000 + i] == 0);   /* the receive's buffer is untouched */
-    /* and the sender's (signalled) completion */
     CHECK(cq_poll(&scq, &c, 5000));
     CHECK_EQ(mlx5dv_get_cqe_opcode(&c), MLX5_CQE_REQ);
     CHECK_EQ(be32toh(c.sop_drop_qpn) >> 24, MLX5_OPCODE_RDMA_WRITE_IMM);
@@ -386,11 +430,44 @@ int main(void)
     CHECK_EQ(be16toh(c.wqe_counter), wqe_idx);
     CHECK_EQ(be32toh(c.srqn_uidx) & 0xffffff, sq.uidx);
     CHECK_EQ(mlx5dv_get_cqe_owner(&c), 0);
-    printf("nic_write_imm: ok: %zu bytes, imm 0x%08x, receiver QPN 0x%x uidx 0x%x, sender QPN 0x%x\n",
-           len, be32toh(imm), rq.qpn, rq.uidx, sq.qpn);
-    close(rx.async_fd);
+    printf("nic_write_imm: sender ok: QPN 0x%x, WQE %u completed\n", sq.qpn, wqe_idx);
     close(tx.async_fd);
-    close(rx.fd);
     close(tx.fd);
     return 0;
+}
+
+struct thread_arg { int wfd, rfd, rc; };
+static void *receiver_thread(void *a)
+{
+    struct thread_arg *t = a;
+    t->rc = receiver(t->wfd, t->rfd);
+    return NULL;
+}
+
+/* nic_write_imm          both ports in this process (the receiver on a second thread)
+ * nic_write_imm --fork   the receiver in a child process: two processes, two emulators */
+int main(int argc, char **argv)
+{
+    int to_rx[2], to_tx[2];
+    CHECK(pipe(to_rx) == 0 && pipe(to_tx) == 0);
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (argc > 1 && !strcmp(argv[1], "--fork")) {
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) _exit(receiver(to_tx[1], to_rx[0]));
+        int rc = sender(to_rx[1], to_tx[0]);
+        int st;
+        CHECK(waitpid(pid, &st, 0) == pid);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        printf("nic_write_imm: ok (two processes)\n");
+        return rc;
+    }
+    struct thread_arg t = {to_tx[1], to_rx[0], -1};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, receiver_thread, &t) == 0);
+    int rc = sender(to_rx[1], to_tx[0]);
+    pthread_join(th, NULL);
+    CHECK_EQ(t.rc, 0);
+    printf("nic_write_imm: ok\n");
+    return rc;
 }
