@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -467,6 +468,99 @@ END_TEST
 START_TEST(two_processes_uc_write_imm) { two_process(MLXD_QP_UC, MLXD_OP_WRITE_IMM); }
 END_TEST
 
+/* dma-buf memory (a memfd stands in for the dma-buf on the emulator, docs/emulator.md) */
+START_TEST(dmabuf_region)
+{
+    struct side a, b;
+    pair(&a, &b, MLXD_QP_RC);
+    int fd = memfd_create("mlxd-dmabuf", MFD_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, 3 * 4096), 0);
+    struct mlxd_region *dr;
+    struct mlxd_region_opts ro = { .sz = sizeof ro, .access = MLXD_ACCESS_LOCAL_WRITE | MLXD_ACCESS_REMOTE_WRITE,
+                                   .iova = 0x10000 + 100 };
+    /* iova and offset must share the in-page offset (kernel rule, REG_DMABUF_MR) */
+    ck_assert_int_eq(mlxd_region_register_dmabuf(b.nic, fd, 4096 + 200, 8000, &ro, &dr), -EINVAL);
+    ro.iova = 0;                                    /* default: iova = offset */
+    ck_assert_msg(mlxd_region_register_dmabuf(b.nic, fd, 4096 + 100, 8000, &ro, &dr) == 0, "%s", mlxd_errmsg());
+    struct mlxd_remote rm = mlxd_region_remote(dr);
+    ck_assert_uint_eq(rm.addr, 4096 + 100);
+    ck_assert_uint_eq(rm.length, 8000);
+    uint8_t *map = mmap(NULL, 3 * 4096, PROT_READ, MAP_SHARED, fd, 0);
+    ck_assert_ptr_ne(map, MAP_FAILED);
+    close(fd);                                      /* the kernel keeps its own reference */
+    pattern(a.buf, 6000, 9);
+    struct mlxd_local la = mlxd_region_local(a.reg);
+    struct mlxd_entry e = { .wr_id = 1, .op = MLXD_OP_WRITE, .flags = MLXD_SIGNALED, .num_local = 1,
+                            .local = { la.addr, 6000, la.lkey }, .remote = { rm.addr + 1000, 0, rm.rkey, 0 } };
+    ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
+    ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+    struct mlxd_completion wc = wait_one(a.cq);
+    ck_assert_uint_eq(wc.status, 0);
+    ck_assert_mem_eq(map + 4096 + 100 + 1000, a.buf, 6000);
+    munmap(map, 3 * 4096);
+    ck_assert_int_eq(mlxd_region_deregister(dr), 0);
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
+/* A CQ the NIC overruns reports CQ_ERROR (and the QP writing into it QP_FATAL) through mlxd_wait */
+START_TEST(cq_overrun_events)
+{
+    struct side a, b;
+    side_open(&a, "mlx5_0", MLXD_QP_RC, false);
+    memset(&b, 0, sizeof b);
+    ck_assert_int_eq(mlxd_open("mlx5_1", NULL, &b.nic), 0);
+    b.buf = aligned_alloc(4096, BUF);
+    struct mlxd_region_opts ro = { .sz = sizeof ro, .access = MLXD_ACCESS_LOCAL_WRITE | MLXD_ACCESS_REMOTE_WRITE };
+    ck_assert_int_eq(mlxd_region_register(b.nic, b.buf, BUF, &ro, &b.reg), 0);
+    struct mlxd_cq_opts co = { .sz = sizeof co, .user_data = 0xc0ffee };
+    ck_assert_int_eq(mlxd_cq_create(b.nic, 2, &co, &b.cq), 0);
+    struct mlxd_qp_opts qo = { .sz = sizeof qo, .recv_depth = 16, .user_data = 0xbeef };
+    ck_assert_int_eq(mlxd_qp_create(b.cq, &qo, &b.qp), 0);
+    struct mlxd_endpoint ea, eb;
+    mlxd_qp_endpoint(a.qp, &ea);
+    mlxd_qp_endpoint(b.qp, &eb);
+    side_connect(&a, &eb, MLXD_QP_RC);
+    struct mlxd_connect_opts cc = { .sz = sizeof cc, .peer_access = MLXD_ACCESS_REMOTE_WRITE, .receive_only = true };
+    ck_assert_int_eq(mlxd_qp_connect(b.qp, &ea, &cc), 0);
+    struct mlxd_recv r[16];
+    for (int i = 0; i < 16; i++) r[i] = (struct mlxd_recv){ .wr_id = (uint64_t)i };
+    ck_assert_int_eq(mlxd_qp_receive(b.qp, r, 16), 16);
+    struct mlxd_remote rb = mlxd_region_remote(b.reg);
+    struct mlxd_local la = mlxd_region_local(a.reg);
+    for (int i = 0; i < 6; i++) {       /* 6 completions into a 2-entry CQ nobody polls */
+        struct mlxd_entry e = { .wr_id = (uint64_t)i, .op = MLXD_OP_WRITE_IMM, .imm = (uint32_t)i, .num_local = 1,
+                                .local = { la.addr, 16, la.lkey }, .remote = { rb.addr, 0, rb.rkey, 0 } };
+        ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
+    }
+    ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+    struct mlxd_event ev[8];
+    bool cq_err = false, qp_fatal = false;
+    for (int t = 0; t < 50 && !(cq_err && qp_fatal); t++) {
+        int n = mlxd_wait(b.nic, 100, ev, 8);
+        ck_assert_int_ge(n, 0);
+        for (int i = 0; i < n; i++) {
+            if (ev[i].kind == MLXD_EVENT_CQ_ERROR) {
+                ck_assert_ptr_eq(ev[i].cq, b.cq);
+                ck_assert_uint_eq(ev[i].user_data, 0xc0ffee);
+                cq_err = true;
+            }
+            if (ev[i].kind == MLXD_EVENT_QP_FATAL) {
+                ck_assert_ptr_eq(ev[i].qp, b.qp);
+                ck_assert_uint_eq(ev[i].user_data, 0xbeef);
+                qp_fatal = true;
+            }
+        }
+    }
+    ck_assert_msg(cq_err, "no CQ_ERROR event");
+    ck_assert_msg(qp_fatal, "no QP_FATAL event");
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
 Suite *driver_suite(void)
 {
     Suite *s = suite_create("driver");
@@ -480,6 +574,8 @@ Suite *driver_suite(void)
     tcase_add_test(tc, error_completions);
     tcase_add_test(tc, arm_and_wait_one_event);
     tcase_add_test(tc, qp_to_error_flushes);
+    tcase_add_test(tc, dmabuf_region);
+    tcase_add_test(tc, cq_overrun_events);
     tcase_add_test(tc, two_processes_rc_write_imm);
     tcase_add_test(tc, two_processes_uc_send);
     tcase_add_test(tc, two_processes_rc_send);
