@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include "mlxd_emu.h"
 #include "mlxd_error.h"
@@ -255,6 +256,30 @@ START_TEST(port_events)
 }
 END_TEST
 
+/* A refusal the locked-memory limit explains says so (RLIMIT_MEMLOCK and the bytes asked for);
+ * the emulator does not pin, so the kernel's ENOMEM is injected and the limit lowered. */
+START_TEST(memlock_message)
+{
+    struct mlxd_nic *nic;
+    ck_assert_int_eq(mlxd_open("mlx5_0", NULL, &nic), 0);
+    static uint8_t buf[3 * 65536] __attribute__((aligned(4096)));
+    struct rlimit rl = { 65536, 65536 };
+    ck_assert_int_eq(setrlimit(RLIMIT_MEMLOCK, &rl), 0);
+    struct mlxd_region *r;
+    ck_assert_int_eq(mlxd_emu_fail_method("REG_MR", 1, ENOMEM), 0);
+    ck_assert_int_eq(mlxd_region_register(nic, buf, sizeof buf, NULL, &r), -ENOMEM);
+    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "RLIMIT_MEMLOCK"));
+    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "196608 bytes"));
+    /* within the limit: the message names REG_MR but not the limit */
+    ck_assert_int_eq(mlxd_emu_fail_method("REG_MR", 1, ENOMEM), 0);
+    ck_assert_int_eq(mlxd_region_register(nic, buf, 4096, NULL, &r), -ENOMEM);
+    ck_assert_ptr_null(strstr(mlxd_errmsg(), "RLIMIT_MEMLOCK"));
+    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "REG_MR"));
+    ck_assert_int_eq(mlxd_close(nic), 0);
+    assert_nothing_live("memlock");
+}
+END_TEST
+
 Suite *driver_leaks_suite(void)
 {
     Suite *s = suite_create("driver_leaks");
@@ -271,6 +296,7 @@ Suite *driver_leaks_suite(void)
     tcase_add_test(tc, open_port_down);
     tcase_add_test(tc, open_kernel_refusal_names_call);
     tcase_add_test(tc, port_events);
+    tcase_add_test(tc, memlock_message);
     suite_add_tcase(s, tc);
     return s;
 }
