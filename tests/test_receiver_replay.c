@@ -290,6 +290,16 @@ START_TEST(no_metadata_capture)
     ck_assert_int_eq(mlxd_capture_replay(g.cap, &g.map, &so, &st), 0);
     ck_assert_uint_eq(st.packets, 12);
     ck_assert_uint_eq(st.frames, 0);
+    /* wait until the emulated port took all 12 in (its counters are read under the lock the
+     * NIC engine holds while it writes memory: this also orders its writes before our reads) */
+    struct mlxd_emu_nic_stats es = { .sz = sizeof es };
+    double end = now_s() + 5;
+    do {
+        es.sz = sizeof es;
+        ck_assert_int_eq(mlxd_emu_nic_stats(0, &es), 0);
+    } while (es.rx_pkts < 12 && now_s() < end);
+    ck_assert_uint_eq(es.rx_pkts, 12);
+    ck_assert_uint_eq(es.rx_malformed + es.rx_bad_icrc + es.rx_unknown_qp + es.rx_dropped_uc, 0);
     ck_assert(!mlxd_receiver_get_next_frame(g.r, 300, &f));
     struct mlxd_receiver_stats rs;
     mlxd_receiver_stats(g.r, &rs);
