@@ -133,6 +133,7 @@ struct emu_file {
     uint32_t next_mmap_index;       /* rdma_user_mmap_entry index for dynamic UARs */
     struct k_map *maps;
     bool     closing;
+    struct emu_file *next;          /* emu_g.files */
 };
 
 struct emu_devstate {
@@ -159,6 +160,7 @@ struct emu_global {
     pid_t sysfs_owner;              /* pid that created (and removes) the tree; 0 = borrowed */
     char cfg_string[4096];          /* canonical configuration (marker of the sysfs tree) */
     struct k_evq *evqs;
+    struct emu_file *files;         /* every open uverbs file */
     unsigned live[EMU_OBJ__COUNT];
     unsigned nfiles, ncontexts, nmaps;
     unsigned long long kernel_calls;

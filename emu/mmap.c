@@ -138,9 +138,7 @@ void *emu_mmap(struct emu_file *f, void *addr, size_t len, int prot, int flags, 
 void emu_munmap_note(void *addr, size_t len)
 {
     uintptr_t a = (uintptr_t)addr, e = a + len;
-    for (int fd = 0; fd < EMU_MAX_FD && emu_g.nmaps; fd++) {
-        if (emu_fdtab[fd].kind != FD_UVERBS) continue;
-        struct emu_file *f = emu_fdtab[fd].p;
+    for (struct emu_file *f = emu_g.files; f && emu_g.nmaps; f = f->next) {
         for (struct k_map **pp = &f->maps; *pp;) {
             struct k_map *m = *pp;
             if (m->addr < e && a < m->addr + m->len) {

@@ -38,6 +38,8 @@ struct emu_file *emu_file_new(struct emu_devstate *ds, int fd)
     f->ctx.fd = fd;
     f->ctx.default_async_fd = -1;
     f->ctx.objs = f;
+    f->next = emu_g.files;
+    emu_g.files = f;
     emu_g.nfiles++;
     return f;
 }
@@ -944,6 +946,8 @@ void emu_file_destroy(struct emu_file *f)
     f->objs = NULL;
     f->nobjs = 0;
     UNLOCK(f);
+    for (struct emu_file **pp = &emu_g.files; *pp; pp = &(*pp)->next)
+        if (*pp == f) { *pp = f->next; break; }
     emu_g.nfiles--;
     free(f);
 }
