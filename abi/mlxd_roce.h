@@ -196,6 +196,56 @@ static inline int32_t mlxd_roce_psn_diff(uint32_t a, uint32_t b)
     return (int32_t)((a - b) << 8) >> 8;
 }
 
+/* ---- Field accessors on raw bytes, for hot paths that have already bounds-checked the packet
+ * (e.g. with mlxd_roce_parse, or by its length: BTH at MLXD_ROCE_BTH_OFF, extension headers
+ * right after it in the order RETH, AETH, ImmDt).  `bth` points at the 12-byte BTH; `reth` at
+ * a 16-byte RETH; `aeth` at a 4-byte AETH.  Values in host order (ImmDt: the raw wire word). */
+static inline const uint8_t *mlxd_roce_bth(const void *pkt)
+{
+    return (const uint8_t *)pkt + MLXD_ROCE_BTH_OFF;
+}
+static inline uint8_t mlxd_roce_bth_opcode(const uint8_t *bth) { return bth[0]; }
+static inline bool mlxd_roce_bth_se(const uint8_t *bth) { return bth[1] & 0x80; }
+static inline uint8_t mlxd_roce_bth_pad(const uint8_t *bth) { return (bth[1] >> 4) & 3; }
+static inline uint16_t mlxd_roce_bth_pkey(const uint8_t *bth)
+{
+    return (uint16_t)(bth[2] << 8 | bth[3]);
+}
+static inline uint32_t mlxd_roce_bth_dest_qp(const uint8_t *bth)
+{
+    return (uint32_t)bth[5] << 16 | (uint32_t)bth[6] << 8 | bth[7];
+}
+static inline bool mlxd_roce_bth_ackreq(const uint8_t *bth) { return bth[8] & 0x80; }
+static inline uint32_t mlxd_roce_bth_psn(const uint8_t *bth)
+{
+    return (uint32_t)bth[9] << 16 | (uint32_t)bth[10] << 8 | bth[11];
+}
+static inline uint64_t mlxd_roce_reth_va(const uint8_t *reth)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = v << 8 | reth[i];
+    return v;
+}
+static inline uint32_t mlxd_roce_reth_rkey(const uint8_t *reth)
+{
+    return (uint32_t)reth[8] << 24 | (uint32_t)reth[9] << 16 | (uint32_t)reth[10] << 8 | reth[11];
+}
+static inline uint32_t mlxd_roce_reth_len(const uint8_t *reth)
+{
+    return (uint32_t)reth[12] << 24 | (uint32_t)reth[13] << 16 | (uint32_t)reth[14] << 8 | reth[15];
+}
+static inline uint8_t mlxd_roce_aeth_syndrome(const uint8_t *aeth) { return aeth[0]; }
+static inline uint32_t mlxd_roce_aeth_msn(const uint8_t *aeth)
+{
+    return (uint32_t)aeth[1] << 16 | (uint32_t)aeth[2] << 8 | aeth[3];
+}
+/* The iCRC as stored in the last 4 bytes of a packet of pkt_len bytes (little-endian). */
+static inline uint32_t mlxd_roce_icrc_stored(const void *pkt, size_t pkt_len)
+{
+    const uint8_t *t = (const uint8_t *)pkt + pkt_len - MLXD_ROCE_ICRC_LEN;
+    return (uint32_t)t[0] | (uint32_t)t[1] << 8 | (uint32_t)t[2] << 16 | (uint32_t)t[3] << 24;
+}
+
 #ifdef __cplusplus
 }
 #endif

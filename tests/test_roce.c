@@ -191,6 +191,18 @@ START_TEST(build_layout_write_only_imm)
     ck_assert_uint_eq(buf[20 + 2] << 8 | buf[20 + 3], 4791);
     ck_assert_uint_eq(buf[20 + 4] << 8 | buf[20 + 5], 52);
     ck_assert_uint_eq(mlxd_roce_ipv4_csum(buf), 0);   /* a valid header sums to 0xffff */
+    /* raw accessors agree with the layout */
+    const uint8_t *b = mlxd_roce_bth(buf);
+    ck_assert_uint_eq(mlxd_roce_bth_opcode(b), 0x0b);
+    ck_assert(mlxd_roce_bth_se(b) && mlxd_roce_bth_ackreq(b));
+    ck_assert_uint_eq(mlxd_roce_bth_pad(b), 3);
+    ck_assert_uint_eq(mlxd_roce_bth_pkey(b), 0xffff);
+    ck_assert_uint_eq(mlxd_roce_bth_dest_qp(b), 0xabcdef);
+    ck_assert_uint_eq(mlxd_roce_bth_psn(b), 0x123456);
+    ck_assert_uint_eq(mlxd_roce_reth_va(b + 12), 0x1122334455667788ull);
+    ck_assert_uint_eq(mlxd_roce_reth_rkey(b + 12), 0xcafe0001);
+    ck_assert_uint_eq(mlxd_roce_reth_len(b + 12), 5);
+    ck_assert_uint_eq(mlxd_roce_icrc_stored(buf, (size_t)n), mlxd_roce_icrc(buf, (size_t)n));
     struct mlxd_roce_pkt q;
     ck_assert_int_eq(mlxd_roce_parse(buf, (size_t)n, 4791, true, &q), 0);
     ck_assert_uint_eq(q.payload_len, 5);
@@ -204,6 +216,8 @@ START_TEST(build_layout_write_only_imm)
     n = mlxd_roce_build(buf, sizeof buf, &a, NULL, 0);
     ck_assert_int_eq(n, 20 + 8 + 12 + 4 + 4);
     ck_assert_uint_eq(buf[40], 0x20 | 12);
+    ck_assert_uint_eq(mlxd_roce_aeth_syndrome(buf + 40), 0x20 | 12);
+    ck_assert_uint_eq(mlxd_roce_aeth_msn(buf + 40), 0x10203);
     ck_assert_int_eq(mlxd_roce_parse(buf, (size_t)n, 0, true, &q), 0);
     ck_assert_uint_eq(q.aeth_msn, 0x10203);
     ck_assert_int_eq(mlxd_roce_build(buf, sizeof buf, &a, pl, 1), -EINVAL);
