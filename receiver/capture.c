@@ -561,6 +561,11 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
                         (unsigned long long)m->page_size);
     if (g->fps < 0)
         return mlxd_err(EINVAL, "mlxd_gen_run: fps %g is negative", g->fps);
+    if (g->imm_layout > MLXD_HSB_IMM_LEGACY_8_24)
+        return mlxd_err(EINVAL, "mlxd_gen_run: imm_layout %u unknown", g->imm_layout);
+    const enum mlxd_hsb_imm_layout layout = (enum mlxd_hsb_imm_layout)g->imm_layout;
+    /* the legacy layout carries 24 PSN bits, the current one 20 (the device masks to them) */
+    const uint32_t psn_mask = layout == MLXD_HSB_IMM_LEGACY_8_24 ? 0xFFFFFFu : 0xFFFFFu;
     struct sender s;
     int rc = sender_open(&s, so, "mlxd_gen_run");
     if (rc < 0)
@@ -574,7 +579,7 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
         close(s.fd);
         return mlxd_err(ENOMEM, "mlxd_gen_run: out of memory");
     }
-    uint32_t psn = g->first_psn & 0xFFFFF;
+    uint32_t psn = g->first_psn & psn_mask;
     uint32_t page = g->first_page % m->pages;
     uint64_t interval = g->fps > 0 ? (uint64_t)(1e9 / g->fps) : 0;
     uint64_t t0 = now_ns(CLOCK_MONOTONIC);
@@ -608,7 +613,7 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
             p.reth_va = page_va + off;
             if (last && g->metadata == MLXD_GEN_MD_NONE) {
                 p.opcode = UC_WRITE_ONLY_IMM;
-                uint32_t imm = mlxd_hsb_imm_make(page, psn, MLXD_HSB_IMM_12_20);
+                uint32_t imm = mlxd_hsb_imm_make(page, psn, layout);
                 p.imm = htonl(imm);
             } else if (last && g->metadata == MLXD_GEN_MD_EMBEDDED &&
                        (mdoff - off) + MLXD_HSB_METADATA_SIZE < psize) {
@@ -622,7 +627,7 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
                 md.timestamp_ns = md.metadata_ns = (uint32_t)ts.tv_nsec;
                 mlxd_hsb_metadata_encode(&md, frame + mdoff, MLXD_HSB_METADATA_SIZE);
                 p.opcode = UC_WRITE_ONLY_IMM;
-                p.imm = htonl(mlxd_hsb_imm_make(page, psn, MLXD_HSB_IMM_12_20));
+                p.imm = htonl(mlxd_hsb_imm_make(page, psn, layout));
                 md_sent = true;
             }
             p.reth_len = (uint32_t)len;
@@ -632,7 +637,7 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
                 goto out;
             }
             sender_send(&s, buf, (size_t)k, st);
-            psn = (psn + 1) & 0xFFFFF;
+            psn = (psn + 1) & psn_mask;
             off += n;
         }
         if (g->metadata != MLXD_GEN_MD_NONE && !md_sent) {
@@ -648,14 +653,14 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
             p.psn = psn;
             p.reth_va = page_va + mdoff;
             p.reth_len = MLXD_HSB_METADATA_SIZE;
-            p.imm = htonl(mlxd_hsb_imm_make(page, psn, MLXD_HSB_IMM_12_20));
+            p.imm = htonl(mlxd_hsb_imm_make(page, psn, layout));
             ssize_t k = mlxd_roce_build(buf, psize + MLXD_ROCE_MAX_HDR_LEN + 64, &p, block, sizeof block);
             if (k < 0) {
                 rc = (int)k;
                 goto out;
             }
             sender_send(&s, buf, (size_t)k, st);
-            psn = (psn + 1) & 0xFFFFF;
+            psn = (psn + 1) & psn_mask;
         }
         st->frames++;
         if (so && so->frame_gap_us)

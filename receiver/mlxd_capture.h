@@ -167,6 +167,7 @@ struct mlxd_gen_opts {
     uint32_t first_page;        /* page of frame 0; the emulator's is 1 (mod pages) */
     uint32_t first_psn;         /* PSN of the first packet (20 bits) */
     uint64_t first_frame;       /* frame number (and payload tag) of the first frame */
+    uint32_t imm_layout;        /* enum mlxd_hsb_imm_layout of the immediates (default 12/20) */
 };
 
 /* Sends generated frames to map m: the k-th frame (k from 0) is frame number f = first_frame + k,

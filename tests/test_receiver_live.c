@@ -599,6 +599,49 @@ START_TEST(busy_poll_no_wakeups)
 }
 END_TEST
 
+/* The legacy HSB-Lite 2510 immediate ({psn[23:0], page[7:0]}): pages and PSNs decode the same. */
+START_TEST(legacy_immediate)
+{
+    CHILD_ONLY("legacy_immediate");
+    struct live l;
+    memset(&l, 0, sizeof l);
+    l.frame = 1000;
+    l.page = mlxd_hsb_min_page_size(1000);
+    l.pages = 3;
+    l.size = l.page * 3;
+    ck_assert_int_eq(posix_memalign((void **)&l.buf, 4096, l.size), 0);
+    l.r = mlxd_receiver_new();
+    struct mlxd_receiver_opts o = { .sz = sizeof o, .device = "mlx5_0", .buffer = (uintptr_t)l.buf,
+        .buffer_size = l.size, .frame_size = 1000, .page_size = l.page, .pages = 3,
+        .metadata_offset = 1024, .peer_ip = "127.0.0.1", .queue_size = 3,
+        .imm_layout = MLXD_HSB_IMM_LEGACY_8_24 };
+    ck_assert_int_eq(mlxd_receiver_start(l.r, &o), 0);
+    uint32_t ip = mlxd_receiver_local_ipv4(l.r);
+    snprintf(l.dst, sizeof l.dst, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
+    live_monitor(&l);
+    struct mlxd_receiver_frame f;
+    ck_assert(!mlxd_receiver_get_next_frame(l.r, 0, &f));
+    struct mlxd_replay_map m = map_of(&l);
+    /* PSNs above 2^20: only the legacy layout carries them whole */
+    struct mlxd_gen_opts g = { .sz = sizeof g, .frame_size = 1000, .frames = 4, .first_page = 1,
+                               .first_psn = 0x12FFFE, .imm_layout = MLXD_HSB_IMM_LEGACY_8_24 };
+    struct lockstep ls = { &l, 0 };
+    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = l.dst, .sent_frame = lockstep_cb, .ctx = &ls };
+    ck_assert_int_eq(mlxd_gen_run(&m, &g, &so, NULL), 0);
+    for (uint32_t k = 0; k < 3; k++) {        /* queue 3: frames 1..3 */
+        ck_assert(mlxd_receiver_get_next_frame(l.r, 1000, &f));
+        uint32_t fn = k + 1;
+        ck_assert_uint_eq(f.page, (1 + fn) % 3);
+        ck_assert_uint_eq(f.imm_data & 0xFF, f.page);
+        ck_assert_uint_eq(f.imm_psn, 0x12FFFE + 2 * fn + 1);   /* 1 data + 1 metadata packet each */
+        ck_assert_uint_eq(f.metadata.psn, f.imm_psn);
+        ck_assert_uint_eq(f.flags, 0);
+        ck_assert_int_eq(mlxd_hsb_payload_check(l.buf + f.page * l.page, 1000, fn), -1);
+    }
+    live_stop(&l);
+}
+END_TEST
+
 Suite *receiver_live_suite(void)
 {
     Suite *s = suite_create(SUITE);
@@ -616,6 +659,7 @@ Suite *receiver_live_suite(void)
     CASE(several_receivers);
     CASE(fast_run);
     CASE(busy_poll_no_wakeups);
+    CASE(legacy_immediate);
 #undef CASE
     return s;
 }

@@ -268,7 +268,8 @@ static void *feed_main(void *arg)
     } else {
         struct mlxd_gen_opts g = { .sz = sizeof g, .frame_size = c->frame_size,
                                    .payload_size = c->payload_size, .metadata = c->gen_md,
-                                   .fps = c->fps, .frames = c->frames, .first_page = 1 };
+                                   .fps = c->fps, .frames = c->frames, .first_page = 1,
+                                   .imm_layout = c->legacy ? MLXD_HSB_IMM_LEGACY_8_24 : MLXD_HSB_IMM_12_20 };
         r->feed_rc = mlxd_gen_run(&r->map, &g, &r->so, &r->sst);
     }
     if (r->feed_rc < 0)
