@@ -101,7 +101,8 @@ struct mlxd_recv {
  * Thread rules: one mlxd_qp_receive of qp at a time; may run while another thread polls. */
 int mlxd_qp_receive(struct mlxd_qp *qp, const struct mlxd_recv *r, size_t n);
 
-/* Free slots: send WQEBBs (64 B each) / receives.  -EINVAL when qp is invalid. */
+/* Free slots: send WQEBBs (64 B each) / receives.  -EINVAL when qp is invalid.
+ * Thread rules: any thread (a snapshot: a concurrent poll may free more). */
 int mlxd_qp_send_room(const struct mlxd_qp *qp);
 int mlxd_qp_recv_room(const struct mlxd_qp *qp);
 
@@ -170,13 +171,17 @@ int mlxd_cq_arm(struct mlxd_cq *cq, bool solicited_only);
 /* Detached CQs and replay                                                                    */
 
 /* A CQ ring owned by this process with no NIC behind it (nothing writes it but the replay
- * feeder or a test): same layout, same poll loop.  entries is rounded up to a power of two
- * (2 .. 1<<22).  Destroy with mlxd_cq_destroy.  Errors: -EINVAL, -ENOMEM.  Any thread. */
+ * feeder or a test): same layout, same poll loop (completions carry qp NULL and wr_id =
+ * wqe_counter).  entries (1 .. 1<<22) is rounded up to a power of two (at least 2).
+ * Destroy with mlxd_cq_destroy, which frees it at once: a detached CQ has no NIC to keep a
+ * tombstone, so the pointer is invalid afterwards (unlike a NIC's CQ).  Not armable.
+ * Errors: -EINVAL, -ENOMEM.  Any thread. */
 int mlxd_cq_create_detached(uint32_t entries, struct mlxd_cq **out);
 
 /* The ring of cq for producers outside the library (tests, the replay feeder): ring = ncqe
- * CQEs of 64 bytes, dbrec = the 2-word doorbell record (dbrec[0] = BE consumer index).
- * Returns 0 or -EINVAL. */
+ * CQEs of 64 bytes, dbrec = the 2-word doorbell record (dbrec[0] = BE consumer index), both
+ * page aligned and owned by the library.  Returns 0 or -EINVAL.  Any thread; a producer must
+ * follow the NIC's protocol (fields, write barrier, op_own last; never pass the consumer). */
 int mlxd_cq_ring(struct mlxd_cq *cq, volatile void **ring, uint32_t *ncqe,
                  volatile uint32_t **dbrec);
 
@@ -198,7 +203,8 @@ int mlxd_replay_start(struct mlxd_cq *cq, const char *path, const struct mlxd_re
                       struct mlxd_replay **out);
 
 /* Waits for the feeder to finish (or stops it when stop is true), frees it and returns the CQEs
- * it wrote (>= 0) or the error that stopped it.  Call once. */
+ * it wrote (>= 0); -EINVAL when rp is NULL.  Call once, before destroying the CQ; the feeder
+ * waits for room while nobody polls, so finish(rp, false) needs a consumer.  Any thread. */
 long mlxd_replay_finish(struct mlxd_replay *rp, bool stop);
 
 #ifdef __cplusplus

@@ -71,6 +71,7 @@ START_TEST(ring_initialised_invalid)
     volatile void *ring; uint32_t n; volatile uint32_t *db;
     ck_assert_int_eq(mlxd_cq_ring(cq, &ring, &n, &db), 0);
     ck_assert_uint_eq(((uintptr_t)ring) & 4095, 0);   /* page aligned */
+    ck_assert_uint_eq(((uintptr_t)db) & 4095, 0);     /* so is the doorbell record */
     for (uint32_t i = 0; i < n; i++) ck_assert_uint_eq(((volatile uint8_t *)ring)[i * 64 + 63], 0xF0);
     ck_assert_uint_eq(db[0], 0);
     ck_assert_uint_eq(db[1], 0);

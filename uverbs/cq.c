@@ -19,18 +19,19 @@ uint32_t mlxd__roundup_pow2(uint32_t v)
     return 1u << (32 - __builtin_clz(v - 1));
 }
 
-/* Allocates the ring (page aligned, every op_own 0xF0) and a 64-byte doorbell record. */
+/* Allocates the ring (page aligned, every op_own 0xF0) and, in the page after it, the doorbell
+ * record (page aligned, zeroed): one anonymous mapping, MADV_DONTFORK so that a child of fork
+ * neither shares nor copies what the NIC writes (seed: fork rule). */
 static int ring_alloc(struct mlxd_cq *cq, uint32_t ncqe)
 {
-    size_t len = (size_t)ncqe * MLXD_CQE_SIZE;
+    size_t ring = (size_t)ncqe * MLXD_CQE_SIZE;
     long pg = sysconf(_SC_PAGESIZE);
-    len = (len + (size_t)pg - 1) & ~((size_t)pg - 1);
+    ring = (ring + (size_t)pg - 1) & ~((size_t)pg - 1);
+    size_t len = ring + (size_t)pg;
     void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return -ENOMEM;
-    madvise(m, len, MADV_DONTFORK);    /* the ring is not the child's (seed: fork rule) */
-    void *db = aligned_alloc(64, 64);
-    if (!db) { munmap(m, len); return -ENOMEM; }
-    memset(db, 0, 64);
+    madvise(m, len, MADV_DONTFORK);
+    void *db = (uint8_t *)m + ring;
     for (uint32_t i = 0; i < ncqe; i++) ((uint8_t *)m)[(size_t)i * MLXD_CQE_SIZE + MLXD_CQE_OFF_OP_OWN] = MLXD_CQE_OP_OWN_INIT;
     cq->mem = m;
     cq->mem_len = len;
@@ -44,8 +45,7 @@ static int ring_alloc(struct mlxd_cq *cq, uint32_t ncqe)
 
 void mlxd__cq_release(struct mlxd_cq *cq)
 {
-    if (cq->mem) munmap(cq->mem, cq->mem_len);
-    free(cq->db);
+    if (cq->mem) munmap(cq->mem, cq->mem_len);   /* the doorbell record is in the mapping */
     cq->mem = cq->db = NULL;
     cq->buf = NULL;
     cq->dbrec = NULL;

@@ -147,13 +147,14 @@ struct mlxd_port_info {
     uint8_t  cqe_version;       /* 0 or 1 (GET_CONTEXT response) */
 };
 
-/* Fills *out.  Errors: -EINVAL nic/out NULL or closed.  Any thread. */
+/* Fills *out.  Errors: -EINVAL nic/out NULL or closed.  Any thread.  No system call. */
 int mlxd_port_info(const struct mlxd_nic *nic, struct mlxd_port_info *out);
-/* enum mlxd_link_layer of port 1, or -EINVAL. */
+/* enum mlxd_link_layer of port 1, or -EINVAL.  Any thread. */
 int mlxd_link_layer(const struct mlxd_nic *nic);
-/* Bytes one message carries at most (QUERY_PORT max_msg_sz), or 0 when nic is invalid. */
+/* Bytes one message carries at most (QUERY_PORT max_msg_sz), or 0 when nic is invalid.
+ * Any thread. */
 uint32_t mlxd_max_message(const struct mlxd_nic *nic);
-/* The device name given to mlxd_open ("" when nic is NULL). */
+/* The device name given to mlxd_open ("" when nic is NULL).  Any thread. */
 const char *mlxd_nic_name(const struct mlxd_nic *nic);
 
 /* One valid GID of port 1 (struct ib_uverbs_gid_entry, from QUERY_GID_TABLE at open). */
@@ -171,7 +172,7 @@ int mlxd_gids(const struct mlxd_nic *nic, struct mlxd_gid *out, size_t cap);
 
 /* The GID index this NIC uses when a QP does not name one: the lowest-index RoCE v2 GID that is
  * IPv4-mapped, else the lowest-index RoCE v2 GID; on InfiniBand the GID at index 0.
- * Returns the index (>= 0) or -EINVAL. */
+ * Returns the index (>= 0), -EINVAL, or -EADDRNOTAVAIL (no GID).  Any thread. */
 int mlxd_default_gid_index(const struct mlxd_nic *nic);
 
 /* The RoCE v2 GID whose address the kernel's routing table uses as the source towards peer
@@ -269,7 +270,8 @@ struct mlxd_cq_opts {
 
 /* Creates a CQ of `entries` rounded up to a power of two (>= 2) CQEs of 64 bytes.  The ring
  * (page aligned, entries*64 bytes, every CQE's op_own = 0xF0: opcode INVALID, owner 0) and its
- * 8-byte doorbell record are allocated and owned by the library (mlx5-uverbs-abi.md 5, 3.10).
+ * 8-byte doorbell record (page aligned, zeroed) are mapped and owned by the library,
+ * MADV_DONTFORK (mlx5-uverbs-abi.md 5, 3.10).  opts NULL = no events, vector 0.
  * Errors: -EINVAL misuse or entries 0; -EINVAL "exceeds the device's maximum N" when the
  * rounded size is above the device bound (mlxd_port_info.max_cqe); -ENOMEM; the kernel's
  * errno (message "CQ_CREATE" or "CREATE_COMP_CHANNEL").  Any thread. */
@@ -277,11 +279,12 @@ int mlxd_cq_create(struct mlxd_nic *nic, uint32_t entries, const struct mlxd_cq_
                    struct mlxd_cq **out);
 
 /* CQ_DESTROY, then frees the ring.  Every QP using the CQ must be destroyed first (-EBUSY
- * otherwise, nothing changed).  A second call returns the first one's result.
- * Thread rules: after every other call on cq has returned. */
+ * otherwise, nothing changed).  A second call returns the first one's result; -EINVAL when cq
+ * is NULL or its NIC is closed; the kernel's errno (message "CQ_DESTROY"; the ring is then
+ * kept until mlxd_close).  Thread rules: after every other call on cq has returned. */
 int mlxd_cq_destroy(struct mlxd_cq *cq);
 
-/* Number of CQEs of the ring (a power of two), or 0 when cq is invalid. */
+/* Number of CQEs of the ring (a power of two), or 0 when cq is invalid.  Any thread. */
 uint32_t mlxd_cq_size(const struct mlxd_cq *cq);
 
 /* ---------------------------------------------------------------------------------------- */
@@ -323,7 +326,7 @@ struct mlxd_endpoint {
     uint8_t  gid[16];          /* this QP's source GID (network order) */
 };
 
-/* Fills *out.  -EINVAL on misuse.  Any thread. */
+/* Fills *out (the PSN is the one connect will use for sends).  -EINVAL on misuse.  Any thread. */
 int mlxd_qp_endpoint(const struct mlxd_qp *qp, struct mlxd_endpoint *out);
 
 struct mlxd_connect_opts {
@@ -359,10 +362,13 @@ int mlxd_qp_connect(struct mlxd_qp *qp, const struct mlxd_endpoint *peer,
 int mlxd_qp_to_error(struct mlxd_qp *qp);
 
 /* The QP's IB state as last set by this library: 0 RESET, 1 INIT, 2 RTR, 3 RTS, 6 ERR; -EINVAL
- * when qp is invalid. */
+ * when qp is invalid.  (The NIC may have moved it to ERR since: see its completions/events.)
+ * Any thread. */
 int mlxd_qp_state(const struct mlxd_qp *qp);
 
-/* QP_DESTROY, then frees its rings.  A second call returns the first one's result.
+/* QP_DESTROY, then unmaps its UAR and frees its rings.  A second call returns the first one's
+ * result; -EINVAL when qp is NULL or its NIC is closed; the kernel's errno (message
+ * "QP_DESTROY"; the memory is then kept until mlxd_close).
  * Thread rules: after every other call on qp, and no poll of its CQs running. */
 int mlxd_qp_destroy(struct mlxd_qp *qp);
 
@@ -398,8 +404,8 @@ struct mlxd_event {
 int mlxd_wait(struct mlxd_nic *nic, int ms, struct mlxd_event *out, size_t cap);
 
 /* The fds mlxd_wait polls (for an application's own epoll): the async fd and the completion
- * channel fd (-1 until a CQ with events exists).  Read them only through mlxd_wait.
- * Returns 0 or -EINVAL. */
+ * channel fd (-1 until a CQ with events exists).  Read them only through mlxd_wait; they
+ * belong to the NIC (closed by mlxd_close).  Returns 0 or -EINVAL.  Any thread. */
 int mlxd_event_fds(const struct mlxd_nic *nic, int *async_fd, int *comp_fd);
 
 #ifdef __cplusplus

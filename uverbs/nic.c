@@ -328,6 +328,13 @@ int mlxd_close(struct mlxd_nic *nic)
     close(nic->async_fd);
     close(nic->fd);
     nic->comp_fd = nic->async_fd = nic->fd = -1;
+    /* closing the verbs file destroyed what the kernel refused to destroy before: the memory
+     * kept for those objects (the NIC might still have written it) can go now */
+    for (struct mlxd_qp *qp = nic->qps; qp; qp = qp->next) {
+        if (qp->uar_map) { munmap(qp->uar_map, (size_t)page_size()); qp->uar_map = NULL; qp->bf_reg = NULL; }
+        mlxd__qp_release(qp);
+    }
+    for (struct mlxd_cq *cq = nic->cqs; cq; cq = cq->next) mlxd__cq_release(cq);
     nic->state = OBJ_DEAD;
     pthread_mutex_lock(&closed_lock);
     nic->next_closed = closed_nics;

@@ -25,8 +25,7 @@ uint32_t mlxd__send_wqe_size(uint32_t max_inline, uint32_t max_send_sge)
 
 void mlxd__qp_release(struct mlxd_qp *qp)
 {
-    if (qp->mem) munmap(qp->mem, qp->mem_len);
-    free(qp->db);
+    if (qp->mem) munmap(qp->mem, qp->mem_len);   /* the doorbell record is in the mapping */
     free(qp->sq_wrid);
     free(qp->sq_next);
     free(qp->rq_wrid);
@@ -100,15 +99,16 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     if (!qp) return mlxd_err(ENOMEM, "%s: out of memory", fn);
     int rc;
     size_t rq_bytes = (size_t)rq_cnt << rq_shift;
-    size_t len = rq_bytes + (size_t)sq_wqebbs * MLXD_SEND_WQE_BB;
+    size_t bufl = rq_bytes + (size_t)sq_wqebbs * MLXD_SEND_WQE_BB;
     long pg = sysconf(_SC_PAGESIZE);
-    len = (len + (size_t)pg - 1) & ~((size_t)pg - 1);
+    bufl = (bufl + (size_t)pg - 1) & ~((size_t)pg - 1);
+    size_t len = bufl + (size_t)pg;       /* + one page for the doorbell record */
     void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) { free(qp); return mlxd_err(ENOMEM, "%s: cannot allocate a %zu-byte QP buffer", fn, len); }
     madvise(m, len, MADV_DONTFORK);
     qp->mem = m;
     qp->mem_len = len;
-    qp->db = aligned_alloc(64, 64);
+    qp->db = (uint8_t *)m + bufl;
     if (sq_wqebbs) {
         qp->sq_wrid = calloc(sq_wqebbs, sizeof *qp->sq_wrid);
         qp->sq_next = calloc(sq_wqebbs, sizeof *qp->sq_next);
@@ -118,7 +118,6 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
         rc = mlxd_err(ENOMEM, "%s: out of memory", fn);
         goto fail_mem;
     }
-    memset(qp->db, 0, 64);
     qp->dbrec = qp->db;
     qp->rq = rq_cnt ? (uint8_t *)m : NULL;
     qp->sq = sq_wqebbs ? (uint8_t *)m + rq_bytes : NULL;
