@@ -19,7 +19,8 @@
 #define NIC_RX_BUF      65536      /* one read: up to 64 KiB of GRO-coalesced datagrams */
 #define NIC_MAX_SGE     64
 #define NIC_WQE_MAX     (63 * 16)  /* ds is 6 bits */
-#define NIC_RC_WINDOW   2048u      /* unacknowledged PSNs a requester may have in flight */
+#define NIC_RC_WINDOW   2048u      /* at most this many unacknowledged PSNs in flight (RC), and no
+                                    * more than half the receive buffer's worth of packets */
 
 /* mlx5 WQE opcodes (mlx5dv.h MLX5_OPCODE_*) */
 enum { NIC_OP_NOP = 0x00, NIC_OP_RDMA_WRITE = 0x08, NIC_OP_RDMA_WRITE_IMM = 0x09,
@@ -131,6 +132,7 @@ struct nic_dev {
     struct mlxd_emu_nic_stats st;
     uint64_t now_ns;
     unsigned poll_max_us, spin_us;
+    unsigned rcvbuf;            /* the socket's receive buffer in bytes (sizes the RC window) */
 };
 
 /* nic_engine.c */

@@ -29,6 +29,14 @@ static uint64_t timeout_ns(const struct nic_qp *q)
     return 4096ull << t;
 }
 
+/* RC send window in PSNs: NIC_RC_WINDOW, or fewer packets than would fill half of a receive
+ * buffer as large as ours (the peer is assumed configured alike), at least 16. */
+static uint32_t window(const struct nic_qp *q)
+{
+    uint32_t pkt = (q->mtu ? q->mtu : 1024) + 128, w = q->nd->rcvbuf / 2 / pkt;
+    return w < 16 ? 16 : w > NIC_RC_WINDOW ? NIC_RC_WINDOW : w;
+}
+
 /* ---- packets ----------------------------------------------------------------------------- */
 uint32_t nic_pkt_hdrs(struct nic_qp *q, uint8_t *buf, const struct mlxd_roce_pkt *p,
                       uint32_t payload_len)
@@ -433,7 +441,7 @@ int nic_req_progress(struct nic_qp *q)
         }
         if ((m->fm_ce_se & 0x80) && q->send_pkt == 0 && q->send != q->head) break;   /* fence */
         if (rc && q->head != q->send &&
-            (uint32_t)mlxd_roce_psn_diff(q->next_psn, M(q, q->head)->first_psn) >= NIC_RC_WINDOW)
+            (uint32_t)mlxd_roce_psn_diff(q->next_psn, M(q, q->head)->first_psn) >= window(q))
             break;
         if (m->opcode == NIC_OP_NOP) {
             m->first_psn = q->next_psn;

@@ -23,8 +23,14 @@ int wire_open(struct nic_dev *nd)
     int s = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (s < 0) return -errno;
     int one = 1, pmtu = IP_PMTUDISC_DO, sz = 8 << 20;
-    setsockopt(s, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
-    setsockopt(s, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+    /* large buffers (SO_*BUFFORCE needs CAP_NET_ADMIN; else capped at net.core.[rw]mem_max) */
+    if (setsockopt(s, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof sz))
+        setsockopt(s, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+    if (setsockopt(s, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz))
+        setsockopt(s, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+    int got = 0;
+    socklen_t gl = sizeof got;
+    nd->rcvbuf = getsockopt(s, SOL_SOCKET, SO_RCVBUF, &got, &gl) == 0 && got > 0 ? (unsigned)got : 212992;
     setsockopt(s, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
     if (!getenv("MLXD_EMU_NO_GRO")) setsockopt(s, SOL_UDP, UDP_GRO, &one, sizeof one);
     else nd->no_gso = true;
