@@ -1006,7 +1006,7 @@ static int run_prog(const char *prog, const char *extra_env, char *out, size_t o
     char cmd[2048];
     /* verify_asan_link_order=0: under `make sanitize` the preloaded library carries the ASan
      * runtime, which then does not come first; harmless otherwise */
-    snprintf(cmd, sizeof cmd, "env ASAN_OPTIONS=verify_asan_link_order=0 %s LD_PRELOAD=%s/lib/libmlx5direct-emu.so %s/tests/progs/%s 2>&1",
+    snprintf(cmd, sizeof cmd, "env %s ASAN_OPTIONS=verify_asan_link_order=0 LD_PRELOAD=%s/lib/libmlx5direct-emu.so %s/tests/progs/%s 2>&1",
              extra_env ? extra_env : "", mlxd_test_build_dir(), mlxd_test_build_dir(), prog);
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
@@ -1033,6 +1033,82 @@ START_TEST(syscalls_only_program)
     rc = run_prog("emu_syscalls", "MLXD_EMU_FAIL=QP_CREATE:1:ENOMEM", out, sizeof out);
     ck_assert_msg(rc != 0 && strstr(out, "QP_CREATE"), "%d %s", rc, out);
     ck_assert_msg(strstr(out, strerror(ENOMEM)), "%s", out);
+}
+END_TEST
+
+/* MLXD_EMU_CONFIG: the same entries from a file, comments allowed */
+START_TEST(config_file)
+{
+    tk_unique_devices();
+    char path[] = "/tmp/mlxd-emu-cfg-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    char text[256];
+    int n = snprintf(text, sizeof text, "# test devices\nfilebased_0:127.%u.%u.5:mtu=2048\n", tk_net_hi, tk_net_lo);
+    ck_assert_int_eq(write(fd, text, (size_t)n), n);
+    close(fd);
+    char env[400], out[4096];
+    snprintf(env, sizeof env, "-u MLXD_EMU_DEVICES -u SYSFS_PATH MLXD_EMU_CONFIG=%s", path);
+    int rc = run_prog("emu_syscalls filebased_0", env, out, sizeof out);
+    unlink(path);
+    ck_assert_msg(rc == 0 && strstr(out, "ok device filebased_0 uverbs0"), "%d %s", rc, out);
+}
+END_TEST
+
+/* A hostile program controls every byte: random headers and attributes (pointers either
+ * invalid or into a scratch buffer) must give an errno, never a crash, and leave nothing
+ * behind once the file is closed. */
+static unsigned rnd(unsigned *s) { *s = *s * 1103515245u + 12345u; return *s >> 8; }
+
+START_TEST(fuzz_ioctl_and_write)
+{
+    struct tk_env e;
+    tk_env_open(&e, 0);
+    static uint8_t scratch[8192] __attribute__((aligned(64)));
+    static const uint16_t objs[][2] = {
+        { 0, 0 }, { 0, 2 }, { 0, 3 }, { 0, 4 }, { 0, 5 }, { 0, 6 }, { 1, 0 }, { 3, 0 }, { 3, 1 },
+        { 4, 0 }, { 4, 1 }, { 7, 1 }, { 7, 4 }, { 16, 0 }, { 0x1008, 0x1000 }, { 0x1008, 0x1001 },
+    };
+    unsigned seed = 12345;
+#define RND() rnd(&seed)
+    for (int it = 0; it < 3000; it++) {
+        struct tk_ioc c;
+        unsigned k = RND() % (sizeof objs / sizeof objs[0]);
+        tk_ioc_init(&c, objs[k][0], objs[k][1]);
+        unsigned na = RND() % 12;
+        for (unsigned a = 0; a < na; a++) {
+            uint16_t id = (uint16_t)(RND() % 4 == 0 ? 0x1000 + RND() % 6 : RND() % 16);
+            uint16_t len = (uint16_t)(RND() % 3 == 0 ? RND() % 80 : (RND() % 2 ? 8 : 0));
+            uint64_t data;
+            switch (RND() % 4) {
+            case 0: data = RND() % 4096; break;                               /* invalid */
+            case 1: data = (uintptr_t)scratch + (RND() % 4096); break;        /* valid */
+            case 2: data = RND() % 8; break;                                  /* small value */
+            default: { uint64_t hi = RND(); data = (hi << 32) | RND(); break; }   /* garbage */
+            }
+            if (len > 8 && (data < 4096 || data > (uintptr_t)scratch + sizeof scratch)) data = RND() % 4096;
+            struct ib_uverbs_attr *at = tk_attr(&c, id, len, data);
+            at->flags = (uint16_t)(RND() % 4);
+            at->attr_data.reserved = (uint16_t)(RND() % 8 == 0);
+        }
+        int r = tk_run(e.fd, &c);
+        ck_assert_int_le(r, 0);
+        (void)r;
+        /* the legacy path with random commands and lengths */
+        uint32_t hdr[8];
+        for (int w = 0; w < 8; w++) hdr[w] = RND();
+        hdr[0] = (RND() % 2 ? 0x80000000u : 0) | (RND() % 30);
+        ((uint16_t *)hdr)[2] = (uint16_t)(RND() % 16);
+        uint64_t resp = RND() % 2 ? (uintptr_t)scratch : RND() % 4096;
+        memcpy(&hdr[2], &resp, 8);
+        memcpy(scratch + 4096, hdr, sizeof hdr);
+        ssize_t wr2 = write(e.fd, scratch + 4096, (RND() % 2) ? ((uint16_t *)hdr)[2] * 4u : RND() % 64);
+        ck_assert(wr2 < 0 || wr2 >= 8);
+    }
+#undef RND
+    close(e.fd);
+    struct mlxd_emu_counts cnt = tk_counts();
+    ck_assert_uint_eq(cnt.files + cnt.pd + cnt.mr + cnt.cq + cnt.qp + cnt.uar + cnt.mappings, 0);
 }
 END_TEST
 
@@ -1074,6 +1150,8 @@ Suite *emu_kernel_suite(void)
     tcase_add_test(tc, configure_devices);
     tcase_add_test(tc, gid_queries);
     tcase_add_test(tc, syscalls_only_program);
+    tcase_add_test(tc, config_file);
+    tcase_add_test(tc, fuzz_ioctl_and_write);
     suite_add_tcase(s, tc);
     return s;
 }
