@@ -16,9 +16,7 @@
 #ifndef MLXD_HAVE_CUDA
 #define MLXD_HAVE_CUDA 0
 #endif
-#if MLXD_HAVE_CUDA
-#include <cuda.h>
-#endif
+#include "cuda_shim.h"
 
 #include "frameq.h"
 #include "mlxd_error.h"
@@ -256,35 +254,34 @@ static int teardown(struct mlxd_receiver *r)
 /* start                                                                                      */
 
 #if MLXD_HAVE_CUDA
-static const char *cu_name(CUresult e)
+static const char *cu_name(const struct cuda_shim *cu, CUresult e)
 {
     const char *s = NULL;
-    cuGetErrorName(e, &s);
+    cu->GetErrorName(e, &s);
     return s ? s : "CUDA error";
 }
 
-static int cuda_memory_kind(uint64_t buffer, bool *is_device)
+static bool cuda_is_device_memory(const struct cuda_shim *cu, uint64_t buffer)
 {
     unsigned int type = 0;
-    CUresult e = cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)buffer);
-    *is_device = (e == CUDA_SUCCESS && type == CU_MEMORYTYPE_DEVICE);
-    return 0;
+    CUresult e = cu->PointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)buffer);
+    return e == CUDA_SUCCESS && type == CU_MEMORYTYPE_DEVICE;
 }
 
-static int cuda_register(struct mlxd_receiver *r, const struct mlxd_region_opts *ro)
+static int cuda_register(struct mlxd_receiver *r, const struct cuda_shim *cu,
+                         const struct mlxd_region_opts *ro)
 {
-    CUresult e;
     long pg = sysconf(_SC_PAGESIZE);
     uint64_t start = r->o.buffer & ~(uint64_t)(pg - 1);
     uint64_t off = r->o.buffer - start;
     uint64_t len = (off + r->o.buffer_size + (uint64_t)pg - 1) & ~(uint64_t)(pg - 1);
     int fd = -1;
-    e = cuMemGetHandleForAddressRange(&fd, (CUdeviceptr)start, len,
-                                      CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+    CUresult e = cu->MemGetHandleForAddressRange(&fd, (CUdeviceptr)start, len,
+                                                 CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
     if (e != CUDA_SUCCESS)
         return mlxd_err(EIO, "mlxd_receiver_start: cuMemGetHandleForAddressRange(0x%llx, %llu, "
                         "DMA_BUF_FD): %s", (unsigned long long)start, (unsigned long long)len,
-                        cu_name(e));
+                        cu_name(cu, e));
     struct mlxd_region_opts o = *ro;
     o.iova = off;   /* page 0 at IOVA `off`: the offset within the dma-buf */
     int rc = mlxd_region_register_dmabuf(r->nic, fd, off, r->o.buffer_size, &o, &r->mr);
@@ -335,15 +332,20 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
     r->host = NULL;
 #if MLXD_HAVE_CUDA
     {
-        CUcontext ctx = NULL;
-        cuCtxGetCurrent(&ctx);
-        r->cu_ctx = ctx;
-        bool dev = false;
-        if (o.memory == MLXD_RECEIVER_MEM_CUDA)
-            dev = true;
-        else if (o.memory == MLXD_RECEIVER_MEM_AUTO)
-            cuda_memory_kind(o.buffer, &dev);
-        r->cuda_mem = dev;
+        const struct cuda_shim *cu = cuda_shim();
+        if (!cu && o.memory == MLXD_RECEIVER_MEM_CUDA) {
+            rc = mlxd_err(ENOTSUP, "mlxd_receiver_start: memory CUDA asked but libcuda.so.1 (the "
+                          "NVIDIA driver) cannot be loaded");
+            goto out_unlock;
+        }
+        r->cu_ctx = NULL;
+        if (cu) {
+            CUcontext ctx = NULL;
+            cu->CtxGetCurrent(&ctx);
+            r->cu_ctx = ctx;
+            r->cuda_mem = o.memory == MLXD_RECEIVER_MEM_CUDA ||
+                          (o.memory == MLXD_RECEIVER_MEM_AUTO && cuda_is_device_memory(cu, o.buffer));
+        }
     }
 #endif
     if (!r->cuda_mem)
@@ -439,7 +441,7 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
                                    .access = MLXD_ACCESS_LOCAL_WRITE | MLXD_ACCESS_REMOTE_WRITE };
     if (r->cuda_mem) {
 #if MLXD_HAVE_CUDA
-        rc = cuda_register(r, &ro);
+        rc = cuda_register(r, cuda_shim(), &ro);
 #endif
     } else {
         rc = mlxd_region_register(r->nic, r->host, r->o.buffer_size, &ro, &r->mr);
@@ -507,7 +509,7 @@ static inline void snapshot_metadata(struct mlxd_receiver *r, uint64_t page_off,
         return;
     }
 #if MLXD_HAVE_CUDA
-    if (cuMemcpyDtoH(md, (CUdeviceptr)(r->o.buffer + page_off + r->o.metadata_offset), 48) == CUDA_SUCCESS)
+    if (cuda_shim()->MemcpyDtoH(md, (CUdeviceptr)(r->o.buffer + page_off + r->o.metadata_offset), 48) == CUDA_SUCCESS)
         return;
 #endif
     memset(md, 0, 48);
@@ -699,7 +701,7 @@ int mlxd_receiver_blocking_monitor(struct mlxd_receiver *r)
 
 #if MLXD_HAVE_CUDA
     if (r->cu_ctx)
-        cuCtxSetCurrent((CUcontext)r->cu_ctx);
+        cuda_shim()->CtxSetCurrent((CUcontext)r->cu_ctx);
 #endif
     int rc = r->o.mode == MLXD_RECEIVER_EVENT ? loop_event(r) : loop_busy(r);
     char msg[512];
@@ -840,7 +842,7 @@ int mlxd_receiver_frame_check(struct mlxd_receiver *r, const struct mlxd_receive
         }
 #if MLXD_HAVE_CUDA
         else {
-            cuMemcpyDtoH(p, (CUdeviceptr)(r->o.buffer + off), 4);
+            cuda_shim()->MemcpyDtoH(p, (CUdeviceptr)(r->o.buffer + off), 4);
         }
 #endif
         uint32_t psn = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
