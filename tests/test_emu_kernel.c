@@ -741,6 +741,48 @@ START_TEST(close_releases_everything)
 }
 END_TEST
 
+/* Process exit with objects alive: the exit handler destroys every file (the engine stops,
+ * its UDP port is free again) and removes the sysfs tree the process made. */
+START_TEST(exit_releases_everything)
+{
+    int pfd[2];
+    ck_assert_int_eq(pipe(pfd), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        tk_unique_devices();                 /* the child makes (and owns) its own tree */
+        struct tk_env e;
+        tk_env_open(&e, 0);
+        struct tk_mem qm;
+        tk_mem_alloc(&qm, 16 * 16 + 16 * 64);
+        struct tk_qp_opts q;
+        uint32_t qp;
+        tk_qp_defaults(&q, IB_UVERBS_QPT_RC, e.pd, e.cq, e.uar_page);
+        ck_assert_int_eq(tk_create_qp(e.fd, &q, &qm, &qp, NULL), 0);
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s|%s", mlxd_emu_sysfs_path(), getenv("MLXD_EMU_DEVICES"));
+        ck_assert_int_eq(write(pfd[1], msg, strlen(msg) + 1), (ssize_t)strlen(msg) + 1);
+        exit(0);                              /* uverbs fd, QP, CQ, PD, UAR all still open */
+    }
+    close(pfd[1]);
+    char msg[600] = "";
+    ck_assert_int_gt(read(pfd[0], msg, sizeof msg), 0);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    char *bar = strchr(msg, '|');
+    ck_assert_ptr_nonnull(bar);
+    *bar = 0;
+    struct stat sb;
+    ck_assert_msg(stat(msg, &sb) == -1 && errno == ENOENT, "%s still exists", msg);
+    /* the same device addresses can be opened again */
+    ck_assert_int_eq(mlxd_emu_configure(bar + 1), 0);
+    struct tk_env e;
+    tk_env_open(&e, 0);
+    close(e.fd);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------------
  * events */
 START_TEST(events_async_port)
@@ -1062,6 +1104,7 @@ static unsigned rnd(unsigned *s) { *s = *s * 1103515245u + 12345u; return *s >> 
 
 START_TEST(fuzz_ioctl_and_write)
 {
+    tk_unique_devices();
     struct tk_env e;
     tk_env_open(&e, 0);
     static uint8_t scratch[8192] __attribute__((aligned(64)));
@@ -1136,6 +1179,7 @@ Suite *emu_kernel_suite(void)
     tcase_add_test(tc, lifecycle_uar_static);
     tcase_add_test(tc, mmap_uar_and_clock);
     tcase_add_test(tc, close_releases_everything);
+    tcase_add_test(tc, exit_releases_everything);
     suite_add_tcase(s, tc);
     tc = tcase_create("events_faults");
     tcase_set_timeout(tc, 60);
