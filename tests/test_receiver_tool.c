@@ -127,6 +127,27 @@ START_TEST(replay_loops)
 }
 END_TEST
 
+/* A deliberately slow consumer (50 ms a frame, queue 1) over 20 frames that come every few ms:
+ * all 20 are received, most are dropped from the queue, and that is not a failure. */
+START_TEST(slow_consumer_json)
+{
+    static char out[1 << 16];
+    char path[1024];
+    snprintf(path, sizeof path, "%s", mlxd_test_path("fixtures/roce-pcaps/hsb_medium_64k_4pages.pcap"));
+    const char *args[] = { "--replay", path, "--consumer-delay-ms", "50", "--queue-size", "1",
+                           "--json", "-q", NULL };
+    int rc = run_tool(out, sizeof out, args);
+    ck_assert_msg(rc == 0, "exit %d\n%s", rc, out);
+    const char *sum = strstr(out, "\"summary\":true");
+    ck_assert_ptr_nonnull(sum);
+    ck_assert_int_eq(json_num(sum, "frames_received"), 20);
+    long consumed = json_num(sum, "frames_consumed"), dropped = json_num(sum, "dropped");
+    ck_assert_int_ge(dropped, 1);
+    ck_assert_int_eq(consumed + dropped, 20);
+    ck_assert_int_eq(json_num(sum, "payload_failures"), 0);
+}
+END_TEST
+
 START_TEST(generate_and_save)
 {
     static char out[1 << 16];
@@ -193,6 +214,7 @@ Suite *receiver_tool_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, replay_each_capture_json, 0, 5);
     tcase_add_test(tc, replay_loops);
+    tcase_add_test(tc, slow_consumer_json);
     tcase_add_test(tc, generate_and_save);
     tcase_add_test(tc, usage_errors_exit_2);
     tcase_add_test(tc, missing_frames_exit_1);
