@@ -71,13 +71,13 @@ static int find(const struct bundle *b, uint16_t id)
     return -1;
 }
 
-bool b_has(const struct bundle *b, uint16_t id)
+static bool b_has(const struct bundle *b, uint16_t id)
 {
     int i = find(b, id);
     return i >= 0 && b->at[i].present;
 }
 
-const void *b_in(const struct bundle *b, uint16_t id, size_t *len)
+static const void *b_in(const struct bundle *b, uint16_t id, size_t *len)
 {
     int i = find(b, id);
     if (i < 0 || !b->at[i].present) { if (len) *len = 0; return NULL; }
@@ -85,7 +85,7 @@ const void *b_in(const struct bundle *b, uint16_t id, size_t *len)
     return b->at[i].buf;
 }
 
-uint64_t b_u64(const struct bundle *b, uint16_t id)
+static uint64_t b_u64(const struct bundle *b, uint16_t id)
 {
     size_t len;
     const uint8_t *p = b_in(b, id, &len);
@@ -102,7 +102,7 @@ static int set_valid_output(struct bundle *b, int i)
 }
 
 /* uverbs_copy_to: -ENOENT if the attr is absent */
-int b_out(struct bundle *b, uint16_t id, const void *src, size_t size)
+static int b_out(struct bundle *b, uint16_t id, const void *src, size_t size)
 {
     int i = find(b, id);
     if (i < 0 || !b->at[i].present) return -ENOENT;
@@ -111,19 +111,19 @@ int b_out(struct bundle *b, uint16_t id, const void *src, size_t size)
     return set_valid_output(b, i) ? -EFAULT : 0;
 }
 
-void *b_obj(const struct bundle *b, uint16_t id)
+static void *b_obj(const struct bundle *b, uint16_t id)
 {
     int i = find(b, id);
     return i >= 0 && b->at[i].present ? b->at[i].obj : NULL;
 }
 
-int b_fd(const struct bundle *b, uint16_t id)
+static int b_fd(const struct bundle *b, uint16_t id)
 {
     int i = find(b, id);
     return i >= 0 && b->at[i].present ? (int)(int64_t)b->at[i].data : -1;
 }
 
-void b_set_new(struct bundle *b, uint16_t id, uint64_t value)
+static void b_set_new(struct bundle *b, uint16_t id, uint64_t value)
 {
     int i = find(b, id);
     if (i >= 0) { b->at[i].new_value = value; b->at[i].has_new = true; }
@@ -131,7 +131,7 @@ void b_set_new(struct bundle *b, uint16_t id, uint64_t value)
 
 /* udata out: what the driver writes with ib_copy_to_udata (no length check: a missing or short
  * UHW_OUT makes the copy fail with EFAULT, as copy_to_user(NULL) does). */
-int b_uhw_out(struct bundle *b, const void *src, size_t size, bool clamp)
+static int b_uhw_out(struct bundle *b, const void *src, size_t size, bool clamp)
 {
     int i = find(b, UVERBS_ATTR_UHW_OUT);
     if (i < 0 || !b->at[i].present) return size && !clamp ? -EFAULT : 0;
@@ -139,7 +139,7 @@ int b_uhw_out(struct bundle *b, const void *src, size_t size, bool clamp)
     return emu_copy_to_user(b->at[i].data, src, n) ? -EFAULT : 0;
 }
 
-size_t b_uhw_outlen(const struct bundle *b)
+static size_t b_uhw_outlen(const struct bundle *b)
 {
     int i = find(b, UVERBS_ATTR_UHW_OUT);
     return i >= 0 && b->at[i].present ? b->at[i].len : 0;
