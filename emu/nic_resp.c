@@ -362,6 +362,12 @@ void nic_resp_packet(struct nic_dev *nd, const struct mlxd_roce_pkt *p)
         nd->st.rx_bad_state++;
         return;
     }
+    /* a connected (RC/UC) QP takes packets only from the address it was connected to (IB spec
+     * annex A17: the IP addresses stand for the GIDs of the QP's path; compare Linux rxe) */
+    if (p->src_ip != ntohl(q->peer.sin_addr.s_addr)) {
+        nd->st.rx_wrong_source++;
+        return;
+    }
     uint8_t op = p->opcode & 0x1f;
     switch (op) {
     case MLXD_ROCE_OP_ACKNOWLEDGE:

@@ -786,7 +786,9 @@ static void case_crafted(void)
     struct emu_mr *lb = mr_new(1, 8192, 0x800, NIC_ACC_LOCAL_WRITE | NIC_ACC_REMOTE_WRITE);
     memset(MRP(lb), 0x3c, 8192);
     int s = socket(AF_INET, SOCK_DGRAM, 0);
-    struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f0000c8), .sin_port = 0};
+    /* the crafted packets come from the address QP B is connected to (device 0's), as an
+     * attacker on the peer's host would send them; another address is ignored outright */
+    struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr = devs[0].cfg.ipv4, .sin_port = 0};
     CHECK(bind(s, (struct sockaddr *)&me, sizeof me) == 0);
     socklen_t ml = sizeof me;
     getsockname(s, (struct sockaddr *)&me, &ml);
@@ -801,6 +803,24 @@ static void case_crafted(void)
     CHECK_EQ(mlxd_emu_nic_stats(1, &st0), 0);
 #define SEND_PKT(n) CHECK(sendto(s, pkt + 28, (size_t)(n) - 28, 0, (struct sockaddr *)&to, sizeof to) == (ssize_t)(n) - 28)
     ssize_t n;
+    /* a correct packet from another address: ignored, nothing written */
+    {
+        int o = socket(AF_INET, SOCK_DGRAM, 0);
+        struct sockaddr_in oa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f0000c8)};
+        CHECK(bind(o, (struct sockaddr *)&oa, sizeof oa) == 0);
+        socklen_t ol = sizeof oa;
+        getsockname(o, (struct sockaddr *)&oa, &ol);
+        struct mlxd_roce_pkt ow = w;
+        ow.src_ip = 0x7f0000c8;
+        ow.src_port = ntohs(oa.sin_port);
+        ssize_t on = mlxd_roce_build(pkt, sizeof pkt, &ow, pl, 256);
+        CHECK(sendto(o, pkt + 28, (size_t)on - 28, 0, (struct sockaddr *)&to, sizeof to) == on - 28);
+        close(o);
+        usleep(20000);
+        CHECK_EQ(mlxd_emu_nic_stats(1, &st), 0);
+        CHECK_EQ(st.rx_wrong_source - st0.rx_wrong_source, 1);
+        for (int i = 0; i < 8192; i++) CHECK_EQ(MRP(lb)[i], 0x3c);
+    }
     /* truncated: BTH cut */
     n = mlxd_roce_build(pkt, sizeof pkt, &w, pl, 256);
     SEND_PKT(28 + 8);
