@@ -477,7 +477,8 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
     peer_ep.gid[11] = 0xff;
     memcpy(peer_ep.gid + 12, &peer, 4);
     struct mlxd_connect_opts cn = { .sz = sizeof cn, .peer_access = MLXD_ACCESS_REMOTE_WRITE,
-                                    .receive_only = true, .hop_limit = 0xff };
+                                    .receive_only = true, .hop_limit = 0xff,
+                                    .path_mtu = 5 /* 4096, as the original */ };
     rc = mlxd_qp_connect(r->qp, &peer_ep, &cn);
     if (rc < 0)
         goto fail;

@@ -67,7 +67,7 @@ static void usage(FILE *f)
 "\n"
 "output:\n"
 "      --save DIR           write each frame's bytes_written bytes to DIR/frame-NNNNNN.bin\n"
-"                           (NNNNNN: the frame number; the arrival index without metadata)\n"
+"                           (NNNNNN: the arrival index, from 0: received_frame_number - 1)\n"
 "      --json               one JSON object per frame and a final summary object\n"
 "  -v, --print-frames       one text line per frame (decoded metadata, payload check)\n"
 "      --no-verify          do not check the payload pattern (word i of frame f = (f<<24)|i)\n"
@@ -499,7 +499,7 @@ static int run(struct cfg *c)
             }
             if (c->save) {
                 char path[PATH_MAX];
-                snprintf(path, sizeof path, "%s/frame-%06" PRIu64 ".bin", c->save, last_fn);
+                snprintf(path, sizeof path, "%s/frame-%06" PRIu64 ".bin", c->save, f.received_frame_number - 1);
                 FILE *fp = fopen(path, "wb");
                 if (!fp || fwrite(data, 1, nbytes, fp) != nbytes)
                     fprintf(stderr, "mlxd-capture: cannot write %s: %s\n", path, strerror(errno));
