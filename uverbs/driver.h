@@ -131,6 +131,9 @@ struct mlxd_nic {
 static inline bool nic_ok(const struct mlxd_nic *n) { return n && n->state == OBJ_LIVE; }
 
 /* Kernel-side helpers (uverbs/). */
+/* UAR_OBJ_ALLOC + mmap.  0, a negative errno of the kernel (ioctl or mmap), or
+ * MLXD__UAR_TOO_SMALL when the kernel's mapping length is below a system page (undone). */
+#define MLXD__UAR_TOO_SMALL 1
 int  mlxd__uar_alloc(struct mlxd_nic *nic, uint32_t type, uint32_t *handle, uint32_t *page_id,
                      void **map);
 int  mlxd__uar_free(struct mlxd_nic *nic, uint32_t handle, void *map);

@@ -41,7 +41,7 @@ int mlxd__uar_alloc(struct mlxd_nic *nic, uint32_t type, uint32_t *handle, uint3
     *handle = (uint32_t)ioc_value(&c, h);
     if (len < page_size()) {
         mlxd__uar_free(nic, *handle, NULL);
-        return -ENOSPC;
+        return MLXD__UAR_TOO_SMALL;
     }
     void *m = mmap(NULL, (size_t)page_size(), PROT_WRITE, MAP_SHARED, nic->fd, (off_t)off);
     if (m == MAP_FAILED) {
@@ -275,12 +275,15 @@ int mlxd_open(const char *name, const struct mlxd_open_opts *opts, struct mlxd_n
     }
     rc = mlxd__uar_alloc(nic, MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC, &nic->uar_handle, &nic->uar_page_id,
                          &nic->uar_map);
-    if (rc == -ENOSPC) {
-        rc = mlxd_err(ENOSPC, "mlxd_open %s: the kernel's doorbell register mapping is smaller than a "
-                      "system page", name);
+    if (rc == MLXD__UAR_TOO_SMALL) {
+        rc = mlxd_err(ENOSPC, "mlxd_open %s: UAR_OBJ_ALLOC gave a doorbell register mapping smaller "
+                      "than a system page (%ld bytes)", name, page_size());
         goto fail_async;
     }
-    if (rc) { rc = KERR(nic, rc, "UAR_OBJ_ALLOC (NC) + mmap"); goto fail_async; }
+    if (rc) {
+        rc = mlxd_err(-rc, "mlxd_open %s: the kernel refused UAR_OBJ_ALLOC (NC) + MMAP: %s", name, strerror(-rc));
+        goto fail_async;
+    }
     {
         uint64_t req = 0;
         uint32_t resp = 0, pdn = 0;

@@ -157,8 +157,13 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     }
     if (rc == -EOPNOTSUPP)      /* no BlueFlame: a non-cached doorbell page (abi doc 4.1) */
         rc = mlxd__uar_alloc(nic, MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC, &qp->uar_handle, &page_id, &qp->uar_map);
+    if (rc == MLXD__UAR_TOO_SMALL) {
+        rc = mlxd_err(ENOSPC, "%s %s: UAR_OBJ_ALLOC gave a doorbell register mapping smaller than a system page",
+                      fn, nic->name);
+        goto fail_uidx;
+    }
     if (rc) {
-        rc = mlxd_err(-rc, "%s %s: the kernel refused UAR_OBJ_ALLOC + mmap: %s", fn, nic->name, strerror(-rc));
+        rc = mlxd_err(-rc, "%s %s: the kernel refused UAR_OBJ_ALLOC + MMAP: %s", fn, nic->name, strerror(-rc));
         goto fail_uidx;
     }
     qp->bf_reg = (uint8_t *)qp->uar_map + MLXD_UAR_BF_OFFSET;
