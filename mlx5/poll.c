@@ -77,6 +77,7 @@ int mlxd_cq_poll(struct mlxd_cq *cq, struct mlxd_completion *out, int max)
         if (opcode == MLXD_CQE_INVALID || (op_own & MLXD_CQE_OWNER_MASK) != !!(ci & ncqe)) break;
         mlxd_rmb();
         ci++;
+        __builtin_prefetch(buf + ((size_t)(ci & mask) << 6));   /* the next CQE (survey A.12) */
         struct mlxd_completion *w = &out[n];
         uint32_t sop = mlxd_load_be32(c + MLXD_CQE_OFF_SOP_DROP_QPN);
         uint32_t qpn = sop & MLXD_QPN_MASK;
