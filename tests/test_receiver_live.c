@@ -159,7 +159,7 @@ static void gen(struct live *l, uint64_t first, uint64_t frames, uint32_t first_
         .frames = frames, .first_page = first_page, .first_frame = first,
         .first_psn = l->next_psn };
     struct lockstep ls = { l, already };
-    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = l->dst, .sent_frame = lock ? lockstep_cb : NULL,
+    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = l->dst, .src_ip = "127.0.0.1", .sent_frame = lock ? lockstep_cb : NULL,
                                  .ctx = &ls };
     struct mlxd_send_stats st;
     int rc = mlxd_gen_run(&m, &g, &so, &st);
@@ -538,7 +538,7 @@ START_TEST(fast_run)
     ck_assert(!mlxd_receiver_get_next_frame(l.r, 0, &f));
     struct mlxd_replay_map m = map_of(&l);
     struct mlxd_gen_opts g = { .sz = sizeof g, .frame_size = 16384, .frames = 2000, .first_page = 1 };
-    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = l.dst };
+    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = l.dst, .src_ip = "127.0.0.1" };
     struct mlxd_send_stats sst;
     ck_assert_int_eq(mlxd_gen_run(&m, &g, &so, &sst), 0);
     uint64_t got = 0, last = 0, last_rx = 0, flagged = 0;
@@ -626,7 +626,7 @@ START_TEST(legacy_immediate)
     struct mlxd_gen_opts g = { .sz = sizeof g, .frame_size = 1000, .frames = 4, .first_page = 1,
                                .first_psn = 0x12FFFE, .imm_layout = MLXD_HSB_IMM_LEGACY_8_24 };
     struct lockstep ls = { &l, 0 };
-    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = l.dst, .sent_frame = lockstep_cb, .ctx = &ls };
+    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = l.dst, .src_ip = "127.0.0.1", .sent_frame = lockstep_cb, .ctx = &ls };
     ck_assert_int_eq(mlxd_gen_run(&m, &g, &so, NULL), 0);
     for (uint32_t k = 0; k < 3; k++) {        /* queue 3: frames 1..3 */
         ck_assert(mlxd_receiver_get_next_frame(l.r, 1000, &f));

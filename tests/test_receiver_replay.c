@@ -195,7 +195,7 @@ START_TEST(replay_yields_recorded_frames)
     rig_start(&g, name, 0, true);
     struct mlxd_receiver_frame f;
     ck_assert(!mlxd_receiver_get_next_frame(g.r, 0, &f));
-    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = g.dst, .sent_frame = read_and_check, .ctx = &g };
+    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = g.dst, .src_ip = "127.0.0.1", .sent_frame = read_and_check, .ctx = &g };
     struct mlxd_send_stats st;
     ck_assert_int_eq(mlxd_capture_replay(g.cap, &g.map, &so, &st), 0);
     ck_assert_uint_eq(st.packets, g.cap->npackets);
@@ -229,7 +229,7 @@ START_TEST(slow_consumer_drops)
     rig_start(&g, "hsb_medium_64k_4pages", 2, true);
     struct mlxd_receiver_frame f;
     ck_assert(!mlxd_receiver_get_next_frame(g.r, 0, &f));
-    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = g.dst, .sent_frame = just_wait, .ctx = &g };
+    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = g.dst, .src_ip = "127.0.0.1", .sent_frame = just_wait, .ctx = &g };
     ck_assert_int_eq(mlxd_capture_replay(g.cap, &g.map, &so, NULL), 0);
     struct mlxd_receiver_stats rs;
     mlxd_receiver_stats(g.r, &rs);
@@ -256,7 +256,7 @@ START_TEST(late_monitor_overwritten)
     rig_start(&g, "hsb_medium_64k_4pages", 4, false);
     struct mlxd_receiver_frame f;
     ck_assert(!mlxd_receiver_get_next_frame(g.r, 0, &f));
-    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = g.dst, .frame_gap_us = 3000 };
+    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = g.dst, .src_ip = "127.0.0.1", .frame_gap_us = 3000 };
     ck_assert_int_eq(mlxd_capture_replay(g.cap, &g.map, &so, NULL), 0);
     struct timespec ts = { 0, 300 * 1000000 };
     nanosleep(&ts, NULL);
@@ -285,7 +285,7 @@ START_TEST(no_metadata_capture)
     rig_start(&g, "hsb_nometa_4k_3pages", 1, true);
     struct mlxd_receiver_frame f;
     ck_assert(!mlxd_receiver_get_next_frame(g.r, 0, &f));
-    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = g.dst, .frame_gap_us = 1000 };
+    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = g.dst, .src_ip = "127.0.0.1", .frame_gap_us = 1000 };
     struct mlxd_send_stats st;
     ck_assert_int_eq(mlxd_capture_replay(g.cap, &g.map, &so, &st), 0);
     ck_assert_uint_eq(st.packets, 12);

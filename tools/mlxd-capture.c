@@ -421,7 +421,10 @@ static int run(struct cfg *c)
     mon_started = true;
 
     if (c->replay || c->generate) {
+        /* the emulated sensor bridge sends from its own address: the peer the QP is connected
+         * to (a connected QP takes packets only from there) */
         R.so = (struct mlxd_send_opts){ .sz = sizeof R.so, .dst_ip = R.target_ip, .dst_port = R.target_port,
+                                        .src_ip = c->peer_ip,
                                         .loops = c->loops, .max_frames = c->replay ? c->frames : 0,
                                         .stop = &g_stop };
         if (c->replay) {
