@@ -215,6 +215,14 @@ static struct hqp *qp_new(int d, uint32_t type, uint32_t qpn, struct hcq *scq, s
     return h;
 }
 
+static uint32_t qp_state(struct hqp *h)
+{
+    lock(h->dev);
+    uint32_t st = h->qp.state;
+    unlock(h->dev);
+    return st;
+}
+
 static void qp_modify(struct hqp *h, uint32_t state)
 {
     lock(h->dev);
@@ -499,7 +507,7 @@ static void case_rc_ops(void)
         CHECK_CQE(got, want, t0, nic_now_ns());
     }
     CHECK(!memcmp(MRP(lb) + 40000, MRP(la), 2000));
-    CHECK(p.a->qp.state == NIC_QPS_RTS && p.b->qp.state == NIC_QPS_RTS);
+    CHECK(qp_state(p.a) == NIC_QPS_RTS && qp_state(p.b) == NIC_QPS_RTS);
     dev_close(0);
     dev_close(1);
 }
@@ -584,12 +592,12 @@ static void rc_access_error(uint32_t qa, uint32_t qb, uint64_t va_off, uint32_t 
     CHECK(cq_poll(p.sa, got, 2000));
     expect_err_cqe(want, NIC_CQE_REQ_ERR, 0x05, 0xf9, NIC_OP_SEND, qa, qa, w2, 0);
     CHECK_CQE(got, want, 0, 0);
-    CHECK_EQ(p.a->qp.state, NIC_QPS_ERR);
+    CHECK_EQ(qp_state(p.a), NIC_QPS_ERR);
     /* the responder NAKed, went to ERR with QP_ACCESS_ERR, and flushed its receive */
     CHECK(cq_poll(p.rb, got, 2000));
     expect_err_cqe(want, NIC_CQE_RESP_ERR, 0x05, 0xf9, 0, qb, qb, r, 0);
     CHECK_CQE(got, want, 0, 0);
-    CHECK_EQ(p.b->qp.state, NIC_QPS_ERR);
+    CHECK_EQ(qp_state(p.b), NIC_QPS_ERR);
     CHECK_EQ(count_async(0x1000 + qb, NIC_EV_QP_ACCESS_ERR), 1);
     for (int i = 0; i < 8192; i++) CHECK_EQ(MRP(lb)[i], 0x5a);   /* nothing written */
 }
@@ -627,7 +635,7 @@ static void case_err_local_length(void)
     CHECK(cq_poll(p.sa, got, 2000));
     expect_err_cqe(want, NIC_CQE_REQ_ERR, 0x12, 0x8a, NIC_OP_SEND, 0x111, 0x111, w, 0);
     CHECK_CQE(got, want, 0, 0);
-    CHECK_EQ(p.b->qp.state, NIC_QPS_ERR);
+    CHECK_EQ(qp_state(p.b), NIC_QPS_ERR);
     dev_close(0);
     dev_close(1);
 }
@@ -651,7 +659,7 @@ static void case_err_rnr(void)
     CHECK_EQ(mlxd_emu_nic_stats(1, &st), 0);
     CHECK_EQ(st.rnr_naks_sent, 3);          /* the first try plus rnr_retry = 2 retries */
     CHECK(nic_now_ns() - t0 >= 2 * 10000);   /* 2 waits of the responder's 0.01 ms timer */
-    CHECK_EQ(p.b->qp.state, NIC_QPS_RTS);    /* RNR is not an error for the responder */
+    CHECK_EQ(qp_state(p.b), NIC_QPS_RTS);    /* RNR is not an error for the responder */
     CHECK(!cq_poll(p.rb, got, 20));
     dev_close(0);
     dev_close(1);
@@ -714,7 +722,7 @@ static void case_uc_errors(void)
     usleep(20000);
     CHECK(!cq_poll(p.rb, got, 20));
     for (int i = 16; i < 8192; i++) CHECK_EQ(MRP(lb)[i], 0x77);
-    CHECK_EQ(p.b->qp.state, NIC_QPS_RTS);
+    CHECK_EQ(qp_state(p.b), NIC_QPS_RTS);
     /* still works: a good WRITE_IMM consumes the receive posted above */
     struct sge s2 = {50, 0x700, la->addr};
     post_send(p.a, NIC_OP_RDMA_WRITE_IMM, 0x08, be(9), lb->addr + 1000, 0x800, &s2, 1);
@@ -838,7 +846,7 @@ static void case_crafted(void)
     CHECK_EQ(st.rx_malformed - st0.rx_malformed, 2);
     CHECK_EQ(st.rx_bad_icrc - st0.rx_bad_icrc, 1);
     CHECK_EQ(st.rx_unknown_qp - st0.rx_unknown_qp, 1);
-    CHECK_EQ(p.b->qp.state, NIC_QPS_RTS);
+    CHECK_EQ(qp_state(p.b), NIC_QPS_RTS);
     /* VA outside any region, on a UC-opcode to the RC QP (wrong transport: dropped) */
     w.dest_qp = 0x261;
     w.opcode = 0x2a;
@@ -855,9 +863,9 @@ static void case_crafted(void)
     usleep(20000);
     CHECK_EQ(mlxd_emu_nic_stats(1, &st), 0);
     CHECK_EQ(st.naks_sent - st0.naks_sent, 1);
-    CHECK_EQ(p.a->qp.state, NIC_QPS_RTS);
+    CHECK_EQ(qp_state(p.a), NIC_QPS_RTS);
     usleep(5000);
-    CHECK_EQ(p.b->qp.state, NIC_QPS_ERR);
+    CHECK_EQ(qp_state(p.b), NIC_QPS_ERR);
     for (int i = 0; i < 8192; i++) CHECK_EQ(MRP(lb)[i], 0x3c);
     close(s);
     dev_close(0);
@@ -990,6 +998,8 @@ static void case_two_proc(void)
         }
         char c;
         CHECK(read(done[0], &c, 1) == 1);   /* the RC WRITEs are acknowledged by now */
+        lock(1);                            /* (orders the engine's writes before our reads) */
+        unlock(1);
         for (unsigned k = 0; k < nmsg; k++)
             for (unsigned i = 0; i < len; i++)
                 CHECK_EQ(MRP(m)[256 * 1024 + k * 4096 + i], pattern(k + 50, i));
@@ -1097,7 +1107,7 @@ static void case_err_local_prot(void)
     CHECK(cq_poll(q.sa, got, 2000));
     expect_err_cqe(want, NIC_CQE_REQ_ERR, 0x14, 0x89, NIC_OP_SEND, 0x1a2, 0x1a2, w, 0);
     CHECK_CQE(got, want, 0, 0);
-    CHECK_EQ(q.b->qp.state, NIC_QPS_ERR);
+    CHECK_EQ(qp_state(q.b), NIC_QPS_ERR);
     dev_close(0);
     dev_close(1);
 }
@@ -1113,8 +1123,8 @@ static void case_cq_overrun(void)
     struct emu_mr *lb = mr_new(1, 8192, 0x800, NIC_ACC_LOCAL_WRITE | NIC_ACC_REMOTE_WRITE);
     struct sge s = {10, 0x700, la->addr};
     for (int i = 0; i < 6; i++) post_send(p.a, NIC_OP_RDMA_WRITE, 0x08, 0, lb->addr, 0x800, &s, 1);
-    for (int i = 0; i < 200 && p.a->qp.state != NIC_QPS_ERR; i++) usleep(10000);
-    CHECK_EQ(p.a->qp.state, NIC_QPS_ERR);
+    for (int i = 0; i < 200 && qp_state(p.a) != NIC_QPS_ERR; i++) usleep(10000);
+    CHECK_EQ(qp_state(p.a), NIC_QPS_ERR);
     CHECK_EQ(count_async(p.sa->cq.user_handle, NIC_EV_CQ_ERR), 1);
     CHECK_EQ(count_async(0x1000 + 0x1b1, NIC_EV_QP_FATAL), 1);
     uint8_t got[64];
