@@ -280,6 +280,31 @@ START_TEST(memlock_message)
 }
 END_TEST
 
+/* A destroy the kernel refuses: the object counts as destroyed, a second destroy returns the
+ * same error, and close releases what the kernel still held. */
+START_TEST(refused_destroy)
+{
+    struct mlxd_nic *nic;
+    ck_assert_int_eq(mlxd_open("mlx5_0", NULL, &nic), 0);
+    struct mlxd_cq *cq;
+    ck_assert_int_eq(mlxd_cq_create(nic, 16, NULL, &cq), 0);
+    struct mlxd_qp *qp;
+    struct mlxd_qp_opts qo = { .sz = sizeof qo, .send_depth = 8 };
+    ck_assert_int_eq(mlxd_qp_create(cq, &qo, &qp), 0);
+    ck_assert_int_eq(mlxd_emu_fail_method("QP_DESTROY", 1, EIO), 0);
+    ck_assert_int_eq(mlxd_qp_destroy(qp), -EIO);
+    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "QP_DESTROY"));
+    ck_assert_int_eq(mlxd_qp_destroy(qp), -EIO);         /* the first one's result */
+    struct mlxd_entry e = { .op = MLXD_OP_NOP };
+    ck_assert_int_eq(mlxd_qp_post(qp, &e), -EINVAL);     /* counts as destroyed */
+    ck_assert_int_eq(mlxd_emu_fail_method("CQ_DESTROY", 1, EIO), 0);
+    ck_assert_int_eq(mlxd_cq_destroy(cq), -EIO);
+    ck_assert_int_eq(mlxd_cq_destroy(cq), -EIO);
+    ck_assert_int_eq(mlxd_close(nic), 0);
+    assert_nothing_live("refused destroys, then close");
+}
+END_TEST
+
 Suite *driver_leaks_suite(void)
 {
     Suite *s = suite_create("driver_leaks");
@@ -297,6 +322,7 @@ Suite *driver_leaks_suite(void)
     tcase_add_test(tc, open_kernel_refusal_names_call);
     tcase_add_test(tc, port_events);
     tcase_add_test(tc, memlock_message);
+    tcase_add_test(tc, refused_destroy);
     suite_add_tcase(s, tc);
     return s;
 }

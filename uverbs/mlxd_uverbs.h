@@ -118,10 +118,12 @@ struct mlxd_open_opts {
  * Thread rules: any thread.  The NIC belongs to the caller until mlxd_close. */
 int mlxd_open(const char *name, const struct mlxd_open_opts *opts, struct mlxd_nic **out);
 
-/* Destroys every QP, CQ and region of nic (in that order), the PD, unmaps the UARs, closes the
- * completion channel, the async fd and the verbs file.  Returns 0, or the first error a kernel
- * destroy call gave (everything is released anyway: closing the verbs file makes the kernel
- * destroy what is left).  A second close does nothing and returns 0.  nic NULL: -EINVAL.
+/* Destroys every QP, CQ and region of nic (in that order), the PD, unmaps and destroys the
+ * UARs, closes the completion channel, the async fd and the verbs file, and frees the rings.
+ * Returns 0, or the first error a kernel destroy call made during this close gave (everything
+ * is released anyway: closing the verbs file makes the kernel destroy what is left).  When an
+ * earlier destroy was refused, the PD and UAR are left to that final close (their destroys
+ * would be refused as busy).  A second close does nothing and returns 0.  nic NULL: -EINVAL.
  * Thread rules: after every other call on nic and its objects has returned. */
 int mlxd_close(struct mlxd_nic *nic);
 

@@ -322,10 +322,20 @@ int mlxd_close(struct mlxd_nic *nic)
         if (cq->state == OBJ_LIVE) result = first_err(result, mlxd_cq_destroy(cq) < 0 ? cq->destroy_result : 0);
     for (struct mlxd_region *r = nic->regions; r; r = r->next)
         if (r->state == OBJ_LIVE) result = first_err(result, mlxd_region_deregister(r) < 0 ? r->deregister_result : 0);
-    int rc = pd_destroy(nic);
-    if (rc) result = first_err(result, mlxd_err(-rc, "mlxd_close %s: PD_DESTROY: %s", nic->name, strerror(-rc)));
-    rc = mlxd__uar_free(nic, nic->uar_handle, nic->uar_map);
-    if (rc) result = first_err(result, mlxd_err(-rc, "mlxd_close %s: UAR_OBJ_DESTROY: %s", nic->name, strerror(-rc)));
+    /* Objects the kernel refused to destroy still hold the PD and the UAR: then only closing the
+     * verbs file (below) releases them, and PD/UAR destroys would just be refused (EBUSY). */
+    bool leftovers = false;
+    for (struct mlxd_qp *qp = nic->qps; qp; qp = qp->next) leftovers |= qp->destroy_result != 0;
+    for (struct mlxd_cq *cq = nic->cqs; cq; cq = cq->next) leftovers |= cq->destroy_result != 0;
+    for (struct mlxd_region *r = nic->regions; r; r = r->next) leftovers |= r->deregister_result != 0;
+    if (!leftovers) {
+        int rc = pd_destroy(nic);
+        if (rc) result = first_err(result, mlxd_err(-rc, "mlxd_close %s: the kernel refused PD_DESTROY: %s", nic->name, strerror(-rc)));
+        rc = mlxd__uar_free(nic, nic->uar_handle, nic->uar_map);
+        if (rc) result = first_err(result, mlxd_err(-rc, "mlxd_close %s: the kernel refused UAR_OBJ_DESTROY: %s", nic->name, strerror(-rc)));
+    } else {
+        munmap(nic->uar_map, (size_t)page_size());
+    }
     nic->uar_map = NULL;
     if (nic->comp_fd >= 0) close(nic->comp_fd);
     close(nic->async_fd);
