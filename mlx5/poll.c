@@ -52,11 +52,11 @@ static inline struct mlxd_qp *cqe_qp(const struct mlxd_cq *cq, const uint8_t *c,
     struct mlxd_qp *qp = NULL;
     if (mlxd_likely(cq->cqe_version)) {
         uint32_t uidx = mlxd_cqe_srqn_uidx(c);
-        if (uidx < MLXD_MAX_QPS) qp = cq->qp_table[uidx];
+        if (uidx < MLXD_MAX_QPS) qp = __atomic_load_n(&cq->qp_table[uidx], __ATOMIC_ACQUIRE);
         if (mlxd_likely(qp && qp->qpn == qpn)) return qp;
     }
     for (uint32_t i = 0; i < MLXD_MAX_QPS; i++) {   /* cqe_version 0 (rare): a scan */
-        qp = cq->qp_table[i];
+        qp = __atomic_load_n(&cq->qp_table[i], __ATOMIC_ACQUIRE);
         if (qp && qp->qpn == qpn && qp->state == OBJ_LIVE) return qp;
     }
     return NULL;

@@ -45,6 +45,15 @@ static uint32_t random_psn(void)
     return v ? v : 1;
 }
 
+/* Marks a user index taken by a QP being created: its qpn never matches a CQE's 24-bit QPN. */
+static struct mlxd_qp reserved_slot = { .qpn = 0xffffffffu, .state = OBJ_DEAD };
+
+/* The poll loop reads the table without the lock: entries are published with release stores. */
+static void table_set(struct mlxd_nic *nic, uint32_t i, struct mlxd_qp *qp)
+{
+    __atomic_store_n(&nic->qp_table[i], qp, __ATOMIC_RELEASE);
+}
+
 static const uint8_t *gid_by_index(const struct mlxd_nic *nic, uint32_t idx)
 {
     for (unsigned i = 0; i < nic->ngids; i++)
@@ -144,7 +153,7 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
         rc = mlxd_err(ENOSPC, "%s %s: the NIC's table of %u QPs is full", fn, nic->name, MLXD_MAX_QPS);
         goto fail_mem;
     }
-    nic->qp_table[uidx] = (struct mlxd_qp *)qp;   /* reserved; the poll loop checks qpn too */
+    table_set(nic, uidx, &reserved_slot);
     pthread_mutex_unlock(&nic->lock);
     qp->uidx = uidx;
 
@@ -210,7 +219,7 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     qp->ib_state = 0;
     qp->state = OBJ_LIVE;
     pthread_mutex_lock(&nic->lock);
-    nic->qp_table[uidx] = qp;
+    table_set(nic, uidx, qp);
     qp->next = nic->qps;
     nic->qps = qp;
     cq->qps++;
@@ -223,7 +232,7 @@ fail_uar:
     mlxd__uar_free(nic, qp->uar_handle, qp->uar_map);
 fail_uidx:
     pthread_mutex_lock(&nic->lock);
-    nic->qp_table[uidx] = NULL;
+    table_set(nic, uidx, NULL);
     pthread_mutex_unlock(&nic->lock);
 fail_mem:
     mlxd__qp_release(qp);
@@ -364,7 +373,7 @@ int mlxd_qp_destroy(struct mlxd_qp *qp)
     pthread_mutex_lock(&nic->lock);
     qp->state = OBJ_DEAD;
     qp->destroy_result = rc;
-    if (nic->qp_table[qp->uidx] == qp) nic->qp_table[qp->uidx] = NULL;
+    if (nic->qp_table[qp->uidx] == qp) table_set(nic, qp->uidx, NULL);
     qp->send_cq->qps--;
     if (qp->recv_cq != qp->send_cq) qp->recv_cq->qps--;
     pthread_mutex_unlock(&nic->lock);
