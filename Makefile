@@ -160,6 +160,12 @@ fuzz:
 demo: all
 	@sh scripts/demo.sh $(BUILD)
 
+# mlxd-bench (docs/performance.md); mlxd-bench-verbs is the one program that links libibverbs
+# (rdma-core's libmlx5 on the same emulated rings, for the ratios).
+$(BUILD)/bin/mlxd-bench-verbs: private LIBS += -libverbs
+bench: all
+	@sh scripts/bench.sh $(BUILD)
+
 cross-aarch64:
 	$(MAKE) BUILD=build-aarch64 CC=aarch64-linux-gnu-gcc $(patsubst $(BUILD)/%,build-aarch64/%,$(LIB_OBJ))
 

@@ -1,0 +1,44 @@
+/* mlxd_emu_bench.h: a benchmark hook of the mlx5direct emulator (libmlx5direct-emu.so): write one
+ * receive completion into a QP's CQ ring now, from the calling thread, the way the NIC writes it
+ * at the end of an RDMA WRITE with immediate, and tell the caller the TSC at which it became
+ * valid.  Used by tools/mlxd-bench.c (hand-off latency, rings filled for the poll benchmarks,
+ * rdma-core's libmlx5 fed the same CQEs) and tests/test_bench.c.
+ *
+ * In a preloaded program find it with dlsym(RTLD_DEFAULT, "mlxd_emu_bench_write_imm").
+ * Source of the CQE layout: struct mlx5_cqe64 (mlx5dv.h); ownership: the owner bit of the pass
+ * (../shared/reference/mlx5-uverbs-abi.md section 6.3), written last with release semantics.
+ */
+#ifndef MLXD_EMU_BENCH_H
+#define MLXD_EMU_BENCH_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* On emulated device `dev` (the N of /dev/infiniband/uverbsN), for the QP numbered qpn (RC or
+ * UC, in RTR, RTS or SQD, with a receive ring and a receive CQ): consumes the QP's next posted
+ * receive and writes a MLX5_CQE_RESP_WR_IMM CQE into its receive CQ: srqn_uidx = the QP's user
+ * index, immediate = htobe32(imm), byte_cnt = byte_len, timestamp = the emulator's clock (ns),
+ * sop_drop_qpn = qpn (no drops), wqe_counter = the receive's index; 63 bytes first, then op_own
+ * (opcode 1 << 4 | owner bit of the pass) as a release store.  If the CQ is armed (an arm
+ * doorbell rung before this call is taken into account at once, as the hardware sees it) the
+ * completion event is raised.  *tsc (when tsc is not NULL) receives the time stamp counter
+ * (x86-64: lfence; rdtsc; aarch64: isb; cntvct_el0) read immediately before the op_own store:
+ * the CQE becomes visible to a poller no earlier than that.
+ * Nothing of the wire is involved (no packet, no PSN): the RDMA payload, if any, is the caller's
+ * to write into the registered memory before calling, as the NIC's DMA precedes its CQE.
+ * Returns 0; -EAGAIN no receive is posted or the CQ holds ncqe unconsumed CQEs (nothing written:
+ * call again later; the NIC would drop a UC message / overrun, a benchmark producer waits);
+ * -ENODEV the device is not open (or dev >= 16); -ENOENT no such QP; -EINVAL the QP is in
+ * another state or has no receive ring or receive CQ.
+ * Threads: any thread; takes the device's lock (the engine's), so calls are serialised with the
+ * engine.  The device must stay open during the call. */
+int mlxd_emu_bench_write_imm(unsigned dev, uint32_t qpn, uint32_t imm, uint32_t byte_len,
+                             uint64_t *tsc);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,1326 @@
+/* mlxd-bench: poll-loop benchmarks of mlx5direct, on the emulator (or a real ConnectX).
+ *
+ *   empty      cost of one mlxd_cq_poll of an empty CQ: ns (TSC) and instructions (perf counter)
+ *   ring       CQE throughput: a ring filled (synthetic CQEs or a CQE fixture) and drained with
+ *              mlxd_cq_poll in batches of 1, 4, 16 and 64: ns per CQE; on a detached ring, and on
+ *              a CQ + UC QP of the emulated NIC filled by the emulator (the rings libmlx5 is fed
+ *              by tools/mlxd-bench-verbs.c, for the ratios)
+ *   handoff    from a CQE becoming valid in the receiver's ring (emulator hook
+ *              mlxd_emu_bench_write_imm, emu/mlxd_emu_bench.h, stamps the TSC just before the
+ *              op_own store) to mlxd_receiver_get_next_frame returning in the consumer; busy-poll
+ *              and event monitor
+ *   e2e        frames/s and Gb/s that the receiver + emulator sustain with the sensor-bridge
+ *              generator (mlxd_gen_run over the emulated RoCE v2 wire), 4 KiB .. 8 MiB frames
+ *
+ * Reports t_min, t_typical (median), t_avg, t_stdev (double), p99, p99.9 (nearest rank) and the
+ * true maximum (perftest prints the second largest; poll-loop-survey.md A.9), the TSC frequency
+ * and how it was obtained, the CPU pinning and the iteration counts.  --json, --csv, and
+ * --plot-dir DIR (hand-off samples for scripts/bench.sh's gnuplot CDF/histogram).
+ * docs/performance.md has the figures and how to reproduce them.
+ */
+#include <ctype.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/perf_event.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include "mlxd_abi.h"
+#include "mlxd_capture.h"
+#include "mlxd_error.h"
+#include "mlxd_fixture.h"
+#include "mlxd_hsb.h"
+#include "mlxd_mlx5.h"
+#include "mlxd_receiver.h"
+#include "mlxd_uverbs.h"
+
+#define REEXEC_ENV "MLXD_BENCH_EMULATED"
+
+typedef int (*write_imm_fn)(unsigned, uint32_t, uint32_t, uint32_t, uint64_t *);
+
+/* ---------------------------------------------------------------------------------------- */
+/* time stamp counter                                                                         */
+
+static inline uint64_t tsc(void)
+{
+#if defined(__x86_64__)
+    uint32_t lo, hi;
+    __asm__ __volatile__("lfence; rdtsc" : "=a"(lo), "=d"(hi) :: "memory");
+    return (uint64_t)hi << 32 | lo;
+#elif defined(__aarch64__)
+    uint64_t v;
+    __asm__ __volatile__("isb; mrs %0, cntvct_el0" : "=r"(v) :: "memory");
+    return v;
+#else
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+#endif
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static double mono_raw_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double g_tsc_hz;          /* ticks per second */
+static char g_tsc_how[512];
+
+/* The TSC frequency: calibrated against CLOCK_MONOTONIC_RAW (7 windows of 30 ms, median),
+ * cross-checked with what the CPU says (CPUID leaf 0x15, or the hypervisor's timing leaf
+ * 0x40000010) and the kernel's "cpu MHz"; the architectural value is used when it is within
+ * 0.5 % of the calibration (aarch64: CNTFRQ_EL0, exact by definition). */
+static void tsc_init(void)
+{
+    double w[7];
+    for (int i = 0; i < 7; i++) {
+        double s0 = mono_raw_s();
+        uint64_t t0 = tsc();
+        while (mono_raw_s() - s0 < 0.030) {}
+        uint64_t t1 = tsc();
+        double s1 = mono_raw_s();
+        w[i] = (double)(t1 - t0) / (s1 - s0);
+    }
+    qsort(w, 7, sizeof w[0], cmp_double);
+    double cal = w[3];
+    double arch = 0;
+    const char *arch_src = NULL;
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    if (__get_cpuid_max(0, NULL) >= 0x15) {
+        __cpuid(0x15, a, b, c, d);
+        if (a && b && c) { arch = (double)c * b / a; arch_src = "CPUID leaf 0x15"; }
+    }
+    __cpuid(1, a, b, c, d);
+    if (!arch && (c & (1u << 31))) {           /* running under a hypervisor */
+        __cpuid(0x40000000, a, b, c, d);
+        if (a >= 0x40000010) {
+            __cpuid(0x40000010, a, b, c, d);
+            if (a) { arch = a * 1000.0; arch_src = "CPUID leaf 0x40000010 (hypervisor TSC kHz)"; }
+        }
+    }
+#elif defined(__aarch64__)
+    uint64_t f;
+    __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(f));
+    arch = (double)f;
+    arch_src = "CNTFRQ_EL0";
+#endif
+    double mhz = 0;
+    FILE *fp = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    bool constant = false, nonstop = false;
+    while (fp && fgets(line, sizeof line, fp)) {
+        if (!mhz && !strncmp(line, "cpu MHz", 7)) {
+            char *colon = strchr(line, ':');
+            if (colon) mhz = atof(colon + 1);
+        }
+        if (!strncmp(line, "flags", 5)) {
+            constant = strstr(line, " constant_tsc") != NULL;
+            nonstop = strstr(line, " nonstop_tsc") != NULL;
+        }
+    }
+    if (fp) fclose(fp);
+    bool use_arch = arch > 0 && fabs(arch - cal) / cal < 0.005;
+    g_tsc_hz = use_arch ? arch : cal;
+    int n = snprintf(g_tsc_how, sizeof g_tsc_how,
+                     "%s; calibrated %.3f MHz against CLOCK_MONOTONIC_RAW (median of 7 x 30 ms, "
+                     "spread %.3f..%.3f MHz)", use_arch ? arch_src : "calibration",
+                     cal / 1e6, w[0] / 1e6, w[6] / 1e6);
+    if (arch > 0 && !use_arch)
+        n += snprintf(g_tsc_how + n, sizeof g_tsc_how - (size_t)n, "; %s says %.3f MHz (not used: "
+                      "differs by more than 0.5%%)", arch_src, arch / 1e6);
+    else if (arch > 0)
+        n += snprintf(g_tsc_how + n, sizeof g_tsc_how - (size_t)n, "; %s: %.3f MHz", arch_src, arch / 1e6);
+    else
+        n += snprintf(g_tsc_how + n, sizeof g_tsc_how - (size_t)n, "; no CPUID frequency leaf");
+    if (mhz > 0)
+        n += snprintf(g_tsc_how + n, sizeof g_tsc_how - (size_t)n, "; /proc/cpuinfo cpu MHz %.3f", mhz);
+#if defined(__x86_64__)
+    snprintf(g_tsc_how + n, sizeof g_tsc_how - (size_t)n, "; constant_tsc %s, nonstop_tsc %s",
+             constant ? "yes" : "no", nonstop ? "yes" : "no");
+#endif
+}
+
+static inline double ticks_ns(double t) { return t * 1e9 / g_tsc_hz; }
+
+/* ---------------------------------------------------------------------------------------- */
+/* statistics and results                                                                     */
+
+struct stats {
+    double min, typical, avg, stdev, p99, p999, max;
+};
+
+/* Sorts v.  Percentiles by nearest rank: p of n = v[ceil(p * n) - 1]. */
+static struct stats stats_of(double *v, size_t n)
+{
+    struct stats s = { 0 };
+    if (!n) return s;
+    qsort(v, n, sizeof v[0], cmp_double);
+    s.min = v[0];
+    s.max = v[n - 1];
+    s.typical = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) sum += v[i];
+    s.avg = sum / (double)n;
+    double ss = 0;
+    for (size_t i = 0; i < n; i++) ss += (v[i] - s.avg) * (v[i] - s.avg);
+    s.stdev = n > 1 ? sqrt(ss / (double)(n - 1)) : 0;
+    size_t r99 = (size_t)ceil(0.99 * (double)n), r999 = (size_t)ceil(0.999 * (double)n);
+    s.p99 = v[(r99 ? r99 : 1) - 1];
+    s.p999 = v[(r999 ? r999 : 1) - 1];
+    return s;
+}
+
+#define MAX_RESULTS 64
+
+struct result {
+    char name[48];
+    char unit[16];
+    char what[160];
+    size_t iters;
+    bool available;
+    char reason[400];
+    struct stats s;
+    double instr;                /* instructions per operation (<0: not measured) */
+    char instr_note[160];
+};
+
+static struct result g_res[MAX_RESULTS];
+static int g_nres;
+
+static struct result *result_new(const char *name, const char *unit, const char *what)
+{
+    struct result *r = &g_res[g_nres < MAX_RESULTS - 1 ? g_nres++ : g_nres];
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    snprintf(r->unit, sizeof r->unit, "%s", unit);
+    snprintf(r->what, sizeof r->what, "%s", what);
+    r->instr = -1;
+    return r;
+}
+
+static void result_unavailable(struct result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void result_unavailable(struct result *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->reason, sizeof r->reason, fmt, ap);
+    va_end(ap);
+    r->available = false;
+}
+
+struct e2e_row {
+    uint64_t frame_size;
+    uint64_t sent, received;
+    double seconds, fps, gbps, send_gbps;
+    const char *mode;
+    bool ok;
+    char reason[300];
+};
+#define MAX_E2E 16
+static struct e2e_row g_e2e[MAX_E2E];
+static int g_ne2e;
+
+/* rdma-core comparison (tools/mlxd-bench-verbs.c) */
+struct cmp_row { char name[48]; double typical, avg, p99; size_t iters; };
+static struct cmp_row g_cmp[MAX_RESULTS];
+static int g_ncmp;
+static bool g_cmp_ok;
+static char g_cmp_reason[600];
+
+/* ---------------------------------------------------------------------------------------- */
+/* configuration                                                                              */
+
+struct cfg {
+    bool json, csv, quiet;
+    const char *json_out, *csv_out;   /* also write these files */
+    const char *plot_dir;
+    const char *fixture;
+    const char *tests;           /* comma list: empty,ring,emu-ring,handoff,e2e,compare */
+    int cpu_monitor, cpu_consumer, cpu_producer;   /* -1 = not pinned */
+    const char *producer_mode;   /* "thread" | "inline" | NULL = by CPU count */
+    size_t empty_samples;        /* samples of 100 polls */
+    size_t ring_passes;          /* passes per batch size */
+    size_t emu_samples, emu_passes;   /* the same on the emulated NIC's ring (and libmlx5) */
+    size_t handoff_iters;
+    size_t handoff_event_iters;
+    double e2e_mb;               /* bytes sent per frame size (MiB) */
+    const char *e2e_sizes;
+    const char *e2e_modes;
+    int ncpus;
+};
+
+static struct cfg C = {
+    .cpu_monitor = -2, .cpu_consumer = -2, .cpu_producer = -2,
+    .empty_samples = 20000, .ring_passes = 400, .emu_samples = 5000, .emu_passes = 100, .handoff_iters = 100000, .handoff_event_iters = 20000,
+    .e2e_mb = 192, .e2e_sizes = "4096,65536,1048576,8388608", .e2e_modes = "busy",
+};
+
+static bool want(const char *t)
+{
+    if (!C.tests) return true;
+    size_t n = strlen(t);
+    for (const char *p = C.tests; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, t, n)) return true;
+        if (!e) break;
+        p = e + 1;
+    }
+    return false;
+}
+
+static void pin_self(int cpu)
+{
+    if (cpu < 0) return;
+    cpu_set_t s;
+    CPU_ZERO(&s);
+    CPU_SET(cpu, &s);
+    pthread_setaffinity_np(pthread_self(), sizeof s, &s);
+}
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+    if (C.quiet) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* 1. empty poll                                                                              */
+
+static int perf_instr_open(char *why, size_t len)
+{
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.type = PERF_TYPE_HARDWARE;
+    a.size = sizeof a;
+    a.config = PERF_COUNT_HW_INSTRUCTIONS;
+    a.disabled = 1;
+    a.exclude_kernel = 1;
+    a.exclude_hv = 1;
+    int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+    if (fd < 0)
+        snprintf(why, len, "perf_event_open(PERF_COUNT_HW_INSTRUCTIONS): %s (a VM without a virtual "
+                 "PMU, or perf_event_paranoid; use scripts/callgrind.sh)", strerror(errno));
+    return fd;
+}
+
+/* Instructions per call of fn(arg) over k calls, the counting overhead (k = 0) subtracted. */
+static double perf_instr_per(int fd, void (*fn)(void *, size_t), void *arg, size_t k)
+{
+    uint64_t base = UINT64_MAX, with = UINT64_MAX;
+    for (int rep = 0; rep < 5; rep++) {
+        uint64_t v = 0;
+        ioctl(fd, PERF_EVENT_IOC_RESET, 0);
+        ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+        fn(arg, 0);
+        ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+        if (read(fd, &v, sizeof v) == sizeof v && v < base) base = v;
+        ioctl(fd, PERF_EVENT_IOC_RESET, 0);
+        ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+        fn(arg, k);
+        ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+        if (read(fd, &v, sizeof v) == sizeof v && v < with) with = v;
+    }
+    return with >= base ? (double)(with - base) / (double)k : -1;
+}
+
+static struct mlxd_completion g_wc[64];
+static volatile int g_sink;
+
+static void empty_polls(void *arg, size_t k)
+{
+    struct mlxd_cq *cq = arg;
+    int s = 0;
+    for (size_t i = 0; i < k; i++) s += mlxd_cq_poll(cq, g_wc, 16);
+    g_sink = s;
+}
+
+static void bench_empty(void)
+{
+    struct result *r = result_new("empty_poll", "ns",
+                                  "mlxd_cq_poll(cq, wc, 16) of an empty detached CQ (4096 CQEs); sample = mean of 100 polls");
+    struct mlxd_cq *cq = NULL;
+    if (mlxd_cq_create_detached(4096, &cq) < 0) {
+        result_unavailable(r, "mlxd_cq_create_detached: %s", mlxd_errmsg());
+        return;
+    }
+    const size_t K = 100, S = C.empty_samples;
+    double *v = malloc(S * sizeof *v);
+    empty_polls(cq, 100000);                          /* warm up */
+    for (size_t i = 0; i < S; i++) {
+        uint64_t t0 = tsc();
+        empty_polls(cq, K);
+        uint64_t t1 = tsc();
+        v[i] = ticks_ns((double)(t1 - t0)) / (double)K;
+    }
+    r->s = stats_of(v, S);
+    r->iters = S * K;
+    r->available = true;
+    char why[256];
+    int fd = perf_instr_open(why, sizeof why);
+    if (fd >= 0) {
+        r->instr = perf_instr_per(fd, empty_polls, cq, 100000);
+        snprintf(r->instr_note, sizeof r->instr_note, "user-space instructions retired (perf counter)");
+        close(fd);
+    } else {
+        snprintf(r->instr_note, sizeof r->instr_note, "%.150s", why);
+    }
+    free(v);
+    mlxd_cq_destroy(cq);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* 2. CQE throughput on a detached ring                                                       */
+
+/* A synthetic responder CQE (struct mlx5_cqe64): RDMA WRITE with immediate, as the NIC writes
+ * one for a sensor frame. */
+static void synth_cqe(uint8_t c[64], uint32_t i)
+{
+    memset(c, 0, 64);
+    uint32_t v = htonl(i & 0xfff);                     /* immediate: page */
+    memcpy(c + MLXD_CQE_OFF_IMM_INVAL_PKEY, &v, 4);
+    v = htonl(4096);
+    memcpy(c + MLXD_CQE_OFF_BYTE_CNT, &v, 4);
+    v = htonl(0x000123);
+    memcpy(c + MLXD_CQE_OFF_SOP_DROP_QPN, &v, 4);
+    uint16_t w = htons((uint16_t)i);
+    memcpy(c + MLXD_CQE_OFF_WQE_COUNTER, &w, 2);
+    c[MLXD_CQE_OFF_OP_OWN] = (uint8_t)(MLXD_CQE_RESP_WR_IMM << 4);
+}
+
+struct ring_src {
+    uint8_t (*cqe)[64];
+    size_t n;
+    char name[300];
+};
+
+/* Writes ncqe CQEs (the next pass over the ring) as the NIC does: 63 bytes, then op_own with
+ * the pass's owner bit. */
+static void ring_fill(volatile uint8_t *ring, uint32_t ncqe, uint32_t *pi, const struct ring_src *src,
+                      size_t *k)
+{
+    for (uint32_t i = 0; i < ncqe; i++, (*pi)++) {
+        const uint8_t *s = src->cqe[(*k)++ % src->n];
+        volatile uint8_t *d = ring + ((size_t)(*pi & (ncqe - 1)) << 6);
+        memcpy((void *)d, s, 63);
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+        d[63] = (uint8_t)((s[63] & ~1u) | ((*pi & ncqe) ? 1 : 0));
+    }
+}
+
+static void bench_ring_detached(void)
+{
+    struct ring_src src = { 0 };
+    if (C.fixture) {
+        struct mlxd_fixture *fx = NULL;
+        struct result *r = result_new("ring_fixture", "ns", "fixture");
+        g_nres--;
+        if (mlxd_fixture_load(C.fixture, &fx) < 0 || !fx->count) {
+            result_unavailable(r, "fixture %s: %s", C.fixture, fx ? "no records" : mlxd_errmsg());
+            g_nres++;
+            if (fx) mlxd_fixture_free(fx);
+            return;
+        }
+        src.n = fx->count;
+        src.cqe = malloc(src.n * 64);
+        for (size_t i = 0; i < src.n; i++) {
+            const struct mlxd_fixture_record *rec = &fx->records[i];
+            memcpy(src.cqe[i], rec->cqe + (rec->cqe_size == 128 ? 64 : 0), 64);
+        }
+        snprintf(src.name, sizeof src.name, "fixture %s (%zu CQEs, cycled)", C.fixture, src.n);
+        mlxd_fixture_free(fx);
+    } else {
+        src.n = 4096;
+        src.cqe = malloc(src.n * 64);
+        for (size_t i = 0; i < src.n; i++) synth_cqe(src.cqe[i], (uint32_t)i);
+        snprintf(src.name, sizeof src.name, "synthetic RESP_WR_IMM CQEs");
+    }
+    static const int batches[] = { 1, 4, 16, 64 };
+    const uint32_t NCQE = 4096;
+    for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
+        int B = batches[b];
+        char name[48], what[160];
+        snprintf(name, sizeof name, "ring_batch%d", B);
+        snprintf(what, sizeof what, "detached ring of %u, %.60s, drained with mlxd_cq_poll(max %d); sample = one pass, per CQE",
+                 NCQE, src.name, B);
+        struct result *r = result_new(name, "ns/CQE", what);
+        struct mlxd_cq *cq = NULL;
+        volatile void *ringv;
+        uint32_t n;
+        volatile uint32_t *dbrec;
+        if (mlxd_cq_create_detached(NCQE, &cq) < 0 || mlxd_cq_ring(cq, &ringv, &n, &dbrec) < 0) {
+            result_unavailable(r, "detached CQ: %s", mlxd_errmsg());
+            continue;
+        }
+        volatile uint8_t *ring = (volatile uint8_t *)ringv;
+        size_t P = C.ring_passes, k = 0;
+        double *v = malloc(P * sizeof *v);
+        uint32_t pi = 0;
+        for (size_t pass = 0; pass < P + 5; pass++) {
+            ring_fill(ring, n, &pi, &src, &k);
+            uint32_t got = 0;
+            uint64_t t0 = tsc();
+            while (got < n) {
+                int m = mlxd_cq_poll(cq, g_wc, B);
+                if (m <= 0) break;
+                got += (uint32_t)m;
+            }
+            uint64_t t1 = tsc();
+            if (got != n) {
+                result_unavailable(r, "poll consumed %u of %u CQEs", got, n);
+                break;
+            }
+            if (pass >= 5) v[pass - 5] = ticks_ns((double)(t1 - t0)) / n;   /* 5 warm-up passes */
+            r->available = true;
+        }
+        if (r->available) {
+            r->s = stats_of(v, P);
+            r->iters = P * n;
+        }
+        free(v);
+        mlxd_cq_destroy(cq);
+    }
+    free(src.cqe);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* 2b. rings of the emulated NIC filled by the emulator (what libmlx5 is compared on)         */
+
+static write_imm_fn g_write_imm;
+
+static bool emu_hook(char *why, size_t len)
+{
+    if (!g_write_imm)
+        g_write_imm = (write_imm_fn)dlsym(RTLD_DEFAULT, "mlxd_emu_bench_write_imm");
+    if (!g_write_imm)
+        snprintf(why, len, "the emulator's mlxd_emu_bench_write_imm is not loaded (not running on "
+                 "libmlx5direct-emu.so: a real NIC writes its CQEs itself)");
+    return g_write_imm != NULL;
+}
+
+#define EMU_RING 1024u
+
+/* Named, never inlined, so that scripts/callgrind.sh can count their instructions (inclusive):
+ * the same wrappers exist in mlxd-bench-verbs.c around ibv_poll_cq / ibv_start_poll. */
+__attribute__((noinline)) int bench_empty_poll(struct mlxd_cq *cq)
+{
+    return mlxd_cq_poll(cq, g_wc, 16);
+}
+#define DRAIN(B)                                                                                  \
+    __attribute__((noinline)) unsigned bench_drain_##B(struct mlxd_cq *cq)                        \
+    {                                                                                             \
+        unsigned got = 0;                                                                         \
+        while (got < EMU_RING) {                                                                  \
+            int m = mlxd_cq_poll(cq, g_wc, B);                                                    \
+            if (m <= 0) break;                                                                    \
+            got += (unsigned)m;                                                                   \
+        }                                                                                         \
+        return got;                                                                               \
+    }
+DRAIN(1)
+DRAIN(4)
+DRAIN(16)
+DRAIN(64)
+static unsigned (*const drains[4])(struct mlxd_cq *) = { bench_drain_1, bench_drain_4, bench_drain_16, bench_drain_64 };
+
+static void bench_ring_emu(void)
+{
+    static const int batches[] = { 1, 4, 16, 64 };
+    struct result *re = result_new("emu_empty_poll", "ns",
+                                   "mlxd_cq_poll(cq, wc, 16) of an empty CQ of the emulated NIC (1024 CQEs, UC QP)");
+    struct result *rb[4];
+    for (int b = 0; b < 4; b++) {
+        char name[48], what[160];
+        snprintf(name, sizeof name, "emu_batch%d", batches[b]);
+        snprintf(what, sizeof what, "CQ of the emulated NIC, %u RESP_WR_IMM CQEs written by the emulator, "
+                 "mlxd_cq_poll(max %d) + re-post; per CQE", EMU_RING, batches[b]);
+        rb[b] = result_new(name, "ns/CQE", what);
+    }
+    char why[300];
+    if (!emu_hook(why, sizeof why)) {
+        result_unavailable(re, "%s", why);
+        for (int b = 0; b < 4; b++) result_unavailable(rb[b], "%s", why);
+        return;
+    }
+    struct mlxd_nic *nic = NULL;
+    struct mlxd_cq *cq = NULL;
+    struct mlxd_qp *qp = NULL;
+    struct mlxd_endpoint me;
+    int rc;
+    if ((rc = mlxd_open("mlx5_0", NULL, &nic)) < 0 || (rc = mlxd_cq_create(nic, EMU_RING, NULL, &cq)) < 0) goto fail;
+    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_UC, .recv_depth = EMU_RING };
+    if ((rc = mlxd_qp_create(cq, &qo, &qp)) < 0 || (rc = mlxd_qp_endpoint(qp, &me)) < 0) goto fail;
+    struct mlxd_connect_opts co = { .sz = sizeof co, .peer_access = MLXD_ACCESS_REMOTE_WRITE, .receive_only = true };
+    if ((rc = mlxd_qp_connect(qp, &me, &co)) < 0) goto fail;
+    struct mlxd_recv *rv = calloc(EMU_RING, sizeof *rv);
+    for (uint32_t i = 0; i < EMU_RING; i++) rv[i].wr_id = i;
+    /* empty */
+    {
+        const size_t S = C.emu_samples, K = 100;
+        double *v = malloc(S * sizeof *v);
+        int sink = 0;
+        for (int i = 0; i < 10000; i++) sink += bench_empty_poll(cq);   /* warm-up */
+        for (size_t i = 0; i < S; i++) {
+            uint64_t t0 = tsc();
+            for (size_t k = 0; k < K; k++) sink += bench_empty_poll(cq);
+            v[i] = ticks_ns((double)(tsc() - t0)) / (double)K;
+        }
+        g_sink = sink;
+        re->s = stats_of(v, S);
+        re->iters = S * K;
+        re->available = true;
+        free(v);
+    }
+    for (int b = 0; b < 4; b++) {
+        size_t P = C.emu_passes;
+        double *v = malloc(P * sizeof *v);
+        for (size_t pass = 0; pass < P + 2; pass++) {
+            if ((rc = mlxd_qp_receive(qp, rv, EMU_RING)) < 0) { free(v); goto fail; }
+            for (uint32_t i = 0; i < EMU_RING; i++) {
+                if ((rc = g_write_imm(0, me.qpn, i & 0xfff, 4096, NULL)) < 0) {
+                    mlxd_err(-rc, "mlxd_emu_bench_write_imm: %s", strerror(-rc));
+                    free(v);
+                    goto fail;
+                }
+            }
+            uint64_t t0 = tsc();
+            uint32_t got = drains[b](cq);
+            uint64_t t1 = tsc();
+            if (got != EMU_RING) {
+                result_unavailable(rb[b], "poll consumed %u of %u CQEs", got, EMU_RING);
+                break;
+            }
+            if (pass >= 2) v[pass - 2] = ticks_ns((double)(t1 - t0)) / EMU_RING;
+            rb[b]->available = true;
+        }
+        if (rb[b]->available) {
+            rb[b]->s = stats_of(v, P);
+            rb[b]->iters = P * EMU_RING;
+        }
+        free(v);
+    }
+    free(rv);
+    mlxd_close(nic);
+    return;
+fail:
+    snprintf(why, sizeof why, "%s", mlxd_errmsg());
+    if (!re->available) result_unavailable(re, "%s", why);
+    for (int b = 0; b < 4; b++)
+        if (!rb[b]->available) result_unavailable(rb[b], "%s", why);
+    if (nic) mlxd_close(nic);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* 3. hand-off latency: CQE valid in the receiver's ring -> get_next_frame returns             */
+
+#define HO_FRAME 4096u
+#define HO_PAGES 16u
+
+struct handoff {
+    struct mlxd_receiver *r;
+    uint8_t *buf;
+    size_t page_size, md_off;
+    uint32_t qpn;
+    size_t n;
+    bool inline_producer;
+    bool event;
+    double gap_ns;
+    _Atomic uint64_t consumed;   /* frames the consumer got */
+    _Atomic uint64_t *t0;        /* per frame: TSC before the op_own store (0: not yet) */
+    double *lat;                 /* ns */
+    int mon_rc;
+    char mon_err[300];
+    _Atomic int prod_rc;
+};
+
+static void *ho_monitor(void *arg)
+{
+    struct handoff *h = arg;
+    pin_self(C.cpu_monitor);
+    h->mon_rc = mlxd_receiver_blocking_monitor(h->r);
+    if (h->mon_rc < 0) snprintf(h->mon_err, sizeof h->mon_err, "%s", mlxd_errmsg());
+    return NULL;
+}
+
+/* Writes frame i's metadata block (as the device's DMA does) and its CQE; returns the TSC. */
+static int ho_produce(struct handoff *h, uint64_t i)
+{
+    uint32_t page = (uint32_t)(i % HO_PAGES), psn = (uint32_t)(i & 0xfffff);
+    struct mlxd_hsb_metadata md = { .psn = psn, .bytes_written = HO_FRAME, .frame_number32 = (uint32_t)i };
+    mlxd_hsb_metadata_encode(&md, h->buf + page * h->page_size + h->md_off, 128);
+    uint32_t imm = mlxd_hsb_imm_make(page, psn, MLXD_HSB_IMM_12_20);
+    uint64_t t0 = 0;
+    int rc;
+    while ((rc = g_write_imm(0, h->qpn, imm, HO_FRAME + 128, &t0)) == -EAGAIN) cpu_relax();
+    if (rc < 0) return rc;
+    atomic_store_explicit(&h->t0[i], t0, memory_order_release);
+    return 0;
+}
+
+static void gap(double ns)
+{
+    if (ns <= 0) return;
+    uint64_t end = tsc() + (uint64_t)(ns * g_tsc_hz / 1e9);
+    while (tsc() < end) cpu_relax();
+}
+
+static void *ho_producer(void *arg)
+{
+    struct handoff *h = arg;
+    pin_self(C.cpu_producer);
+    for (uint64_t i = 0; i < h->n; i++) {
+        while (atomic_load_explicit(&h->consumed, memory_order_acquire) < i) cpu_relax();
+        gap(h->gap_ns);
+        int rc = ho_produce(h, i);
+        if (rc < 0) { atomic_store(&h->prod_rc, rc); return NULL; }
+    }
+    return NULL;
+}
+
+static void bench_handoff(bool event)
+{
+    char name[48], what[200];
+    bool inl = C.producer_mode ? !strcmp(C.producer_mode, "inline") : C.ncpus < 3;
+    snprintf(name, sizeof name, "handoff_%s", event ? "event" : "busy");
+    snprintf(what, sizeof what, "CQE op_own store (TSC) -> mlxd_receiver_get_next_frame returns; %s monitor; "
+             "producer %s; consumer spins get_next_frame(timeout 0)", event ? "event" : "busy-poll",
+             inl ? "= the consumer thread (inline)" : "thread");
+    struct result *r = result_new(name, "ns", what);
+    char why[300];
+    if (!emu_hook(why, sizeof why)) { result_unavailable(r, "%s", why); return; }
+    struct handoff h;
+    memset(&h, 0, sizeof h);
+    h.n = event ? C.handoff_event_iters : C.handoff_iters;
+    h.inline_producer = inl;
+    h.event = event;
+    h.gap_ns = event ? 30000 : 500;       /* event: let the monitor fall asleep in poll() */
+    h.page_size = mlxd_hsb_min_page_size(HO_FRAME);
+    h.md_off = mlxd_hsb_metadata_offset(HO_FRAME);
+    size_t size = h.page_size * HO_PAGES;
+    if (posix_memalign((void **)&h.buf, 4096, size)) { result_unavailable(r, "out of memory"); return; }
+    memset(h.buf, 0, size);
+    h.t0 = calloc(h.n, sizeof *h.t0);
+    h.lat = calloc(h.n, sizeof *h.lat);
+    h.r = mlxd_receiver_new();
+    struct mlxd_receiver_opts o = { .sz = sizeof o, .device = "mlx5_0", .port = 1, .buffer = (uintptr_t)h.buf,
+        .buffer_size = size, .frame_size = HO_FRAME, .page_size = h.page_size, .pages = HO_PAGES,
+        .metadata_offset = h.md_off, .peer_ip = "127.0.0.1", .queue_size = HO_PAGES,
+        .mode = event ? MLXD_RECEIVER_EVENT : MLXD_RECEIVER_BUSY_POLL };
+    int rc = mlxd_receiver_start(h.r, &o);
+    if (rc < 0) {
+        result_unavailable(r, "mlxd_receiver_start: %s", mlxd_errmsg());
+        goto out;
+    }
+    h.qpn = mlxd_receiver_qp_number(h.r);
+    pthread_t mon, prod;
+    pthread_create(&mon, NULL, ho_monitor, &h);
+    pin_self(C.cpu_consumer);
+    /* the consumer's first get_next_frame call ends the "newest only" phase (receiver.md) */
+    struct mlxd_receiver_frame f;
+    mlxd_receiver_get_next_frame(h.r, 0, &f);
+    bool prod_started = false;
+    if (!inl) prod_started = pthread_create(&prod, NULL, ho_producer, &h) == 0;
+    bool failed = false;
+    for (uint64_t i = 0; i < h.n && !failed; i++) {
+        if (inl) {
+            gap(h.gap_ns);
+            if ((rc = ho_produce(&h, i)) < 0) { failed = true; break; }
+        }
+        uint64_t t1;
+        double deadline = mono_raw_s() + 5;
+        for (;;) {
+            if (mlxd_receiver_get_next_frame(h.r, 0, &f)) { t1 = tsc(); break; }
+            if (atomic_load(&h.prod_rc) < 0 || mono_raw_s() > deadline) { failed = true; break; }
+            cpu_relax();
+        }
+        if (failed) break;
+        uint64_t idx = f.received_frame_number - 1, t0;
+        while (!(t0 = atomic_load_explicit(&h.t0[idx], memory_order_acquire))) cpu_relax();
+        h.lat[i] = ticks_ns((double)(int64_t)(t1 - t0));
+        atomic_store_explicit(&h.consumed, i + 1, memory_order_release);
+    }
+    if (prod_started) {
+        if (failed) atomic_store(&h.consumed, UINT64_MAX);
+        pthread_join(prod, NULL);
+    }
+    if (atomic_load(&h.prod_rc) < 0) rc = atomic_load(&h.prod_rc);
+    mlxd_receiver_close(h.r);
+    pthread_join(mon, NULL);
+    if (failed) {
+        result_unavailable(r, "%s", rc < 0 ? strerror(-rc) : h.mon_rc < 0 ? h.mon_err :
+                           "a frame did not arrive within 5 s");
+        goto out;
+    }
+    /* plot data: the sorted samples (before stats_of sorts them anyway) */
+    r->s = stats_of(h.lat, h.n);
+    r->iters = h.n;
+    r->available = true;
+    if (C.plot_dir) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s.dat", C.plot_dir, name);
+        FILE *fp = fopen(path, "w");
+        if (fp) {
+            fprintf(fp, "# %s: ns, cumulative fraction (%zu samples)\n", name, h.n);
+            for (size_t i = 0; i < h.n; i++) fprintf(fp, "%.1f %.6f\n", h.lat[i], (double)(i + 1) / (double)h.n);
+            fclose(fp);
+        }
+    }
+out:
+    mlxd_receiver_destroy(h.r);
+    free(h.buf);
+    free(h.t0);
+    free(h.lat);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* 4. end to end: generator -> emulated wire -> emulated NIC -> receiver -> consumer          */
+
+struct e2e {
+    struct mlxd_receiver *r;
+    struct mlxd_replay_map map;
+    struct mlxd_send_opts so;
+    struct mlxd_gen_opts g;
+    struct mlxd_send_stats st;
+    int gen_rc;
+    _Atomic bool gen_done;
+    int mon_rc;
+};
+
+static void *e2e_monitor(void *arg)
+{
+    struct e2e *e = arg;
+    pin_self(C.cpu_monitor);
+    e->mon_rc = mlxd_receiver_blocking_monitor(e->r);
+    return NULL;
+}
+
+static void *e2e_gen(void *arg)
+{
+    struct e2e *e = arg;
+    pin_self(C.cpu_producer >= 0 ? C.cpu_producer : C.cpu_consumer);
+    e->gen_rc = mlxd_gen_run(&e->map, &e->g, &e->so, &e->st);
+    atomic_store(&e->gen_done, true);
+    return NULL;
+}
+
+static void bench_e2e_one(uint64_t fsize, bool event)
+{
+    struct e2e_row *row = &g_e2e[g_ne2e < MAX_E2E - 1 ? g_ne2e++ : g_ne2e];
+    memset(row, 0, sizeof *row);
+    row->frame_size = fsize;
+    row->mode = event ? "event" : "busy";
+    struct e2e e;
+    memset(&e, 0, sizeof e);
+    unsigned pages = fsize >= (1u << 20) ? 4 : 16;
+    size_t page = mlxd_hsb_min_page_size(fsize);
+    size_t size = page * pages;
+    uint8_t *buf = NULL;
+    if (posix_memalign((void **)&buf, 4096, size)) { snprintf(row->reason, sizeof row->reason, "out of memory"); return; }
+    memset(buf, 0, size);
+    uint64_t frames = (uint64_t)(C.e2e_mb * 1048576.0 / (double)fsize);
+    if (frames < 16) frames = 16;
+    if (frames > 20000) frames = 20000;
+    e.r = mlxd_receiver_new();
+    struct mlxd_receiver_opts o = { .sz = sizeof o, .device = "mlx5_0", .port = 1, .buffer = (uintptr_t)buf,
+        .buffer_size = size, .frame_size = fsize, .page_size = page, .pages = pages,
+        .metadata_offset = mlxd_hsb_metadata_offset(fsize), .peer_ip = "127.0.0.1", .queue_size = pages,
+        .mode = event ? MLXD_RECEIVER_EVENT : MLXD_RECEIVER_BUSY_POLL };
+    if (mlxd_receiver_start(e.r, &o) < 0) {
+        snprintf(row->reason, sizeof row->reason, "mlxd_receiver_start: %s", mlxd_errmsg());
+        mlxd_receiver_destroy(e.r);
+        free(buf);
+        return;
+    }
+    uint32_t lip = mlxd_receiver_local_ipv4(e.r);
+    char dst[32];
+    snprintf(dst, sizeof dst, "%u.%u.%u.%u", lip >> 24, (lip >> 16) & 255, (lip >> 8) & 255, lip & 255);
+    e.map = (struct mlxd_replay_map){ .qpn = mlxd_receiver_qp_number(e.r), .rkey = mlxd_receiver_rkey(e.r),
+                                      .base_va = mlxd_receiver_external_frame_memory(e.r),
+                                      .page_size = page, .pages = pages };
+    e.so = (struct mlxd_send_opts){ .sz = sizeof e.so, .dst_ip = dst };
+    e.g = (struct mlxd_gen_opts){ .sz = sizeof e.g, .frame_size = fsize, .frames = frames, .first_page = 1 };
+    pthread_t mon, gen;
+    pthread_create(&mon, NULL, e2e_monitor, &e);
+    pin_self(C.cpu_consumer);
+    struct mlxd_receiver_frame f;
+    mlxd_receiver_get_next_frame(e.r, 0, &f);
+    double t0 = mono_raw_s(), t_last = t0;
+    pthread_create(&gen, NULL, e2e_gen, &e);
+    uint64_t got = 0;
+    for (;;) {
+        if (mlxd_receiver_get_next_frame(e.r, 20, &f)) { got++; t_last = mono_raw_s(); continue; }
+        struct mlxd_receiver_stats st;
+        mlxd_receiver_stats(e.r, &st);
+        if (atomic_load(&e.gen_done) && !mlxd_receiver_frames_ready(e.r) &&
+            (st.frames >= frames || mono_raw_s() - t_last > 0.3)) break;
+        if (mono_raw_s() - t0 > 60) break;
+    }
+    double t_gen_end = mono_raw_s();
+    pthread_join(gen, NULL);
+    struct mlxd_receiver_stats st;
+    mlxd_receiver_stats(e.r, &st);
+    mlxd_receiver_close(e.r);
+    pthread_join(mon, NULL);
+    (void)t_gen_end;
+    row->sent = e.st.frames;
+    row->received = st.frames;
+    row->seconds = t_last - t0;
+    if (e.gen_rc < 0) {
+        snprintf(row->reason, sizeof row->reason, "generator: %d", e.gen_rc);
+    } else if (row->seconds > 0 && st.frames) {
+        row->fps = (double)st.frames / row->seconds;
+        row->gbps = row->fps * (double)fsize * 8 / 1e9;
+        row->send_gbps = (double)e.st.bytes * 8 / 1e9 / row->seconds;
+        row->ok = true;
+    } else {
+        snprintf(row->reason, sizeof row->reason, "no frame received");
+    }
+    (void)got;
+    mlxd_receiver_destroy(e.r);
+    free(buf);
+}
+
+static void bench_e2e(void)
+{
+    char sizes[256];
+    snprintf(sizes, sizeof sizes, "%s", C.e2e_sizes);
+    for (char *s = strtok(sizes, ","); s; s = strtok(NULL, ",")) {
+        uint64_t fs = strtoull(s, NULL, 0);
+        if (!fs) continue;
+        if (strstr(C.e2e_modes, "busy")) { say("mlxd-bench: e2e %" PRIu64 " B busy-poll...\n", fs); bench_e2e_one(fs, false); }
+        if (strstr(C.e2e_modes, "event")) { say("mlxd-bench: e2e %" PRIu64 " B event...\n", fs); bench_e2e_one(fs, true); }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* 5. rdma-core's libmlx5 on the same emulated rings (tools/mlxd-bench-verbs.c)                */
+
+/* 127.0.<n>.1/.2 with UDP 4791 free on both (each emulator instance binds its ports). */
+static bool udp_free(unsigned n, unsigned host)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return true;
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(4791),
+                             .sin_addr.s_addr = htonl(0x7f000000u | n << 8 | host) };
+    bool ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+static void emu_devices(char *out, size_t len, unsigned start)
+{
+    unsigned base = start + (unsigned)getpid() % 97;
+    for (unsigned k = 0; k < 250; k++) {
+        unsigned n = 1 + (base + k) % 250;
+        if (udp_free(n, 1) && udp_free(n, 2)) {
+            snprintf(out, len, "mlx5_0:127.7.%u.1:mtu=4096,mlx5_1:127.7.%u.2:mtu=4096", n, n);
+            return;
+        }
+    }
+    snprintf(out, len, "mlx5_0:127.0.0.1:mtu=4096,mlx5_1:127.0.0.2:mtu=4096");
+}
+
+static void bench_compare(const char *self_dir)
+{
+    char exe[PATH_MAX + 32];
+    snprintf(exe, sizeof exe, "%.4000s/mlxd-bench-verbs", self_dir);
+    if (access(exe, X_OK)) {
+        g_cmp_ok = false;
+        snprintf(g_cmp_reason, sizeof g_cmp_reason, "%.500s is not built", exe);
+        return;
+    }
+    char devs[160], cmd[PATH_MAX + 640], hz[64], cpu[32] = "";
+    emu_devices(devs, sizeof devs, 131);
+    snprintf(hz, sizeof hz, "%.0f", g_tsc_hz);
+    if (C.cpu_consumer >= 0) snprintf(cpu, sizeof cpu, " --cpu %d", C.cpu_consumer);
+    /* the child gets its own emulated devices (ours still hold their UDP ports) */
+    snprintf(cmd, sizeof cmd, "MLXD_EMU_DEVICES='%s' MLXD_EMU_SPIN_US=0 '%s' --csv --tsc-hz %s --passes %zu "
+             "--samples %zu%s 2>&1", devs, exe, hz, C.emu_passes, C.emu_samples, cpu);
+    FILE *p = popen(cmd, "r");
+    if (!p) {
+        snprintf(g_cmp_reason, sizeof g_cmp_reason, "popen %.400s: %s", exe, strerror(errno));
+        return;
+    }
+    char line[1024];
+    g_cmp_reason[0] = 0;
+    while (fgets(line, sizeof line, p)) {
+        line[strcspn(line, "\n")] = 0;
+        if (!strncmp(line, "unavailable,", 12)) {
+            snprintf(g_cmp_reason, sizeof g_cmp_reason, "%.590s", line + 12);
+            continue;
+        }
+        if (!strncmp(line, "verbs_", 6) && g_ncmp < MAX_RESULTS) {
+            struct cmp_row *c = &g_cmp[g_ncmp];
+            char name[48];
+            if (sscanf(line, "%47[^,],%*[^,],%zu,%*f,%lf,%lf,%*f,%lf", name, &c->iters, &c->typical, &c->avg,
+                       &c->p99) == 5) {
+                snprintf(c->name, sizeof c->name, "%s", name);
+                g_ncmp++;
+            }
+        }
+    }
+    int st = pclose(p);
+    g_cmp_ok = g_ncmp > 0;
+    if (!g_cmp_ok && !g_cmp_reason[0])
+        snprintf(g_cmp_reason, sizeof g_cmp_reason, "mlxd-bench-verbs printed no result (exit status %d)",
+                 WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+
+static const struct cmp_row *cmp_find(const char *name)
+{
+    for (int i = 0; i < g_ncmp; i++)
+        if (!strcmp(g_cmp[i].name, name)) return &g_cmp[i];
+    return NULL;
+}
+
+static const struct result *res_find(const char *name)
+{
+    for (int i = 0; i < g_nres; i++)
+        if (!strcmp(g_res[i].name, name) && g_res[i].available) return &g_res[i];
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* output                                                                                     */
+
+static char g_pinning[256];
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
+        else fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void print_table(FILE *f)
+{
+    struct utsname u;
+    uname(&u);
+    fprintf(f, "mlxd-bench: %s %s, %d CPUs online\n", u.sysname, u.release, C.ncpus);
+    fprintf(f, "TSC: %.3f MHz (%s)\n", g_tsc_hz / 1e6, g_tsc_how);
+    fprintf(f, "pinning: %s\n", g_pinning);
+    fprintf(f, "percentiles: nearest rank; t_typical = median; t_max = the true maximum\n\n");
+    fprintf(f, "%-18s %10s %9s %9s %9s %9s %9s %9s %10s  %s\n", "#test", "#iter", "t_min", "t_typical",
+            "t_avg", "t_stdev", "99%", "99.9%", "t_max", "unit");
+    for (int i = 0; i < g_nres; i++) {
+        const struct result *r = &g_res[i];
+        if (!r->available) {
+            fprintf(f, "%-18s unavailable: %s\n", r->name, r->reason);
+            continue;
+        }
+        fprintf(f, "%-18s %10zu %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %10.2f  %s\n", r->name, r->iters, r->s.min,
+                r->s.typical, r->s.avg, r->s.stdev, r->s.p99, r->s.p999, r->s.max, r->unit);
+        if (r->instr >= 0) fprintf(f, "%-18s %10s instructions per poll: %.1f (%s)\n", "", "", r->instr, r->instr_note);
+        else if (r->instr_note[0]) fprintf(f, "%-18s %10s instructions: unavailable: %s\n", "", "", r->instr_note);
+    }
+    if (g_ne2e) {
+        fprintf(f, "\n%-8s %-6s %10s %10s %10s %12s %10s %10s\n", "#e2e", "mode", "frame_B", "sent", "received",
+                "frames/s", "Gb/s", "seconds");
+        for (int i = 0; i < g_ne2e; i++) {
+            const struct e2e_row *e = &g_e2e[i];
+            if (!e->ok) {
+                fprintf(f, "%-8s %-6s %10" PRIu64 " unavailable: %s\n", "e2e", e->mode, e->frame_size, e->reason);
+                continue;
+            }
+            fprintf(f, "%-8s %-6s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %12.1f %10.3f %10.3f\n", "e2e", e->mode,
+                    e->frame_size, e->sent, e->received, e->fps, e->gbps, e->seconds);
+        }
+    }
+    if (want("compare")) {
+        fprintf(f, "\nrdma-core libmlx5 on the same emulated rings (ratio = mlx5direct / libmlx5, median):\n");
+        if (!g_cmp_ok) {
+            fprintf(f, "  unavailable: %s\n", g_cmp_reason);
+        } else {
+            static const char *pairs[][2] = {
+                { "emu_empty_poll", "verbs_poll_cq_empty" }, { "emu_empty_poll", "verbs_start_poll_empty" },
+                { "emu_batch1", "verbs_poll_cq_batch1" }, { "emu_batch4", "verbs_poll_cq_batch4" },
+                { "emu_batch16", "verbs_poll_cq_batch16" }, { "emu_batch64", "verbs_poll_cq_batch64" },
+                { "emu_batch64", "verbs_next_poll_batch64" },
+            };
+            for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+                const struct result *a = res_find(pairs[i][0]);
+                const struct cmp_row *b = cmp_find(pairs[i][1]);
+                if (a && b && b->typical > 0)
+                    fprintf(f, "  %-16s %8.2f ns  vs %-24s %8.2f ns   ratio %.2f\n", pairs[i][0], a->s.typical,
+                            pairs[i][1], b->typical, a->s.typical / b->typical);
+            }
+            if (g_cmp_reason[0]) fprintf(f, "  note: %s\n", g_cmp_reason);
+        }
+    }
+}
+
+static void print_csv(FILE *f)
+{
+    fprintf(f, "test,unit,iterations,t_min,t_typical,t_avg,t_stdev,p99,p99_9,t_max,instructions\n");
+    for (int i = 0; i < g_nres; i++) {
+        const struct result *r = &g_res[i];
+        if (!r->available) { fprintf(f, "%s,unavailable,0,,,,,,,,\n", r->name); continue; }
+        fprintf(f, "%s,%s,%zu,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,", r->name, r->unit, r->iters, r->s.min,
+                r->s.typical, r->s.avg, r->s.stdev, r->s.p99, r->s.p999, r->s.max);
+        if (r->instr >= 0) fprintf(f, "%.2f", r->instr);
+        fputc('\n', f);
+    }
+    for (int i = 0; i < g_ne2e; i++) {
+        const struct e2e_row *e = &g_e2e[i];
+        fprintf(f, "e2e_%s_%" PRIu64 ",frames/s|Gb/s,%" PRIu64 ",%.1f,%.3f,,,,,,\n", e->mode, e->frame_size,
+                e->received, e->ok ? e->fps : 0, e->ok ? e->gbps : 0);
+    }
+    for (int i = 0; i < g_ncmp; i++)
+        fprintf(f, "%s,ns,%zu,,%.3f,%.3f,,%.3f,,,\n", g_cmp[i].name, g_cmp[i].iters, g_cmp[i].typical,
+                g_cmp[i].avg, g_cmp[i].p99);
+}
+
+static void print_json(FILE *f)
+{
+    struct utsname u;
+    uname(&u);
+    fprintf(f, "{\"tool\":\"mlxd-bench\",\"kernel\":");
+    json_str(f, u.release);
+    fprintf(f, ",\"cpus_online\":%d,\"tsc_hz\":%.0f,\"tsc_method\":", C.ncpus, g_tsc_hz);
+    json_str(f, g_tsc_how);
+    fprintf(f, ",\"pinning\":");
+    json_str(f, g_pinning);
+    fprintf(f, ",\"percentiles\":\"nearest rank\",\"results\":[");
+    for (int i = 0; i < g_nres; i++) {
+        const struct result *r = &g_res[i];
+        fprintf(f, "%s{\"test\":", i ? "," : "");
+        json_str(f, r->name);
+        fprintf(f, ",\"what\":");
+        json_str(f, r->what);
+        if (!r->available) {
+            fprintf(f, ",\"available\":false,\"reason\":");
+            json_str(f, r->reason);
+            fputc('}', f);
+            continue;
+        }
+        fprintf(f, ",\"available\":true,\"unit\":");
+        json_str(f, r->unit);
+        fprintf(f, ",\"iterations\":%zu,\"t_min\":%.3f,\"t_typical\":%.3f,\"t_avg\":%.3f,\"t_stdev\":%.3f,"
+                "\"percentile_99\":%.3f,\"percentile_99.9\":%.3f,\"t_max\":%.3f", r->iters, r->s.min, r->s.typical,
+                r->s.avg, r->s.stdev, r->s.p99, r->s.p999, r->s.max);
+        if (r->instr >= 0) fprintf(f, ",\"instructions\":%.2f", r->instr);
+        else if (r->instr_note[0]) { fprintf(f, ",\"instructions_unavailable\":"); json_str(f, r->instr_note); }
+        fputc('}', f);
+    }
+    fprintf(f, "],\"e2e\":[");
+    for (int i = 0; i < g_ne2e; i++) {
+        const struct e2e_row *e = &g_e2e[i];
+        fprintf(f, "%s{\"mode\":\"%s\",\"frame_size\":%" PRIu64 ",\"sent\":%" PRIu64 ",\"received\":%" PRIu64
+                ",\"seconds\":%.4f,\"fps\":%.2f,\"gbps\":%.4f,\"ok\":%s", i ? "," : "", e->mode, e->frame_size,
+                e->sent, e->received, e->seconds, e->fps, e->gbps, e->ok ? "true" : "false");
+        if (!e->ok) { fprintf(f, ",\"reason\":"); json_str(f, e->reason); }
+        fputc('}', f);
+    }
+    fprintf(f, "],\"libmlx5\":{\"available\":%s", g_cmp_ok ? "true" : "false");
+    if (g_cmp_reason[0]) { fprintf(f, ",\"note\":"); json_str(f, g_cmp_reason); }
+    fprintf(f, ",\"results\":[");
+    for (int i = 0; i < g_ncmp; i++)
+        fprintf(f, "%s{\"test\":\"%s\",\"iterations\":%zu,\"t_typical\":%.3f,\"t_avg\":%.3f,\"percentile_99\":%.3f}",
+                i ? "," : "", g_cmp[i].name, g_cmp[i].iters, g_cmp[i].typical, g_cmp[i].avg, g_cmp[i].p99);
+    fprintf(f, "]}}\n");
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+static int reexec_emulated(char **argv)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) { fprintf(stderr, "mlxd-bench: /proc/self/exe: %s\n", strerror(errno)); return 1; }
+    exe[n] = 0;
+    char lib[PATH_MAX + 64];
+    char *slash = strrchr(exe, '/');
+    *slash = 0;
+    snprintf(lib, sizeof lib, "%s/../lib/libmlx5direct-emu.so", exe);
+    *slash = '/';
+    if (access(lib, R_OK)) { fprintf(stderr, "mlxd-bench: the emulator %s is missing (run make)\n", lib); return 1; }
+    const char *old = getenv("LD_PRELOAD");
+    char pre[2 * PATH_MAX];
+    snprintf(pre, sizeof pre, "%s%s%s", lib, old && *old ? ":" : "", old ? old : "");
+    setenv("LD_PRELOAD", pre, 1);
+    setenv(REEXEC_ENV, "1", 1);
+    if (!getenv("MLXD_EMU_DEVICES") && !getenv("MLXD_EMU_CONFIG")) {
+        char devs[160];
+        emu_devices(devs, sizeof devs, 0);
+        setenv("MLXD_EMU_DEVICES", devs, 1);
+    }
+    execv(exe, argv);
+    fprintf(stderr, "mlxd-bench: exec %s: %s\n", exe, strerror(errno));
+    return 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: mlxd-bench [options]\n"
+"  --tests LIST         comma list of: empty,ring,emu-ring,handoff,handoff-event,e2e,compare (default all)\n"
+"  --quick              fewer iterations (a smoke run)\n"
+"  --json | --csv       machine-readable output on stdout instead of the table\n"
+"  --json-out FILE, --csv-out FILE   also write them to files\n"
+"  --plot-dir DIR       write DIR/handoff_{busy,event}.dat (sorted ns, cumulative fraction)\n"
+"  --fixture FILE       fill the detached ring from a CQE fixture (abi/mlxd_fixture.h) instead of synthetic CQEs\n"
+"  --cpus M,C[,P]       pin the monitor to CPU M, the consumer (and main thread) to C, the producer to P\n"
+"                       (default: monitor on the last allowed CPU, consumer on the first; -1 = no pinning)\n"
+"  --producer MODE      hand-off producer: thread (its own thread) or inline (the consumer thread writes\n"
+"                       the CQE, then polls get_next_frame); default thread with >= 3 CPUs, else inline\n"
+"  --iters N            hand-off iterations (busy, default 100000; event gets N/5)\n"
+"  --emu-passes N       passes per batch size on the emulated ring (and libmlx5's), default 100\n"
+"  --emu-samples N      samples of 100 empty polls on the emulated ring (and libmlx5's), default 5000\n"
+"  --e2e-sizes LIST     frame sizes for e2e (default 4096,65536,1048576,8388608)\n"
+"  --e2e-modes LIST     busy,event (default busy)\n"
+"  --e2e-mb N           MiB sent per frame size (default 192)\n"
+"  --no-emulate         do not re-execute under the emulator (a real ConnectX; hand-off and the\n"
+"                       emulated rings are then unavailable)\n"
+"  -q                   no progress lines\n");
+}
+
+int main(int argc, char **argv)
+{
+    bool no_emulate = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEEDV() do { if (!v) { fprintf(stderr, "mlxd-bench: %s needs a value\n", a); return 2; } i++; } while (0)
+        if (!strcmp(a, "--json")) C.json = true;
+        else if (!strcmp(a, "--csv")) C.csv = true;
+        else if (!strcmp(a, "-q")) C.quiet = true;
+        else if (!strcmp(a, "--quick")) {
+            C.empty_samples = 2000; C.ring_passes = 40; C.handoff_iters = 2000; C.handoff_event_iters = 500;
+            C.e2e_mb = 16; C.emu_samples = 500; C.emu_passes = 10;
+        }
+        else if (!strcmp(a, "--emu-samples")) { NEEDV(); C.emu_samples = strtoull(v, NULL, 0); if (!C.emu_samples) C.emu_samples = 1; }
+        else if (!strcmp(a, "--emu-passes")) { NEEDV(); C.emu_passes = strtoull(v, NULL, 0); if (!C.emu_passes) C.emu_passes = 1; }
+        else if (!strcmp(a, "--no-emulate")) no_emulate = true;
+        else if (!strcmp(a, "--json-out")) { NEEDV(); C.json_out = v; }
+        else if (!strcmp(a, "--csv-out")) { NEEDV(); C.csv_out = v; }
+        else if (!strcmp(a, "--tests")) { NEEDV(); C.tests = v; }
+        else if (!strcmp(a, "--plot-dir")) { NEEDV(); C.plot_dir = v; }
+        else if (!strcmp(a, "--fixture")) { NEEDV(); C.fixture = v; }
+        else if (!strcmp(a, "--producer")) {
+            NEEDV(); C.producer_mode = v;
+            if (strcmp(v, "thread") && strcmp(v, "inline")) { fprintf(stderr, "mlxd-bench: --producer thread|inline\n"); return 2; }
+        }
+        else if (!strcmp(a, "--iters")) {
+            NEEDV(); C.handoff_iters = strtoull(v, NULL, 0); C.handoff_event_iters = C.handoff_iters / 5;
+            if (!C.handoff_iters) { fprintf(stderr, "mlxd-bench: --iters must be > 0\n"); return 2; }
+            if (!C.handoff_event_iters) C.handoff_event_iters = 1;
+        }
+        else if (!strcmp(a, "--e2e-sizes")) { NEEDV(); C.e2e_sizes = v; }
+        else if (!strcmp(a, "--e2e-modes")) { NEEDV(); C.e2e_modes = v; }
+        else if (!strcmp(a, "--e2e-mb")) { NEEDV(); C.e2e_mb = atof(v); }
+        else if (!strcmp(a, "--cpus")) {
+            NEEDV();
+            int m = -2, c = -2, p = -2;
+            if (sscanf(v, "%d,%d,%d", &m, &c, &p) < 2) { fprintf(stderr, "mlxd-bench: --cpus M,C[,P]\n"); return 2; }
+            C.cpu_monitor = m; C.cpu_consumer = c; C.cpu_producer = p;
+        }
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        else { fprintf(stderr, "mlxd-bench: unknown option %s\n", a); usage(stderr); return 2; }
+    }
+    if (!no_emulate && !getenv(REEXEC_ENV)) return reexec_emulated(argv);
+    /* the emulator's engine: no spinning after work, so that it does not take a CPU from the
+     * threads measured (it never writes the rings measured here; the hook does) */
+    if (!getenv("MLXD_EMU_SPIN_US")) setenv("MLXD_EMU_SPIN_US", "0", 1);
+
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    sched_getaffinity(0, sizeof allowed, &allowed);
+    C.ncpus = CPU_COUNT(&allowed);
+    int first = -1, last = -1, second = -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &allowed)) { if (first < 0) first = c; else if (second < 0) second = c; last = c; }
+    if (C.cpu_monitor == -2) C.cpu_monitor = last;
+    if (C.cpu_consumer == -2) C.cpu_consumer = first;
+    if (C.cpu_producer == -2) C.cpu_producer = C.ncpus >= 3 ? second : first;
+    bool inl = C.producer_mode ? !strcmp(C.producer_mode, "inline") : C.ncpus < 3;
+    snprintf(g_pinning, sizeof g_pinning, "monitor CPU %d, consumer + main CPU %d, hand-off producer %s%d%s "
+             "(%d CPUs allowed)", C.cpu_monitor, C.cpu_consumer, inl ? "inline on CPU " : "thread on CPU ",
+             inl ? C.cpu_consumer : C.cpu_producer, C.cpu_monitor == C.cpu_consumer ? "; monitor and consumer share a CPU" : "",
+             C.ncpus);
+    pin_self(C.cpu_consumer);
+
+    tsc_init();
+    say("mlxd-bench: TSC %.3f MHz; %s\n", g_tsc_hz / 1e6, g_pinning);
+    if (C.plot_dir) {
+        char cmd[PATH_MAX + 16];
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s'", C.plot_dir);
+        if (system(cmd)) {}
+    }
+    if (want("empty")) { say("mlxd-bench: empty poll...\n"); bench_empty(); }
+    if (want("ring")) { say("mlxd-bench: detached ring...\n"); bench_ring_detached(); }
+    if (want("emu-ring")) { say("mlxd-bench: emulated ring...\n"); bench_ring_emu(); }
+    if (want("handoff")) { say("mlxd-bench: hand-off busy-poll...\n"); bench_handoff(false); }
+    if (want("handoff-event")) { say("mlxd-bench: hand-off event...\n"); bench_handoff(true); }
+    if (want("e2e")) bench_e2e();
+    if (want("compare")) {
+        say("mlxd-bench: rdma-core libmlx5 (mlxd-bench-verbs)...\n");
+        char exe[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        exe[n > 0 ? n : 0] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = 0;
+        bench_compare(exe);
+    }
+    if (C.json) print_json(stdout);
+    else if (C.csv) print_csv(stdout);
+    else print_table(stdout);
+    int status = 0;
+    FILE *f;
+    if (C.json_out) {
+        if ((f = fopen(C.json_out, "w"))) { print_json(f); fclose(f); }
+        else { fprintf(stderr, "mlxd-bench: %s: %s\n", C.json_out, strerror(errno)); status = 1; }
+    }
+    if (C.csv_out) {
+        if ((f = fopen(C.csv_out, "w"))) { print_csv(f); fclose(f); }
+        else { fprintf(stderr, "mlxd-bench: %s: %s\n", C.csv_out, strerror(errno)); status = 1; }
+    }
+    return status;
+}
