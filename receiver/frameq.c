@@ -115,7 +115,8 @@ void frameq_consumer_ready(struct frameq *q)
 
 bool frameq_nonempty(struct frameq *q)
 {
-    return atomic_load_explicit(&q->head, memory_order_acquire) <
+    return !atomic_load_explicit(&q->closed, memory_order_acquire) &&
+           atomic_load_explicit(&q->head, memory_order_acquire) <
            atomic_load_explicit(&q->tail, memory_order_acquire);
 }
 
@@ -128,6 +129,8 @@ static uint64_t now_ns(void)
 
 bool frameq_wait_pop(struct frameq *q, uint64_t w[FRAMEQ_WORDS], unsigned timeout_ms)
 {
+    if (atomic_load_explicit(&q->closed, memory_order_acquire))
+        return false;
     frameq_consumer_ready(q);
     if (frameq_pop(q, w))
         return true;

@@ -61,10 +61,11 @@ bool frameq_pop(struct frameq *q, uint64_t w[FRAMEQ_WORDS]);
 /* Marks the consumer as present (from then on entries queue up to cap). */
 void frameq_consumer_ready(struct frameq *q);
 /* Takes the oldest entry, waiting up to timeout_ms (0: do not wait).  Returns true with w filled,
- * false on timeout or once frameq_close has run. */
+ * false on timeout or once frameq_close has run (queued entries are then not handed out). */
 bool frameq_wait_pop(struct frameq *q, uint64_t w[FRAMEQ_WORDS], unsigned timeout_ms);
+/* False when empty or closed. */
 bool frameq_nonempty(struct frameq *q);
-/* Wakes every waiting consumer for good (until frameq_reset). */
+/* Wakes every waiting consumer for good and refuses entries from then on (until frameq_reset). */
 void frameq_close(struct frameq *q);
 
 #endif

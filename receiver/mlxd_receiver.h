@@ -183,12 +183,13 @@ int mlxd_receiver_close(struct mlxd_receiver *r);
  * the newest frame is kept; when full, the oldest frame is dropped and counted (info->dropped).
  * The frame's bytes stay in the buffer only until the device comes back to that page (`pages`
  * frames later; the device has no flow control): see mlxd_receiver_frame_check().
- * Returns true with *info filled; false on timeout, after close, or on misuse (r or info NULL,
+ * Returns true with *info filled; false on timeout, once close has begun (frames still queued
+ * are not handed out: the run is over and the buffer may go away), or on misuse (r or info NULL,
  * never started: message set).  Lock-free; sleeps on a futex only while waiting. */
 bool mlxd_receiver_get_next_frame(struct mlxd_receiver *r, unsigned timeout_ms,
                                   struct mlxd_receiver_frame *info);
 
-/* False when get_next_frame would have to wait for a new frame. */
+/* False when get_next_frame would have to wait for a new frame, and after close. */
 bool mlxd_receiver_frames_ready(struct mlxd_receiver *r);
 
 /* Called on the monitor thread after each frame is queued (NULL cb: stop calling).  Stays set

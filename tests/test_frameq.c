@@ -76,7 +76,10 @@ START_TEST(timeout_and_close)
     clock_gettime(CLOCK_MONOTONIC, &b);
     double ms = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
     ck_assert_msg(ms >= 49 && ms < 2000, "waited %.1f ms for a 50 ms timeout", ms);
+    entry(w, 7);
+    frameq_push(&q, w);
     frameq_close(&q);
+    ck_assert(!frameq_nonempty(&q));                /* a closed queue hands nothing out */
     clock_gettime(CLOCK_MONOTONIC, &a);
     ck_assert(!frameq_wait_pop(&q, w, 10000));
     clock_gettime(CLOCK_MONOTONIC, &b);

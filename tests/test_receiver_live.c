@@ -482,7 +482,8 @@ START_TEST(close_from_callback)
     ck_assert_uint_eq(atomic_load(&l.ready), 1);
     ck_assert(!mlxd_receiver_started(l.r));
     struct mlxd_receiver_frame f;
-    ck_assert(mlxd_receiver_get_next_frame(l.r, 0, &f));  /* the queued frame is still there */
+    ck_assert(!mlxd_receiver_frames_ready(l.r));        /* the run is over: the queued frame */
+    ck_assert(!mlxd_receiver_get_next_frame(l.r, 0, &f));   /* is not handed out */
     ck_assert(!mlxd_receiver_get_next_frame(l.r, 100, &f));
     mlxd_receiver_destroy(l.r);
     free(l.buf);
