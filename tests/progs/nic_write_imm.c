@@ -161,12 +161,24 @@ static void port_open(struct port *p, int n)
     p->pd = pdr.pd_handle;
 }
 
+/* Rings, doorbell records and buffers of this thread: freed after the uverbs fd is closed
+ * (closing it destroys the objects that use them, reference section 3.13). */
+static __thread void *allocs[32];
+static __thread int nallocs;
+
 static void *page_alloc(size_t len)
 {
     void *b = NULL;
     CHECK(posix_memalign(&b, 4096, (len + 4095) & ~(size_t)4095) == 0);
     memset(b, 0, (len + 4095) & ~(size_t)4095);
+    CHECK(nallocs < 32);
+    allocs[nallocs++] = b;
     return b;
+}
+
+static void free_all(void)
+{
+    while (nallocs) free(allocs[--nallocs]);
 }
 
 static void reg_mr(struct port *p, void *buf, size_t len, uint32_t access, uint32_t *lkey, uint32_t *rkey)
@@ -373,8 +385,10 @@ static int receiver(int wfd, int rfd)
     CHECK(!cq_poll(&rcq, &c, 20));                            /* exactly one CQE */
     printf("nic_write_imm: receiver ok: %zu bytes, imm 0x%08x, QPN 0x%x, uidx 0x%x\n", len,
            imm_host, rq.qpn, rq.uidx);
+    munmap((void *)rx.uar, (size_t)sysconf(_SC_PAGESIZE));
     close(rx.async_fd);
     close(rx.fd);
+    free_all();
     return 0;
 }
 
@@ -431,8 +445,10 @@ static int sender(int wfd, int rfd)
     CHECK_EQ(be32toh(c.srqn_uidx) & 0xffffff, sq.uidx);
     CHECK_EQ(mlx5dv_get_cqe_owner(&c), 0);
     printf("nic_write_imm: sender ok: QPN 0x%x, WQE %u completed\n", sq.qpn, wqe_idx);
+    munmap((void *)tx.uar, (size_t)sysconf(_SC_PAGESIZE));
     close(tx.async_fd);
     close(tx.fd);
+    free_all();
     return 0;
 }
 
