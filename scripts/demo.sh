@@ -1,16 +1,14 @@
 #!/bin/sh
-# make demo: the main job.  For now: decode every real error CQE in fixtures/cqe-dumps/ with
-# mlxd-cqe (the receiver demo will replace this).  Usage: scripts/demo.sh BUILD_DIR
+# make demo: the main job.  Usage: scripts/demo.sh BUILD_DIR
+#  1. replays a real RoCE v2 capture of NVIDIA's sensor-bridge emulator through mlxd-capture on
+#     the emulated ConnectX: every frame received, its metadata decoded, its payload verified;
+#  2. decodes one real error CQE from a public bug report with mlxd-cqe.
 set -e
 build=${1:?usage: scripts/demo.sh BUILD_DIR}
 cd "$(dirname "$0")/.."
-tool="$build/bin/mlxd-cqe"
-[ -x "$tool" ] || { echo "demo: $tool is not built (run make)" >&2; exit 1; }
-n=0
-for f in fixtures/cqe-dumps/*.txt; do
-  echo "=== $f"
-  sed -n 's/^# \(source\|cause as stated in the thread\): /    \1: /p' "$f"
-  "$tool" "$f"
-  n=$((n + 1))
-done
-echo "demo: decoded the error CQEs of $n public bug reports (docs/cqe-tool.md explains the fields)"
+sh scripts/demo-capture.sh "$build"
+echo
+echo "== mlxd-cqe: an error CQE pasted into a public bug report (fixtures/cqe-dumps/spdk-500.txt)"
+"$build/bin/mlxd-cqe" fixtures/cqe-dumps/spdk-500.txt
+echo
+echo "== demo done: see README.md for the pingpong example and the other captures"
