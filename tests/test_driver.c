@@ -4,6 +4,7 @@
  * (docs/emulator.md).  Expected values come from the IB spec (opcodes, statuses), mlx5 syndromes
  * (mlx5-uverbs-abi.md 6.4) and the emulator's documented configuration. */
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -85,11 +87,26 @@ static struct mlxd_completion wait_one(struct mlxd_cq *cq)
     }
 }
 
-/* UC requester completions come when the packets left, not when they landed: wait for the bytes. */
-static void wait_mem(const uint8_t *dst, const uint8_t *src, size_t n)
+/* UC requester completions come when the packets left, not when they landed.  A zero-length
+ * WRITE_IMM behind earlier entries completes on B after them (a QP delivers in order), and its
+ * CQE orders B's reads after the NIC's writes: then the bytes can be compared. */
+static void sync_through(struct side *a, struct side *b, uint64_t want_rwr)
 {
-    for (int t = 0; t < 5000 && memcmp(dst, src, n); t++) usleep(1000);
-    ck_assert_mem_eq(dst, src, n);
+    struct mlxd_remote rb = mlxd_region_remote(b->reg);
+    struct mlxd_entry e = { .wr_id = 0x5151, .op = MLXD_OP_WRITE_IMM, .flags = MLXD_SIGNALED, .imm = 0xfeed,
+                            .num_local = 0, .remote = { rb.addr, 0, rb.rkey, 0 } };
+    int rc;
+    while ((rc = mlxd_qp_post(a->qp, &e)) == -EAGAIN) {      /* full: reclaim (all must succeed) */
+        struct mlxd_completion w = wait_one(a->cq);
+        ck_assert_uint_eq(w.status, 0);
+    }
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(mlxd_qp_ring(a->qp), 0);
+    struct mlxd_completion wc = wait_one(b->cq);
+    ck_assert_uint_eq(wc.status, 0);
+    ck_assert_uint_eq(wc.imm, 0xfeed);
+    ck_assert_uint_eq(wc.byte_len, 0);
+    ck_assert_uint_eq(wc.wr_id, want_rwr);
 }
 
 /* Each test gets its own loopback addresses (127.<pid-derived>.1/.2) so that suites run by other
@@ -208,9 +225,11 @@ static void transfers(uint32_t type)
     ck_assert_uint_eq(wc.status, 0);
     ck_assert_uint_eq(wc.wr_id, 1);
     ck_assert_uint_eq(wc.opcode, MLXD_WC_RDMA_WRITE);
-    wait_mem(b.buf + 1000, a.buf, 3000);
+    sync_through(&a, &b, 500);
+    ck_assert_uint_eq(wait_one(a.cq).wr_id, 0x5151);
+    ck_assert_mem_eq(b.buf + 1000, a.buf, 3000);
 
-    /* WRITE_IMM 2500 bytes -> B[8000..), consumes receive 500 */
+    /* WRITE_IMM 2500 bytes -> B[8000..), consumes receive 501 */
     pattern(a.buf, 2500, 2);
     e = (struct mlxd_entry){ .wr_id = 2, .op = MLXD_OP_WRITE_IMM, .flags = MLXD_SIGNALED, .imm = 0xabcd0123,
                              .num_local = 1, .local = { la.addr, 2500, la.lkey }, .remote = { rb.addr + 8000, 0, rb.rkey, 0 } };
@@ -221,13 +240,13 @@ static void transfers(uint32_t type)
     ck_assert_uint_eq(wc.opcode, MLXD_WC_RECV_RDMA_WITH_IMM);
     ck_assert_uint_eq(wc.imm, 0xabcd0123);
     ck_assert_uint_eq(wc.byte_len, 2500);
-    ck_assert_uint_eq(wc.wr_id, 500);
+    ck_assert_uint_eq(wc.wr_id, 501);
     ck_assert_ptr_eq(wc.qp, b.qp);
     ck_assert_mem_eq(b.buf + 8000, a.buf, 2500);
     wc = wait_one(a.cq);
     ck_assert_uint_eq(wc.wr_id, 2);
 
-    /* SEND 5000 bytes (several MTUs) -> receive 501 at B+32768 */
+    /* SEND 5000 bytes (several MTUs) -> receive 502 at B+32768 */
     pattern(a.buf, 5000, 3);
     e = (struct mlxd_entry){ .wr_id = 3, .op = MLXD_OP_SEND, .flags = MLXD_SIGNALED, .num_local = 1,
                              .local = { la.addr, 5000, la.lkey } };
@@ -237,7 +256,7 @@ static void transfers(uint32_t type)
     ck_assert_uint_eq(wc.status, 0);
     ck_assert_uint_eq(wc.opcode, MLXD_WC_RECV);
     ck_assert_uint_eq(wc.byte_len, 5000);
-    ck_assert_uint_eq(wc.wr_id, 501);
+    ck_assert_uint_eq(wc.wr_id, 502);
     ck_assert_uint_eq(wc.flags & MLXD_WC_WITH_IMM, 0);
     ck_assert_mem_eq(b.buf + 32768, a.buf, 5000);
     wc = wait_one(a.cq);
@@ -289,7 +308,7 @@ static void transfers(uint32_t type)
     }
     mlxd_qp_ring(a.qp);
     struct mlxd_completion w[32];
-    for (int tries = 0; tries < 5000 && memcmp(b.buf + 60000, a.buf, 200); tries++) { mlxd_cq_poll(a.cq, w, 32); usleep(1000); }
+    sync_through(&a, &b, 504);
     ck_assert_mem_eq(b.buf + 60000, a.buf, 200);
     for (int tries = 0; tries < 1000 && mlxd_qp_send_room(a.qp) < room0; tries++) { mlxd_cq_poll(a.cq, w, 32); usleep(1000); }
     ck_assert_int_eq(mlxd_qp_send_room(a.qp), room0);   /* every WQEBB reclaimed */
@@ -561,6 +580,58 @@ START_TEST(cq_overrun_events)
 }
 END_TEST
 
+/* Thread rules: a QP may be posted while another thread polls its CQ.  The poster retries on
+ * -EAGAIN until the poller's completions free the ring; every wr_id comes back once, in order. */
+struct poller { struct mlxd_cq *cq; unsigned want, got; bool in_order; };
+
+static void *poll_thread(void *arg)
+{
+    struct poller *p = arg;
+    struct mlxd_completion wc[16];
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (p->got < p->want) {
+        int n = mlxd_cq_poll(p->cq, wc, 16);
+        if (n < 0) break;
+        for (int i = 0; i < n; i++, p->got++)
+            if (wc[i].status || wc[i].wr_id != p->got) p->in_order = false;
+        if (!n) {
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if (t.tv_sec - t0.tv_sec > 30) break;
+            sched_yield();
+        }
+    }
+    return NULL;
+}
+
+START_TEST(post_while_another_thread_polls)
+{
+    struct side a, b;
+    pair(&a, &b, MLXD_QP_RC);
+    struct mlxd_remote rb = mlxd_region_remote(b.reg);
+    struct mlxd_local la = mlxd_region_local(a.reg);
+    struct poller p = { .cq = a.cq, .want = 3000, .in_order = true };
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, poll_thread, &p), 0);
+    unsigned again = 0;
+    for (unsigned i = 0; i < p.want; i++) {
+        struct mlxd_entry e = { .wr_id = i, .op = MLXD_OP_WRITE, .flags = MLXD_SIGNALED, .num_local = 1,
+                                .local = { la.addr + (i & 1023), 8, la.lkey }, .remote = { rb.addr + (i & 1023), 0, rb.rkey, 0 } };
+        int rc;
+        while ((rc = mlxd_qp_post(a.qp, &e)) == -EAGAIN) { mlxd_qp_ring(a.qp); again++; sched_yield(); }
+        ck_assert_int_eq(rc, 0);
+        if ((i & 7) == 7) mlxd_qp_ring(a.qp);
+    }
+    mlxd_qp_ring(a.qp);
+    pthread_join(th, NULL);
+    ck_assert_uint_eq(p.got, p.want);
+    ck_assert(p.in_order);
+    ck_assert_uint_gt(again, 0);          /* the ring (32 entries) did fill up and was reclaimed */
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
 Suite *driver_suite(void)
 {
     Suite *s = suite_create("driver");
@@ -576,6 +647,7 @@ Suite *driver_suite(void)
     tcase_add_test(tc, qp_to_error_flushes);
     tcase_add_test(tc, dmabuf_region);
     tcase_add_test(tc, cq_overrun_events);
+    tcase_add_test(tc, post_while_another_thread_polls);
     tcase_add_test(tc, two_processes_rc_write_imm);
     tcase_add_test(tc, two_processes_uc_send);
     tcase_add_test(tc, two_processes_rc_send);
