@@ -353,6 +353,8 @@ struct mlxd_connect_opts {
  * min_rnr_timer), and unless receive_only RTR->RTS (sq_psn = own psn; RC: timeout, retry_cnt,
  * rnr_retry, max_rd_atomic).  Masks per kernel verbs.c qp_state_table (abi doc 3.12).
  * opts NULL = defaults, receive_only false.
+ * Addressing is by GID only (global route, dlid 0): RoCE ports.  InfiniBand ports, which route
+ * by LID, are not supported by connect (the endpoint carries no LID).
  * Errors: -EINVAL misuse or a QP not in RESET (connect once; state unchanged); the kernel's
  * errno with the transition in the message; after a kernel refusal the QP is left in the
  * state it reached (the message says which).  Any thread, one call per QP at a time. */
