@@ -239,13 +239,15 @@ static int engine_pass(struct nic_dev *nd)
 }
 
 /* Idle policy: for spin_us after the last work the engine only yields the CPU between passes
- * (a doorbell is seen within microseconds: request/response traffic stays fast); then it sleeps
+ * (a doorbell is seen within microseconds: request/response traffic stays fast; if a yield
+ * returns late, 1 us sleeps replace the yields for a while, see below); then it sleeps
  * in ppoll() on its socket (a packet wakes it at once), 50 us at a time for the next 100 ms, then
  * up to poll_max_us (default 1 ms): an engine idle for long costs ~1000 wakeups per second. */
 static void *engine_main(void *arg)
 {
     struct nic_dev *nd = arg;
     uint64_t last_work = nic_now_ns();
+    unsigned yield_slow = 0;    /* idle passes left that sleep instead of yielding */
     while (!atomic_load_explicit(&nd->stop, memory_order_acquire)) {
         int work = 0;
         if (pthread_mutex_trylock(&nd->dev->lock) == 0) {
@@ -260,7 +262,22 @@ static void *engine_main(void *arg)
         uint64_t now = nd->now_ns;
         if (work) { last_work = now; continue; }
         uint64_t idle_us = (now - last_work) / 1000;
-        if (idle_us < nd->spin_us) { sched_yield(); continue; }
+        if (idle_us < nd->spin_us) {
+            /* A yield can hand the core to a thread that busy-polls its CQ without system
+             * calls (rdma-core's programs do) for a whole scheduler slice: milliseconds per
+             * doorbell on a busy machine.  Once a yield came back late, sleep instead (~50 us
+             * with the default timer slack; the sleeper preempts the poller on waking) for
+             * the next 1000 idle passes, then try yielding again. */
+            if (yield_slow) {
+                yield_slow--;
+                struct timespec ts = {0, 1000};
+                nanosleep(&ts, NULL);
+            } else {
+                sched_yield();
+                if (nic_now_ns() - now > 200000) yield_slow = 1000;
+            }
+            continue;
+        }
         unsigned us = idle_us < 100000 ? 50 : nd->poll_max_us;
         if (us > nd->poll_max_us) us = nd->poll_max_us;
         struct pollfd pfd = {.fd = nd->sock, .events = POLLIN};
