@@ -56,3 +56,11 @@ if ! gnuplot "$OUT/handoff.gp" 2>"$OUT/gnuplot.err"; then
     gnuplot "$OUT/handoff.gp" || { cat "$OUT/gnuplot.err" >&2; exit 1; }
 fi
 echo "bench.sh: wrote $OUT/handoff.png (hand-off latency CDF and histogram)"
+
+# instruction counts (noise-free ratios against libmlx5), when valgrind is there
+if command -v valgrind >/dev/null 2>&1; then
+    echo
+    MLXD_CALLGRIND_OUT="$OUT/callgrind" sh "$(dirname "$0")/callgrind.sh" "$B"
+else
+    echo "bench.sh: valgrind is missing: no instruction counts (sh scripts/deps.sh all)" >&2
+fi

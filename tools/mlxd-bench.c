@@ -1028,6 +1028,15 @@ static const struct result *res_find(const char *name)
 /* output                                                                                     */
 
 static char g_pinning[256];
+static char g_load0[64], g_load1[64];   /* /proc/loadavg before and after */
+
+static void read_load(char *out, size_t len)
+{
+    FILE *f = fopen("/proc/loadavg", "r");
+    out[0] = 0;
+    if (f && fgets(out, (int)len, f)) out[strcspn(out, "\n")] = 0;
+    if (f) fclose(f);
+}
 
 static void json_str(FILE *f, const char *s)
 {
@@ -1047,6 +1056,9 @@ static void print_table(FILE *f)
     fprintf(f, "mlxd-bench: %s %s, %d CPUs online\n", u.sysname, u.release, C.ncpus);
     fprintf(f, "TSC: %.3f MHz (%s)\n", g_tsc_hz / 1e6, g_tsc_how);
     fprintf(f, "pinning: %s\n", g_pinning);
+    fprintf(f, "load (/proc/loadavg) before: %s; after: %s%s\n", g_load0, g_load1,
+            atof(g_load0) > 0.5 * C.ncpus || atof(g_load1) > 0.5 * C.ncpus
+                ? "  -- other work shares these CPUs: tails and medians are inflated" : "");
     fprintf(f, "percentiles: nearest rank; t_typical = median; t_max = the true maximum\n\n");
     fprintf(f, "%-18s %10s %9s %9s %9s %9s %9s %9s %10s  %s\n", "#test", "#iter", "t_min", "t_typical",
             "t_avg", "t_stdev", "99%", "99.9%", "t_max", "unit");
@@ -1128,6 +1140,10 @@ static void print_json(FILE *f)
     json_str(f, g_tsc_how);
     fprintf(f, ",\"pinning\":");
     json_str(f, g_pinning);
+    fprintf(f, ",\"loadavg_before\":");
+    json_str(f, g_load0);
+    fprintf(f, ",\"loadavg_after\":");
+    json_str(f, g_load1);
     fprintf(f, ",\"percentiles\":\"nearest rank\",\"results\":[");
     for (int i = 0; i < g_nres; i++) {
         const struct result *r = &g_res[i];
@@ -1287,6 +1303,7 @@ int main(int argc, char **argv)
              C.ncpus);
     pin_self(C.cpu_consumer);
 
+    read_load(g_load0, sizeof g_load0);
     tsc_init();
     say("mlxd-bench: TSC %.3f MHz; %s\n", g_tsc_hz / 1e6, g_pinning);
     if (C.plot_dir) {
@@ -1309,6 +1326,7 @@ int main(int argc, char **argv)
         if (slash) *slash = 0;
         bench_compare(exe);
     }
+    read_load(g_load1, sizeof g_load1);
     if (C.json) print_json(stdout);
     else if (C.csv) print_csv(stdout);
     else print_table(stdout);
