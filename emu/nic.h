@@ -147,6 +147,9 @@ struct nic_cqe {
     uint16_t wqe_counter;
     uint32_t byte_cnt, imm;     /* imm raw */
     uint32_t qpn, uidx;
+    const uint8_t *inl;         /* responder scatter-to-CQE: the message, inl_len bytes (<= 32 in a
+                                 * 64-byte CQE: format 1; <= 64 in a 128-byte one: format 2) */
+    uint8_t  inl_len;
 };
 int  nic_cqe_write(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c);
 int  nic_cq_poll_arm(struct nic_dev *nd, struct nic_cq *c);

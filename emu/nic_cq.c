@@ -6,6 +6,10 @@
  *   @56 sop_drop_qpn BE32 (WQE opcode << 24 | QPN)   @60 wqe_counter BE16   @62 signature
  *   @63 op_own: opcode << 4 | format << 2 | SE << 1 | owner
  * With 128-byte CQEs the 64-byte CQE is the second half of the slot.
+ * Scatter-to-CQE (responder, QP created with MLX5_QP_FLAG_SCATTER_CQE: the kernel's cs_res is
+ * 32 B for a 64-byte CQE, 64 B for a 128-byte one): a received SEND that fits lands in bytes
+ * 0..31 of the CQE (format 1) or in the first half of the 128-byte slot (format 2), not in the
+ * receive buffers; libmlx5 copies it from there. 
  * Ownership (section 6.3): owner bit = (pi / ncqe) & 1 for the pass that writes the slot.
  * Arming (section 6.5): dbrec[1] = BE32(sn << 28 | cmd << 24 | ci) and the 64-bit UAR write
  * BE64(word << 32 | cqn) at UAR + 0x20; cmd 0 = next completion, 1 = solicited only. */
@@ -65,8 +69,13 @@ int nic_cqe_write(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c
     memcpy(tmp + 56, &v, 4);
     uint16_t w = __builtin_bswap16(c->wqe_counter);
     memcpy(tmp + 60, &w, 2);
+    uint8_t format = 0;
+    if (c->inl) {    /* scatter-to-CQE: 64-byte CQE bytes 0..31, or the slot's first half */
+        if (cq->cqe_size == 128) { memcpy((void *)(e - 64), c->inl, c->inl_len); format = 2; }
+        else { memcpy(tmp, c->inl, c->inl_len); format = 1; }
+    }
     memcpy((void *)e, tmp, 63);
-    uint8_t op_own = (uint8_t)(c->opcode << 4 | (c->se ? 2 : 0) | owner);
+    uint8_t op_own = (uint8_t)(c->opcode << 4 | format << 2 | (c->se ? 2 : 0) | owner);
     __atomic_store_n(&e[63], op_own, __ATOMIC_RELEASE);
     cq->pi++;
     nd->st.cqes++;

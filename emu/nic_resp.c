@@ -21,8 +21,9 @@ static uint16_t rq_pi(const struct nic_qp *q)
     return (uint16_t)__builtin_bswap32(__atomic_load_n(&q->qp->dbrec[0], __ATOMIC_ACQUIRE));
 }
 
-static void resp_cqe(struct nic_qp *q, uint8_t opcode, uint8_t synd, uint8_t vendor,
-                     uint32_t byte_cnt, uint32_t imm, bool se)
+/* inl: scatter-to-CQE, the whole message (byte_cnt bytes) goes into the CQE (nic_cqe_write) */
+static void resp_cqe_inl(struct nic_qp *q, uint8_t opcode, uint8_t synd, uint8_t vendor,
+                         uint32_t byte_cnt, uint32_t imm, bool se, const uint8_t *inl)
 {
     struct emu_qp *qp = q->qp;
     if (!qp->recv_cq) return;
@@ -30,10 +31,27 @@ static void resp_cqe(struct nic_qp *q, uint8_t opcode, uint8_t synd, uint8_t ven
         .opcode = opcode, .syndrome = synd, .vendor = vendor, .se = se,
         .wqe_counter = q->rq_ci, .byte_cnt = byte_cnt, .imm = imm,
         .qpn = qp->qpn, .uidx = qp->uidx == 0xffffff ? 0 : qp->uidx,
+        .inl = inl, .inl_len = (uint8_t)(inl ? byte_cnt : 0),
     };
     q->rq_ci++;
     if (nic_cqe_write(q->nd, qp->recv_cq, &c) && synd != NIC_SYND_WR_FLUSH)
         nic_qp_to_err(q, NIC_EV_QP_FATAL);
+}
+
+static void resp_cqe(struct nic_qp *q, uint8_t opcode, uint8_t synd, uint8_t vendor,
+                     uint32_t byte_cnt, uint32_t imm, bool se)
+{
+    resp_cqe_inl(q, opcode, synd, vendor, byte_cnt, imm, se, NULL);
+}
+
+/* Bytes of a received SEND that go into the CQE: 0 without MLX5_QP_FLAG_SCATTER_CQE; else the
+ * kernel's cs_res for the receive CQ (mlx5_ib configure_responder_scat_cqe): 32 for 64-byte
+ * CQEs, 64 for 128-byte ones. */
+static uint32_t qp_scatter_cqe_max(const struct nic_qp *q)
+{
+    const struct emu_qp *qp = q->qp;
+    if (!qp->scatter_to_cqe || !qp->recv_cq) return 0;
+    return qp->recv_cq->cqe_size == 128 ? 64 : 32;
 }
 
 void nic_resp_flush_rq(struct nic_qp *q)
@@ -317,6 +335,17 @@ static void responder(struct nic_qp *q, const struct mlxd_roce_pkt *p)
         }
     } else {   /* SEND */
         if (first) { q->r_bytes = 0; }
+        /* scatter-to-CQE (kernel cs_res = 32 B / 64 B by the receive CQ's CQE size): a whole
+         * message that fits goes into the CQE, the receive buffers are not touched */
+        uint32_t inl_max = qp_scatter_cqe_max(q);
+        if (first && last && p->payload_len && p->payload_len <= inl_max) {
+            q->msn++;
+            q->msg_kind = K_SEND;
+            q->in_msg = false;
+            resp_cqe_inl(q, imm ? NIC_CQE_RESP_SEND_IMM : NIC_CQE_RESP_SEND, 0, 0, p->payload_len,
+                         imm ? p->imm : 0, p->se, p->payload);
+            goto done;
+        }
         uint8_t e = scatter(q, q->r_bytes, p->payload, p->payload_len, true);
         if (e) {
             if (!rc) { q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK; drop_uc(q); return; }
@@ -337,6 +366,7 @@ static void responder(struct nic_qp *q, const struct mlxd_roce_pkt *p)
                      imm ? p->imm : 0, p->se);
         }
     }
+done:
     q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK;
     if (rc && p->ackreq) {
         q->ack_pending = true;
