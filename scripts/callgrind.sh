@@ -39,6 +39,10 @@ run mlxd "$n" $toggles_mlxd "$B/bin/mlxd-bench" -q --tests emu-ring --emu-passes
 # shellcheck disable=SC2086
 verbs_ok=1
 run verbs "$((n + 1))" $toggles_verbs "$B/bin/mlxd-bench-verbs" --csv --passes 3 --samples 100 || verbs_ok=0
+# libmlx5 without its CQ spin lock (MLX5_SINGLE_THREADED=1, rdma-core's documented knob): the
+# fairest comparison with a poll loop that has no lock
+st_ok=1
+MLX5_SINGLE_THREADED=1 run verbs-st "$((n + 2))" $toggles_verbs "$B/bin/mlxd-bench-verbs" --csv --passes 3 --samples 100 || st_ok=0
 if grep -q '^unavailable,' "$OUT/verbs.log" 2>/dev/null; then
     echo "callgrind.sh: libmlx5 side unavailable: $(grep '^unavailable,' "$OUT/verbs.log" | head -1 | cut -d, -f2-)"
 fi
@@ -52,22 +56,20 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) p
 
 {
 echo "# instructions (callgrind, inclusive), mlx5direct vs rdma-core libmlx5, same emulated rings"
-printf "%-22s %14s %14s %14s %10s %10s\n" "#what" "mlx5direct" "ibv_poll_cq" "ibv_next_poll" "ratio_pc" "ratio_np"
-m=$(per "$(ir "$OUT/mlxd.cg" bench_empty_poll)" $EMPTY_CALLS)
-v=- x=-
-if [ $verbs_ok = 1 ]; then
-    v=$(per "$(ir "$OUT/verbs.cg" verbs_empty_poll)" $EMPTY_CALLS)
-    x=$(per "$(ir "$OUT/verbs.cg" verbs_empty_start_poll)" $EMPTY_CALLS)
-fi
-printf "%-22s %14s %14s %14s %10s %10s\n" "empty poll (per call)" "$m" "$v" "$x" "$(ratio "$m" "$v")" "$(ratio "$m" "$x")"
+echo "# ratio = mlx5direct / libmlx5; pc = ibv_poll_cq, np = ibv_start_poll/next_poll/end_poll; st = MLX5_SINGLE_THREADED=1 (no CQ lock)"
+printf "%-22s %10s %10s %10s %10s %10s %8s %8s %8s %8s\n" "#what" "mlx5direct" "poll_cq" "next_poll" "poll_cq_st" "next_st" \
+    "r_pc" "r_np" "r_pc_st" "r_np_st"
+line() {  # label mlxd-fn verbs-fn xverbs-fn calls
+    m=$(per "$(ir "$OUT/mlxd.cg" "$2")" "$5")
+    v=- x=- vs=- xs=-
+    if [ $verbs_ok = 1 ]; then v=$(per "$(ir "$OUT/verbs.cg" "$3")" "$5"); x=$(per "$(ir "$OUT/verbs.cg" "$4")" "$5"); fi
+    if [ $st_ok = 1 ]; then vs=$(per "$(ir "$OUT/verbs-st.cg" "$3")" "$5"); xs=$(per "$(ir "$OUT/verbs-st.cg" "$4")" "$5"); fi
+    printf "%-22s %10s %10s %10s %10s %10s %8s %8s %8s %8s\n" "$1" "$m" "$v" "$x" "$vs" "$xs" \
+        "$(ratio "$m" "$v")" "$(ratio "$m" "$x")" "$(ratio "$m" "$vs")" "$(ratio "$m" "$xs")"
+}
+line "empty poll (per call)" bench_empty_poll verbs_empty_poll verbs_empty_start_poll $EMPTY_CALLS
 for b in 1 4 16 64; do
-    m=$(per "$(ir "$OUT/mlxd.cg" bench_drain_$b)" $CQES)
-    v=- x=-
-    if [ $verbs_ok = 1 ]; then
-        v=$(per "$(ir "$OUT/verbs.cg" verbs_drain_$b)" $CQES)
-        x=$(per "$(ir "$OUT/verbs.cg" verbs_xdrain_$b)" $CQES)
-    fi
-    printf "%-22s %14s %14s %14s %10s %10s\n" "batch $b (per CQE)" "$m" "$v" "$x" "$(ratio "$m" "$v")" "$(ratio "$m" "$x")"
+    line "batch $b (per CQE)" bench_drain_$b verbs_drain_$b verbs_xdrain_$b $CQES
 done
 } | tee "$OUT/instructions.txt"
 echo "callgrind.sh: wrote $OUT/instructions.txt (raw: $OUT/*.cg, callgrind_annotate --inclusive=yes)"
