@@ -121,16 +121,32 @@ $(BUILD)/tests/progs/%: tests/progs/%.c | $(DEPS_OK)
 # nic_unit compiles the NIC sources in (their hooks are hidden in the emulator library).
 $(BUILD)/tests/progs/nic_unit: $(wildcard emu/nic*.c emu/nic*.h emu/wire_*.c emu/pcap*.c emu/emu.h abi/roce.c abi/mlxd_roce.h abi/error.c)
 
+# make test: the suite (with the short soak), then the same suite under ASan+UBSan and the
+# threaded suites under TSan (docs/reliability.md); MLXD_TEST_SANITIZERS=0 runs the suite only.
+MLXD_TEST_SANITIZERS ?= 1
 test: all $(RUNNER) $(HELPERS)
 	@sh scripts/deps.sh test
 	MLXD_BUILD=$(BUILD) MLXD_SRC=$(CURDIR) $(RUNNER)
+	$(if $(filter 0,$(MLXD_TEST_SANITIZERS)),,$(MAKE) MLXD_TEST_SANITIZERS=0 sanitize tsan)
 
 # Sanitizer builds: same sources, separate build directories.
 sanitize:
 	$(MAKE) BUILD=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" OPT="-O1 -g" test
+# The threaded suites (receiver monitor and close, the emulator's engine, replay feeders, soak,
+# close races) under TSan, one suite per run (CK_RUN_SUITE=<one> for a single one).
+TSAN_SUITES ?= races soak receiver receiver_live receiver_replay replay frameq emu_nic driver
 tsan:
-	$(MAKE) BUILD=build-tsan SAN="-fsanitize=thread" OPT="-O1 -g" all $(patsubst $(BUILD)/%,build-tsan/%,$(RUNNER))
-	CK_RUN_SUITE=$${CK_RUN_SUITE:-} MLXD_BUILD=build-tsan MLXD_SRC=$(CURDIR) MLXD_TSAN=1 build-tsan/tests/mlxd-tests
+	$(MAKE) BUILD=build-tsan SAN="-fsanitize=thread" OPT="-O1 -g" all $(patsubst $(BUILD)/%,build-tsan/%,$(RUNNER) $(HELPERS))
+	@fail=0; for s in $${CK_RUN_SUITE:-$(TSAN_SUITES)}; do \
+	  CK_RUN_SUITE=$$s MLXD_BUILD=build-tsan MLXD_SRC=$(CURDIR) MLXD_TSAN=1 \
+	  TSAN_OPTIONS=$${TSAN_OPTIONS:-second_deadlock_stack=1} build-tsan/tests/mlxd-tests || fail=1; \
+	done; exit $$fail
+
+# make soak: 10 million frames through receiver + emulator (event mode; busy-poll 1 million:
+# its spinning monitor shares 2 cores with the engine), loss and stalls injected (tests/test_soak.c).
+soak: all $(RUNNER)
+	MLXD_BUILD=$(BUILD) MLXD_SRC=$(CURDIR) CK_RUN_SUITE=soak CK_TIMEOUT_MULTIPLIER=$${CK_TIMEOUT_MULTIPLIER:-200} \
+	  MLXD_SOAK_FRAMES=$${MLXD_SOAK_FRAMES:-10000000} MLXD_SOAK_BUSY_FRAMES=$${MLXD_SOAK_BUSY_FRAMES:-1000000} $(RUNNER)
 
 # --- fuzzing (tests/fuzz/fuzz_<name>.c, libFuzzer; clang + libclang-rt-14-dev: deps.sh all) ----
 #   make fuzz [FUZZ_SECONDS=60] [FUZZ_TARGETS="fuzz_roce ..."]   each target runs FUZZ_SECONDS s

@@ -95,6 +95,14 @@ static void sec_up(struct sec *s, uint32_t qp_type, uint32_t peer_access)
     s->rx0 = st.rx_pkts;
 }
 
+/* Releases everything sec_up made; the emulator then holds nothing of this process. */
+static void sec_down(struct sec *s)
+{
+    ck_assert_int_eq(mlxd_close(s->nic), 0);
+    ck_assert_uint_eq(mlxd_emu_live_total(), 0);
+    munmap(s->mem, s->memlen);
+}
+
 static uint64_t rx_pkts(void)
 {
     struct mlxd_emu_nic_stats st = { .sz = sizeof st };
@@ -175,6 +183,7 @@ START_TEST(write_lands_from_peer)
         ck_assert_uint_eq(s.mem[PAGE + 100 + i], 0xc3);
         ck_assert_uint_eq(s.mem[3 * PAGE - 64 + i], 0xc3);
     }
+    sec_down(&s);
 }
 END_TEST
 
@@ -187,6 +196,7 @@ START_TEST(other_source_address_ignored)
     wait_rx(&s, 1);
     ck_assert_msg(changed(&s) == 0, "a packet from 127.%u.%u.3 wrote %zu bytes into a QP connected "
                   "to 127.%u.%u.2", s.a, s.b, changed(&s), s.a, s.b);
+    sec_down(&s);
 }
 END_TEST
 
@@ -211,6 +221,7 @@ START_TEST(outside_region_refused)
     send_pkt(&s, 2, m, 1024, false);
     wait_rx(&s, 7);
     ck_assert_msg(changed(&s) == 0, "%zu bytes changed", changed(&s));
+    sec_down(&s);
 }
 END_TEST
 
@@ -224,6 +235,7 @@ START_TEST(wrong_rkey_refused)
         send_pkt(&s, 2, wr(&s, MLXD_ROCE_TRANSPORT_UC, rw_va(&s), bad[i], 32), 32, false);
     wait_rx(&s, sizeof bad / sizeof bad[0]);
     ck_assert_msg(changed(&s) == 0, "%zu bytes changed", changed(&s));
+    sec_down(&s);
 }
 END_TEST
 
@@ -238,6 +250,7 @@ START_TEST(region_without_remote_write)
     send_pkt(&s, 2, wr(&s, MLXD_ROCE_TRANSPORT_UC, rw_va(&s), lo.rkey, 64), 64, false);
     wait_rx(&s, 2);
     ck_assert_msg(changed(&s) == 0, "%zu bytes changed", changed(&s));
+    sec_down(&s);
 }
 END_TEST
 
@@ -248,6 +261,7 @@ START_TEST(qp_without_remote_write)
     send_pkt(&s, 2, wr(&s, MLXD_ROCE_TRANSPORT_UC, rw_va(&s), rw_key(&s), 64), 64, false);
     wait_rx(&s, 1);
     ck_assert_msg(changed(&s) == 0, "%zu bytes changed", changed(&s));
+    sec_down(&s);
 }
 END_TEST
 
@@ -276,6 +290,7 @@ START_TEST(write_longer_than_reth)
     size_t c = changed(&s);
     ck_assert_msg(c == 0 || c == mtu, "%zu bytes changed (FIRST is %u)", c, mtu);
     for (size_t i = 3 * PAGE; i < s.memlen; i++) ck_assert_uint_eq(s.mem[i], PAT);
+    sec_down(&s);
 }
 END_TEST
 
@@ -289,6 +304,7 @@ START_TEST(bad_icrc_ignored)
     struct mlxd_emu_nic_stats st = { .sz = sizeof st };
     ck_assert_int_eq(mlxd_emu_nic_stats(0, &st), 0);
     ck_assert_uint_eq(st.rx_bad_icrc, 1);
+    sec_down(&s);
 }
 END_TEST
 
@@ -306,6 +322,7 @@ START_TEST(rc_access_error_breaks_qp)
     ck_assert_int_eq(mlxd_emu_nic_stats(0, &st), 0);
     ck_assert_uint_eq(st.naks_sent, 1);
     ck_assert_uint_eq(st.rx_bad_state, 1);
+    sec_down(&s);
 }
 END_TEST
 

@@ -1,8 +1,9 @@
 /* soak: N frames through mlxd_receiver on the emulated NIC, with injected packet loss and random
  * consumer stalls; every frame must be accounted for and the RSS must stay flat.
  *
- * The suite runs a short soak (event mode 100000 frames, busy-poll 20000; MLXD_SOAK_FRAMES sets both);
- * `make soak` runs 10 million frames (MLXD_SOAK_FRAMES=10000000).  Other knobs (environment):
+ * The suite runs a short soak (event mode 100000 frames, busy-poll 20000; MLXD_SOAK_FRAMES sets
+ * both, MLXD_SOAK_BUSY_FRAMES the busy-poll one); `make soak` runs 10 million frames in event mode
+ * and 1 million busy-polling.  Other knobs (environment):
  * MLXD_SOAK_DROP_DATA, MLXD_SOAK_DROP_MD (probabilities, default 0.001 each), MLXD_SOAK_PAGES (8),
  * MLXD_SOAK_WINDOW (12), MLXD_SOAK_SEED (1), MLXD_SOAK_RSS_SLACK_KIB (2048).
  *
@@ -130,7 +131,10 @@ static void *consumer_main(void *arg)
             struct timespec ts = { 0, r % 100000 == 0 ? 30000000 : (long)(r >> 40) % 2000000 };
             nanosleep(&ts, NULL);
             stalls++;
-            if (mlxd_receiver_frame_check(rx, &f) == MLXD_FRAME_OVERWRITTEN) check_overwritten++;
+            /* frame_check reads the page the device may be rewriting (that is what it detects);
+             * TSan sees the emulated DMA and reports it: not under TSan */
+            if (!getenv("MLXD_TSAN") && mlxd_receiver_frame_check(rx, &f) == MLXD_FRAME_OVERWRITTEN)
+                check_overwritten++;
         }
     }
     return NULL;
@@ -207,10 +211,14 @@ static double env_d(const char *n, double d) { const char *e = getenv(n); return
 static void soak(uint32_t the_mode, double default_frames)
 {
     nframes = (uint64_t)env_d("MLXD_SOAK_FRAMES", default_frames);
+    if (the_mode == MLXD_RECEIVER_BUSY_POLL) nframes = (uint64_t)env_d("MLXD_SOAK_BUSY_FRAMES", (double)nframes);
     drop_data = env_d("MLXD_SOAK_DROP_DATA", 0.001);
     drop_md = env_d("MLXD_SOAK_DROP_MD", 0.001);
     pages = (unsigned)env_d("MLXD_SOAK_PAGES", 8);
-    window = (unsigned)env_d("MLXD_SOAK_WINDOW", 12);
+    /* Under TSan (make tsan sets MLXD_TSAN) the device must not lap the monitor: a page the
+     * emulated NIC rewrites while the monitor snapshots it is the documented device/CPU race
+     * (no flow control, caught by the PSN check), which TSan would report as what it is. */
+    window = (unsigned)env_d("MLXD_SOAK_WINDOW", getenv("MLXD_TSAN") ? 4 : 12);
     seed = (uint64_t)env_d("MLXD_SOAK_SEED", 1) | 1;
     rss_slack_kib = (unsigned)env_d("MLXD_SOAK_RSS_SLACK_KIB", 2048);
     mode = the_mode;
@@ -289,8 +297,14 @@ static void soak(uint32_t the_mode, double default_frames)
     CHECK(st.bad_page == 0 && st.errors == 0 && st.hw_drops == 0,
           "bad_page %llu errors %llu hw_drops %llu", (unsigned long long)st.bad_page,
           (unsigned long long)st.errors, (unsigned long long)st.hw_drops);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    /* sanitizer runtimes grow by design (ASan's quarantine, TSan's history): reported only */
+    const bool rss_checked = false;
+#else
+    const bool rss_checked = true;
     CHECK(rss_last_kib - rss_first_kib <= (long)rss_slack_kib, "RSS grew from %ld KiB to %ld KiB",
           rss_first_kib, rss_last_kib);
+#endif
     {
         fprintf(stderr, "soak: frames sent %llu in %.1f s (%.0f frames/s), mode %s, %u pages, window %u\n",
                (unsigned long long)sent_frames, secs, (double)sent_frames / secs,
@@ -306,8 +320,9 @@ static void soak(uint32_t the_mode, double default_frames)
                (unsigned long long)st.frames, (unsigned long long)st.consumed, (unsigned long long)st.dropped,
                (unsigned long long)st.replaced, (unsigned long long)queued, (unsigned long long)st.overwritten,
                (unsigned long long)st.overwritten_after_read, (unsigned long long)stalls);
-        fprintf(stderr, "soak: RSS %ld KiB after %llu frames, %ld KiB at the end (slack %u KiB)\n", rss_first_kib,
-               (unsigned long long)(nframes >= 10000000 ? 1000000 : nframes / 10), rss_last_kib, rss_slack_kib);
+        fprintf(stderr, "soak: RSS %ld KiB after %llu frames, %ld KiB at the end (slack %u KiB%s)\n", rss_first_kib,
+               (unsigned long long)(nframes >= 10000000 ? 1000000 : nframes / 10), rss_last_kib, rss_slack_kib,
+               rss_checked ? "" : "; not checked under a sanitizer");
         fprintf(stderr, "soak: %s\n", bad ? "FAILED" : "every frame accounted for");
     }
     ck_assert_msg(!bad, "soak: not every frame accounted for (see the lines above)");
