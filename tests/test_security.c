@@ -196,6 +196,9 @@ START_TEST(other_source_address_ignored)
     wait_rx(&s, 1);
     ck_assert_msg(changed(&s) == 0, "a packet from 127.%u.%u.3 wrote %zu bytes into a QP connected "
                   "to 127.%u.%u.2", s.a, s.b, changed(&s), s.a, s.b);
+    struct mlxd_emu_nic_stats st = { .sz = sizeof st };
+    ck_assert_int_eq(mlxd_emu_nic_stats(0, &st), 0);
+    ck_assert_uint_eq(st.rx_wrong_source, 1);
     sec_down(&s);
 }
 END_TEST

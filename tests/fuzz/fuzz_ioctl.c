@@ -12,7 +12,7 @@
  * previous call (handles written back by one call feed the next).
  *
  * Every input runs on a fresh fd of /dev/infiniband/uverbs0; afterwards the fd and any fd a call
- * made (async/completion event fds) are closed.  A second NIC opened by the real driver keeps the
+ * made (async/completion event fds: fds that were not open before the input) are closed.  A second NIC opened by the real driver keeps the
  * device's engine running.
  * Oracle (besides ASan/UBSan): a call returns 0 or -1 with errno in 1..4095, never crashes; after
  * the close the emulator's live counts (objects, fds, mappings) are exactly what they were before
@@ -139,9 +139,12 @@ static void call(int fd, const uint8_t *d, size_t len, bool keep)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!size) return 0;
+    /* fds open before the input (libFuzzer's, the anchor NIC's): only the others are closed */
     int lowfd = dup(0);
     if (lowfd < 0) abort();
     close(lowfd);
+    static bool was_open[64];
+    for (int f = 0; f < 64; f++) was_open[f] = fcntl(lowfd + f, F_GETFD) >= 0;
     int fd = open("/dev/infiniband/uverbs0", O_RDWR | O_CLOEXEC);
     if (fd < 0) abort();
     uint8_t ctl = data[0];
@@ -171,7 +174,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         call(fd, data + off, len, (ctl & 2) && k);
         off += len;
     }
-    for (int f = lowfd; f < lowfd + 64; f++) close(f);
+    for (int f = 0; f < 64; f++)
+        if (!was_open[f]) close(lowfd + f);
     struct mlxd_emu_counts c = { .sz = sizeof c };
     mlxd_emu_get_counts(&c);
     if (c.files != base.files || c.contexts != base.contexts || c.event_fds != base.event_fds ||
