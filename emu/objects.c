@@ -314,7 +314,9 @@ void emu_k_fill_device_attr(struct emu_file *f, void *respv)
     r->max_qp_rd_atom = EMU_MAX_RD_ATOM;
     r->max_res_rd_atom = EMU_MAX_RD_ATOM * EMU_MAX_QP;
     r->max_qp_init_rd_atom = EMU_MAX_RD_ATOM;
-    r->atomic_cap = 1;                                       /* IB_ATOMIC_HCA */
+    /* IB_ATOMIC_NONE: the NIC half executes no atomics (a CMP_SWAP/FETCH_ADD WQE completes
+     * with LOCAL_QP_OP_ERR), so a program that checks atomic_cap (perftest) must not use them */
+    r->atomic_cap = 0;
     r->max_ah = 0x7fffffff;
     r->max_pkeys = 1;
     r->local_ca_ack_delay = 16;

@@ -332,6 +332,7 @@ START_TEST(devinfo)
         expect_field(b, "max_mtu", "4096 (5)");
         expect_field(b, "active_mtu", mtu[i]);
         expect_field(b, "max_qp_wr", "32768");
+        expect_field(b, "atomic_cap", "ATOMIC_NONE (0)");   /* the NIC executes no atomics */
         expect_field(b, "gid_tbl_len", "16");
         /* GID 3: the IPv4-mapped address of the device, RoCE v2 (core/roce_gid_mgmt.c) */
         char g[96];
