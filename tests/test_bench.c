@@ -448,7 +448,7 @@ END_TEST
 START_TEST(tool_report)
 {
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s/bin/mlxd-bench --quick -q --tests empty,ring --csv 2>&1", mlxd_test_build_dir());
+    snprintf(cmd, sizeof cmd, "%s/bin/mlxd-bench --no-emulate --quick -q --tests empty,ring --csv 2>&1", mlxd_test_build_dir());
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     char line[1024];
@@ -473,7 +473,7 @@ START_TEST(tool_report)
     ck_assert(header);
     ck_assert_int_eq(rows, 5);           /* empty_poll + ring_batch{1,4,16,64} */
 
-    snprintf(cmd, sizeof cmd, "%s/bin/mlxd-bench --quick -q --tests empty --json 2>&1", mlxd_test_build_dir());
+    snprintf(cmd, sizeof cmd, "%s/bin/mlxd-bench --no-emulate --quick -q --tests empty --json 2>&1", mlxd_test_build_dir());
     p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     char all[8192] = "";

@@ -1203,6 +1203,13 @@ static int reexec_emulated(char **argv)
     snprintf(pre, sizeof pre, "%s%s%s", lib, old && *old ? ":" : "", old ? old : "");
     setenv("LD_PRELOAD", pre, 1);
     setenv(REEXEC_ENV, "1", 1);
+    if (dlsym(RTLD_DEFAULT, "__asan_init")) {
+        /* an ASan build: the emulator now comes before the ASan runtime in the preload list */
+        const char *ao = getenv("ASAN_OPTIONS");
+        char opts[1024];
+        snprintf(opts, sizeof opts, "%s%sverify_asan_link_order=0", ao ? ao : "", ao && *ao ? ":" : "");
+        setenv("ASAN_OPTIONS", opts, 1);
+    }
     if (!getenv("MLXD_EMU_DEVICES") && !getenv("MLXD_EMU_CONFIG")) {
         char devs[160];
         emu_devices(devs, sizeof devs, 0);
