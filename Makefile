@@ -143,10 +143,12 @@ tsan:
 	done; exit $$fail
 
 # make soak: 10 million frames through receiver + emulator (event mode; busy-poll 1 million:
-# its spinning monitor shares 2 cores with the engine), loss and stalls injected (tests/test_soak.c).
+# its spinning monitor shares 2 cores with the engine), loss and stalls injected, the device
+# allowed 12 frames ahead of the monitor on 8 pages (pages get overwritten; tests/test_soak.c).
 soak: all $(RUNNER)
 	MLXD_BUILD=$(BUILD) MLXD_SRC=$(CURDIR) CK_RUN_SUITE=soak CK_TIMEOUT_MULTIPLIER=$${CK_TIMEOUT_MULTIPLIER:-200} \
-	  MLXD_SOAK_FRAMES=$${MLXD_SOAK_FRAMES:-10000000} MLXD_SOAK_BUSY_FRAMES=$${MLXD_SOAK_BUSY_FRAMES:-1000000} $(RUNNER)
+	  MLXD_SOAK_FRAMES=$${MLXD_SOAK_FRAMES:-10000000} MLXD_SOAK_BUSY_FRAMES=$${MLXD_SOAK_BUSY_FRAMES:-1000000} \
+	  MLXD_SOAK_WINDOW=$${MLXD_SOAK_WINDOW:-12} $(RUNNER)
 
 # --- fuzzing (tests/fuzz/fuzz_<name>.c, libFuzzer; clang + libclang-rt-14-dev: deps.sh all) ----
 #   make fuzz [FUZZ_SECONDS=60] [FUZZ_TARGETS="fuzz_roce ..."]   each target runs FUZZ_SECONDS s
