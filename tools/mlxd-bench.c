@@ -252,6 +252,7 @@ struct e2e_row {
     uint64_t frame_size;
     uint64_t sent, received;
     double seconds, fps, gbps, send_gbps;
+    uint64_t window, timeouts;
     const char *mode;
     bool ok;
     char reason[300];
@@ -286,13 +287,14 @@ struct cfg {
     double e2e_mb;               /* bytes sent per frame size (MiB) */
     const char *e2e_sizes;
     const char *e2e_modes;
+    int e2e_window;              /* frames in flight; -1 = pages / 2; 0 = no pacing */
     int ncpus;
 };
 
 static struct cfg C = {
     .cpu_monitor = -2, .cpu_consumer = -2, .cpu_producer = -2,
     .empty_samples = 20000, .ring_passes = 400, .emu_samples = 5000, .emu_passes = 100, .handoff_iters = 100000, .handoff_event_iters = 20000,
-    .e2e_mb = 192, .e2e_sizes = "4096,65536,1048576,8388608", .e2e_modes = "busy",
+    .e2e_mb = 192, .e2e_sizes = "4096,65536,1048576,8388608", .e2e_modes = "busy", .e2e_window = 0,
 };
 
 static bool want(const char *t)
@@ -828,7 +830,27 @@ struct e2e {
     int gen_rc;
     _Atomic bool gen_done;
     int mon_rc;
+    _Atomic uint64_t seen;       /* 1 + the highest generator frame number the consumer took */
+    uint64_t window;             /* frames in flight the generator allows itself */
+    uint64_t window_timeouts;    /* frames it stopped waiting for (lost on the wire) */
 };
+
+/* The generator's flow control (a sensor bridge has none): frame k is sent only once the consumer
+ * has taken frame k - window (by the frame number in its metadata, so that a frame lost on the
+ * emulated UC wire does not hold the window), so that what is measured is the rate sustained
+ * without overrunning the emulated wire; the wait gives up after 100 ms. */
+static bool e2e_window(void *ctx, uint64_t frame)
+{
+    struct e2e *e = ctx;
+    double end = 0;
+    while (frame + 1 > atomic_load_explicit(&e->seen, memory_order_acquire) + e->window) {
+        if (!end) end = mono_raw_s() + 0.1;
+        else if (mono_raw_s() > end) { e->window_timeouts++; break; }
+        struct timespec ts = { 0, 20000 };     /* leave the CPU to the engine and the consumer */
+        nanosleep(&ts, NULL);
+    }
+    return true;
+}
 
 static void *e2e_monitor(void *arg)
 {
@@ -855,7 +877,7 @@ static void bench_e2e_one(uint64_t fsize, bool event)
     row->mode = event ? "event" : "busy";
     struct e2e e;
     memset(&e, 0, sizeof e);
-    unsigned pages = fsize >= (1u << 20) ? 4 : 16;
+    unsigned pages = fsize >= (4u << 20) ? 4 : fsize >= (1u << 20) ? 8 : 16;
     size_t page = mlxd_hsb_min_page_size(fsize);
     size_t size = page * pages;
     uint8_t *buf = NULL;
@@ -881,7 +903,9 @@ static void bench_e2e_one(uint64_t fsize, bool event)
     e.map = (struct mlxd_replay_map){ .qpn = mlxd_receiver_qp_number(e.r), .rkey = mlxd_receiver_rkey(e.r),
                                       .base_va = mlxd_receiver_external_frame_memory(e.r),
                                       .page_size = page, .pages = pages };
-    e.so = (struct mlxd_send_opts){ .sz = sizeof e.so, .dst_ip = dst };
+    e.window = C.e2e_window < 0 ? pages / 2 : (uint64_t)C.e2e_window;
+    e.so = (struct mlxd_send_opts){ .sz = sizeof e.so, .dst_ip = dst, .sent_frame = e.window ? e2e_window : NULL,
+                                    .ctx = &e };
     e.g = (struct mlxd_gen_opts){ .sz = sizeof e.g, .frame_size = fsize, .frames = frames, .first_page = 1 };
     pthread_t mon, gen;
     pthread_create(&mon, NULL, e2e_monitor, &e);
@@ -892,7 +916,14 @@ static void bench_e2e_one(uint64_t fsize, bool event)
     pthread_create(&gen, NULL, e2e_gen, &e);
     uint64_t got = 0;
     for (;;) {
-        if (mlxd_receiver_get_next_frame(e.r, 20, &f)) { got++; t_last = mono_raw_s(); continue; }
+        if (mlxd_receiver_get_next_frame(e.r, 20, &f)) {
+            got++;
+            uint64_t fn = (uint64_t)f.metadata.frame_number32 + 1;    /* the generator's frame k */
+            if (fn > atomic_load_explicit(&e.seen, memory_order_relaxed))
+                atomic_store_explicit(&e.seen, fn, memory_order_release);
+            t_last = mono_raw_s();
+            continue;
+        }
         struct mlxd_receiver_stats st;
         mlxd_receiver_stats(e.r, &st);
         if (atomic_load(&e.gen_done) && !mlxd_receiver_frames_ready(e.r) &&
@@ -906,6 +937,8 @@ static void bench_e2e_one(uint64_t fsize, bool event)
     mlxd_receiver_close(e.r);
     pthread_join(mon, NULL);
     (void)t_gen_end;
+    row->window = e.window;
+    row->timeouts = e.window_timeouts;
     row->sent = e.st.frames;
     row->received = st.frames;
     row->seconds = t_last - t0;
@@ -1074,16 +1107,17 @@ static void print_table(FILE *f)
         else if (r->instr_note[0]) fprintf(f, "%-18s %10s instructions: unavailable: %s\n", "", "", r->instr_note);
     }
     if (g_ne2e) {
-        fprintf(f, "\n%-8s %-6s %10s %10s %10s %12s %10s %10s\n", "#e2e", "mode", "frame_B", "sent", "received",
-                "frames/s", "Gb/s", "seconds");
+        fprintf(f, "\n%-8s %-6s %10s %10s %10s %12s %10s %10s %7s\n", "#e2e", "mode", "frame_B", "sent", "received",
+                "frames/s", "Gb/s", "seconds", "window");
         for (int i = 0; i < g_ne2e; i++) {
             const struct e2e_row *e = &g_e2e[i];
             if (!e->ok) {
                 fprintf(f, "%-8s %-6s %10" PRIu64 " unavailable: %s\n", "e2e", e->mode, e->frame_size, e->reason);
                 continue;
             }
-            fprintf(f, "%-8s %-6s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %12.1f %10.3f %10.3f\n", "e2e", e->mode,
-                    e->frame_size, e->sent, e->received, e->fps, e->gbps, e->seconds);
+            fprintf(f, "%-8s %-6s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %12.1f %10.3f %10.3f %7" PRIu64 "%s\n", "e2e",
+                    e->mode, e->frame_size, e->sent, e->received, e->fps, e->gbps, e->seconds, e->window,
+                    e->timeouts ? "  (frames lost on the wire: the window waited 100 ms for some)" : "");
         }
     }
     if (want("compare")) {
@@ -1120,14 +1154,17 @@ static void print_csv(FILE *f)
         if (r->instr >= 0) fprintf(f, "%.2f", r->instr);
         fputc('\n', f);
     }
-    for (int i = 0; i < g_ne2e; i++) {
-        const struct e2e_row *e = &g_e2e[i];
-        fprintf(f, "e2e_%s_%" PRIu64 ",frames/s|Gb/s,%" PRIu64 ",%.1f,%.3f,,,,,,\n", e->mode, e->frame_size,
-                e->received, e->ok ? e->fps : 0, e->ok ? e->gbps : 0);
-    }
-    for (int i = 0; i < g_ncmp; i++)
+    for (int i = 0; i < g_ncmp; i++)         /* libmlx5 (what mlxd-bench-verbs reported) */
         fprintf(f, "%s,ns,%zu,,%.3f,%.3f,,%.3f,,,\n", g_cmp[i].name, g_cmp[i].iters, g_cmp[i].typical,
                 g_cmp[i].avg, g_cmp[i].p99);
+    if (g_ne2e) {
+        fprintf(f, "\ne2e,mode,frame_size,sent,received,seconds,frames_per_s,gbps,window\n");
+        for (int i = 0; i < g_ne2e; i++) {
+            const struct e2e_row *e = &g_e2e[i];
+            fprintf(f, "e2e,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%.4f,%.2f,%.4f,%" PRIu64 "\n", e->mode, e->frame_size,
+                    e->sent, e->received, e->seconds, e->ok ? e->fps : 0, e->ok ? e->gbps : 0, e->window);
+        }
+    }
 }
 
 static void print_json(FILE *f)
@@ -1170,8 +1207,9 @@ static void print_json(FILE *f)
     for (int i = 0; i < g_ne2e; i++) {
         const struct e2e_row *e = &g_e2e[i];
         fprintf(f, "%s{\"mode\":\"%s\",\"frame_size\":%" PRIu64 ",\"sent\":%" PRIu64 ",\"received\":%" PRIu64
-                ",\"seconds\":%.4f,\"fps\":%.2f,\"gbps\":%.4f,\"ok\":%s", i ? "," : "", e->mode, e->frame_size,
-                e->sent, e->received, e->seconds, e->fps, e->gbps, e->ok ? "true" : "false");
+                ",\"seconds\":%.4f,\"fps\":%.2f,\"gbps\":%.4f,\"window\":%" PRIu64 ",\"window_timeouts\":%" PRIu64
+                ",\"ok\":%s", i ? "," : "", e->mode, e->frame_size, e->sent, e->received, e->seconds, e->fps, e->gbps,
+                e->window, e->timeouts, e->ok ? "true" : "false");
         if (!e->ok) { fprintf(f, ",\"reason\":"); json_str(f, e->reason); }
         fputc('}', f);
     }
@@ -1240,6 +1278,9 @@ static void usage(FILE *f)
 "  --e2e-sizes LIST     frame sizes for e2e (default 4096,65536,1048576,8388608)\n"
 "  --e2e-modes LIST     busy,event (default busy)\n"
 "  --e2e-mb N           MiB sent per frame size (default 192)\n"
+"  --e2e-window N       frames the generator may have in flight before it waits for the consumer\n"
+"                       (-1 = pages/2); default 0: no pacing, as fast as the generator goes, and what\n"
+"                       overruns the emulated UC wire is lost (sent - received)\n"
 "  --no-emulate         do not re-execute under the emulator (a real ConnectX; hand-off and the\n"
 "                       emulated rings are then unavailable)\n"
 "  -q                   no progress lines\n");
@@ -1279,6 +1320,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--e2e-sizes")) { NEEDV(); C.e2e_sizes = v; }
         else if (!strcmp(a, "--e2e-modes")) { NEEDV(); C.e2e_modes = v; }
         else if (!strcmp(a, "--e2e-mb")) { NEEDV(); C.e2e_mb = atof(v); }
+        else if (!strcmp(a, "--e2e-window")) { NEEDV(); C.e2e_window = atoi(v); }
         else if (!strcmp(a, "--cpus")) {
             NEEDV();
             int m = -2, c = -2, p = -2;
