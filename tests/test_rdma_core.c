@@ -85,6 +85,27 @@ static void need_prog(const char *name)
                  "run sh scripts/deps.sh test)", name);
 }
 
+/* The sanitizer runtime this (sanitizer-built) runner has loaded, "" if none: the preloaded
+ * emulator of a sanitizer build needs it, and an uninstrumented program crashes unless it comes
+ * first in LD_PRELOAD. */
+static const char *sanitizer_runtime(void)
+{
+    static char path[PATH_MAX];
+    path[0] = 0;
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return path;
+    char line[PATH_MAX + 128];
+    while (fgets(line, sizeof line, f)) {
+        char *p = strchr(line, '/');
+        if (!p || !(strstr(p, "/libasan.so") || strstr(p, "/libtsan.so"))) continue;
+        p[strcspn(p, "\n")] = 0;
+        snprintf(path, sizeof path, "%s", p);
+        break;
+    }
+    fclose(f);
+    return path;
+}
+
 /* fork/exec argv with stdout+stderr into a file, in its own process group, with the emulator
  * preloaded and the device list devs; dies with the test process (PR_SET_PDEATHSIG). */
 static int spawn(char *const argv[], const char *devs)
@@ -95,6 +116,7 @@ static int spawn(char *const argv[], const char *devs)
     snprintf(outs[k], sizeof outs[k], "%s/mlxd-rdmacore-%d-%d.txt",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(), k);
     const char *lib = emu_lib();
+    const char *san = sanitizer_runtime();
     fflush(NULL);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
@@ -109,18 +131,25 @@ static int spawn(char *const argv[], const char *devs)
         if (nfd >= 0) dup2(nfd, 0);
         /* a clean environment: not the runner's emulator tree, device list, faults, captures */
         static char *env[256];
-        static char e_pre[PATH_MAX + 16], e_dev[256];
+        static char e_pre[2 * PATH_MAX + 16], e_dev[256], e_asan[1024];
         int n = 0;
+        const char *asan = getenv("ASAN_OPTIONS");
         for (char **e = environ; *e && n < 250; e++) {
             if (!strncmp(*e, "SYSFS_PATH=", 11) || !strncmp(*e, "LD_PRELOAD=", 11) ||
-                !strncmp(*e, "MLXD_EMU", 8) || !strncmp(*e, "CK_", 3))
+                !strncmp(*e, "MLXD_EMU", 8) || !strncmp(*e, "CK_", 3) ||
+                !strncmp(*e, "ASAN_OPTIONS=", 13))
                 continue;
             env[n++] = *e;
         }
-        snprintf(e_pre, sizeof e_pre, "LD_PRELOAD=%s", lib);
+        snprintf(e_pre, sizeof e_pre, "LD_PRELOAD=%s%s%s", san, *san ? " " : "", lib);
         snprintf(e_dev, sizeof e_dev, "MLXD_EMU_DEVICES=%s", devs);
+        /* under `make sanitize` the preloaded library carries the ASan runtime, which then is not
+         * first in the link order; the programs' own leaks (rdma-core, perftest) are not ours */
+        snprintf(e_asan, sizeof e_asan, "ASAN_OPTIONS=%s%sverify_asan_link_order=0:detect_leaks=0",
+                 asan ? asan : "", asan && *asan ? ":" : "");
         env[n++] = e_pre;
         env[n++] = e_dev;
+        env[n++] = e_asan;
         env[n] = NULL;
         execvpe(argv[0], argv, env);
         _exit(127);
