@@ -25,7 +25,8 @@
  *   write_imm_hook  the emulator hook writes what it documents: a RESP_WR_IMM CQE that
  *       mlxd_cq_poll decodes as RECV_RDMA_WITH_IMM with the immediate, byte count, QPN and the
  *       posted receive's wr_id (mlx5dv.h struct mlx5_cqe64; enum ibv_wc_opcode), in order across
- *       ring wraps (owner bit per pass), -EAGAIN with no receive posted, -ENOENT / -ENODEV.
+ *       ring wraps (owner bit per pass), -EAGAIN with no receive posted, -ENOENT / -ENODEV, and
+ *       one completion event per arm of an armed CQ.
  *   tool_report  mlxd-bench --csv/--json: every column present and ordered as the definitions
  *       require (min <= median <= p99 <= p99.9 <= max, min <= avg <= max, stdev >= 0).
  *
@@ -439,6 +440,33 @@ START_TEST(write_imm_hook)
         }
         ck_assert_int_eq(mlxd_cq_poll(cq, wc, 8), 0);
     }
+    /* an armed CQ: the hook raises the completion event, once per arm (abi doc 6.5) */
+    struct mlxd_cq *ecq;
+    struct mlxd_qp *eqp;
+    struct mlxd_endpoint eme;
+    struct mlxd_cq_opts eo = { .sz = sizeof eo, .events = true, .user_data = 77 };
+    ck_assert_int_eq(mlxd_cq_create(nic, 4, &eo, &ecq), 0);
+    struct mlxd_qp_opts eqo = { .sz = sizeof eqo, .type = MLXD_QP_UC, .recv_depth = 4 };
+    ck_assert_int_eq(mlxd_qp_create(ecq, &eqo, &eqp), 0);
+    ck_assert_int_eq(mlxd_qp_endpoint(eqp, &eme), 0);
+    ck_assert_int_eq(mlxd_qp_connect(eqp, &eme, &co), 0);
+    struct mlxd_recv erv[2] = { { .wr_id = 1 }, { .wr_id = 2 } };
+    ck_assert_int_eq(mlxd_qp_receive(eqp, erv, 2), 2);
+    struct mlxd_event ev[4];
+    ck_assert_int_eq(mlxd_cq_arm(ecq, false), 0);
+    ck_assert_int_eq(mlxd_wait(nic, 0, ev, 4), 0);                 /* nothing yet */
+    ck_assert_int_eq(mlxd_emu_bench_write_imm(0, eme.qpn, 5, 0, NULL), 0);
+    ck_assert_int_eq(mlxd_wait(nic, 2000, ev, 4), 1);
+    ck_assert_uint_eq(ev[0].kind, MLXD_EVENT_COMPLETION);
+    ck_assert_ptr_eq(ev[0].cq, ecq);
+    ck_assert_uint_eq(ev[0].user_data, 77);
+    /* not re-armed: the second CQE raises nothing */
+    ck_assert_int_eq(mlxd_emu_bench_write_imm(0, eme.qpn, 6, 0, NULL), 0);
+    ck_assert_int_eq(mlxd_wait(nic, 50, ev, 4), 0);
+    struct mlxd_completion ewc[4];
+    ck_assert_int_eq(mlxd_cq_poll(ecq, ewc, 4), 2);
+    ck_assert_uint_eq(ewc[0].imm, 5);
+    ck_assert_uint_eq(ewc[1].imm, 6);
     ck_assert_int_eq(mlxd_close(nic), 0);
 }
 END_TEST
