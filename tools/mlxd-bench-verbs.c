@@ -1,4 +1,4 @@
-/* mlxd-bench-verbs: the rdma-core side of mlxd-bench's comparison.  The only program of this
+/* mlxd-bench-verbs: the rdma-core side of mlxd-bench's comparison.  The only tool of this
  * project that links libibverbs (the library never does: tests/test_linkage.c).
  *
  * On the emulated NIC (libmlx5direct-emu.so preloaded) it creates, through libibverbs and the
