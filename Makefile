@@ -120,6 +120,8 @@ $(BUILD)/tests/progs/%: tests/progs/%.c | $(DEPS_OK)
 
 # nic_unit compiles the NIC sources in (their hooks are hidden in the emulator library).
 $(BUILD)/tests/progs/nic_unit: $(wildcard emu/nic*.c emu/nic*.h emu/wire_*.c emu/pcap*.c emu/emu.h abi/roce.c abi/mlxd_roce.h abi/error.c)
+# rdma_core_scatter is rdma-core's side of scatter-to-CQE (tests/test_rdma_core.c): libibverbs + libmlx5.
+$(BUILD)/tests/progs/rdma_core_scatter: private LIBS += -libverbs -lmlx5
 
 # make test: the suite (with the short soak), then the same suite under ASan+UBSan and the
 # threaded suites under TSan (docs/reliability.md); MLXD_TEST_SANITIZERS=0 runs the suite only.

@@ -429,12 +429,12 @@ static int sender(int wfd, int rfd)
     data->addr = htobe64((uintptr_t)src);
     uint16_t wqe_idx = sq.sq_pi;
     sq.sq_pi++;
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    sq.db[MLX5_SND_DBR] = htobe32(sq.sq_pi);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    /* the WQE before the doorbell record (release), the record before the UAR write (a release
+     * store orders every earlier store): reference section 7.2 steps 4-6 */
+    __atomic_store_n(&sq.db[MLX5_SND_DBR], htobe32(sq.sq_pi), __ATOMIC_RELEASE);
     uint64_t ctrl8;
     memcpy(&ctrl8, w, 8);
-    *(volatile uint64_t *)(tx.uar + 0x800) = ctrl8;       /* doorbell: first 8 bytes of ctrl */
+    __atomic_store_n((volatile uint64_t *)(tx.uar + 0x800), ctrl8, __ATOMIC_SEQ_CST);  /* doorbell */
 
     struct mlx5_cqe64 c;
     CHECK(cq_poll(&scq, &c, 5000));
