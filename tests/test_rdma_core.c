@@ -9,7 +9,8 @@
  *     "<iters> iters in" (rdma-core libibverbs/examples/{rc,uc}_pingpong.c print both);
  *   - perftest ib_{write,send,read}_lat: the latency table row, sizes and iteration counts as
  *     asked, every number finite and ordered (min <= typical/avg <= max, p99 <= p99.9 <= max);
- *   - ib_write_bw: the bandwidth row, 0 < average <= peak, MsgRate = average / size (MB = 2^20).
+ *   - ib_write_bw: the bandwidth row, 0 < average <= peak, MsgRate = average / size (MB = 2^20);
+ *   - scatter-to-CQE as libmlx5 uses it (tests/progs/rdma_core_scatter, libibverbs + mlx5dv).
  * The long runs (-s 65536 -n 10000 pingpong) are in the "long" case; see docs/emulator.md
  * ("rdma-core compatibility") for what runs where and how long it takes. */
 #include <check.h>
@@ -448,6 +449,41 @@ START_TEST(rc_pingpong_no_gid)
 }
 END_TEST
 
+/* ---- scatter-to-CQE, checked byte for byte through libibverbs + mlx5dv -------------------- */
+
+/* tests/progs/rdma_core_scatter: 100 SENDs of 1..100 bytes between the two devices of one
+ * process; it checks the work completions, the received bytes and the CQE format and contents
+ * (format 1 up to 32 B with 64-byte CQEs, format 2 up to 64 B with 128-byte CQEs, 0 above or
+ * with MLX5_SCATTER_TO_CQE=0) and prints the format counts, which must be exactly those. */
+static void scatter(const char *transport, const char *cqe, const char *off, const char *want)
+{
+    char rel[PATH_MAX], exe[PATH_MAX];
+    snprintf(rel, sizeof rel, "%s/tests/progs/rdma_core_scatter", mlxd_test_build_dir());
+    ck_assert_msg(realpath(rel, exe) && access(exe, X_OK) == 0, "%s is not built", rel);
+    struct net n;
+    pick_net(&n, NULL, NULL);
+    const char *av[] = {exe, transport, cqe, off, NULL};
+    int k = spawn((char *const *)av, n.devs);
+    int st = reap(k, 60);
+    char *o = output(k);
+    ck_assert_msg(exited0(st), "rdma_core_scatter %s %s %s: %s: %s", transport, cqe, off ? off : "",
+                  st_str(st), o);
+    ck_assert_msg(strstr(o, want), "rdma_core_scatter: want '%s', got: %s", want, o);
+    free(o);
+    kill_kids();
+}
+
+START_TEST(scatter_rc_64) { scatter("rc", "64", NULL, "CQE formats 0:68 1:32 2:0"); }
+END_TEST
+START_TEST(scatter_uc_64) { scatter("uc", "64", NULL, "CQE formats 0:68 1:32 2:0"); }
+END_TEST
+START_TEST(scatter_rc_128) { scatter("rc", "128", NULL, "CQE formats 0:36 1:0 2:64"); }
+END_TEST
+START_TEST(scatter_uc_128) { scatter("uc", "128", NULL, "CQE formats 0:36 1:0 2:64"); }
+END_TEST
+START_TEST(scatter_off) { scatter("rc", "64", "noscatter", "CQE formats 0:100 1:0 2:0"); }
+END_TEST
+
 /* ---- perftest ------------------------------------------------------------------------------ */
 
 /* The row under perftest's latency header:
@@ -466,7 +502,11 @@ static void check_lat_table(const char *who, const char *o, long size, long iter
     ck_assert_msg(got == 9, "%s: latency row does not parse (%d fields): %s", who, got, row + 1);
     ck_assert_msg(b == size && it == iters, "%s: row is %ld bytes x %ld, want %ld x %ld", who, b,
                   it, size, iters);
-    for (int i = 0; i < 7; i++) ck_assert_msg(isfinite(v[i]) && v[i] >= 0, "%s: %s", who, row + 1);
+    /* t_stdev (v[4]) alone may be "-nan": perftest 4.5 prints that when one sample is an outlier
+     * of tens of milliseconds (seen on this loaded 2-core machine, 70 ms); every other value must
+     * be a finite number */
+    for (int i = 0; i < 7; i++)
+        ck_assert_msg((i == 4 && isnan(v[i])) || (isfinite(v[i]) && v[i] >= 0), "%s: %s", who, row + 1);
     double tmin = v[0], tmax = v[1], typ = v[2], avg = v[3], p99 = v[5], p999 = v[6];
     ck_assert_msg(tmin > 0 && tmin <= typ && typ <= tmax && tmin <= avg && avg <= tmax &&
                   tmin <= p99 && p99 <= p999 && p999 <= tmax,
@@ -552,6 +592,11 @@ Suite *rdma_core_suite(void)
     tcase_add_test(tc, rc_pingpong_64k);
     tcase_add_test(tc, uc_pingpong_64k);
     tcase_add_test(tc, rc_pingpong_no_gid);
+    tcase_add_test(tc, scatter_rc_64);
+    tcase_add_test(tc, scatter_uc_64);
+    tcase_add_test(tc, scatter_rc_128);
+    tcase_add_test(tc, scatter_uc_128);
+    tcase_add_test(tc, scatter_off);
     tcase_add_test(tc, write_lat_default);
     tcase_add_test(tc, write_lat_no_x);
     tcase_add_test(tc, send_lat_default);
