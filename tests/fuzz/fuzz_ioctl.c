@@ -5,7 +5,8 @@
  * Each input is: [ctl u8] then up to 4 calls, each [len u16 LE][len bytes].  A call's bytes are
  * copied to the start of a 16 KiB page-aligned buffer B and passed to ioctl() as they are (the
  * header's length, num_attrs, object and method ids, driver id and reserved fields unchanged).
- * Attribute data whose top 16 bits are 0xFFFF is rewritten to B + (low 14
+ * Any 8-byte word that points into this process's mapped memory outside B is redirected into a
+ * PROT_NONE area (see defuse()).  Attribute data whose top 16 bits are 0xFFFF is rewritten to B + (low 14
  * bits), so that valid in/out buffers are reachable; every other pointer stays raw, as hostile
  * (unmapped, kernel-half, misaligned, wrapping) as the fuzzer makes it.
  * ctl bit 0: do GET_CONTEXT first (most methods need a ucontext); bit 1: keep B's tail from the
@@ -24,6 +25,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <rdma/ib_user_ioctl_cmds.h>
 #include <rdma/ib_user_verbs.h>
@@ -38,6 +40,9 @@
 #define BSZ 16384u
 
 static uint8_t *B;
+/* G: 64 KiB mapped PROT_NONE: what a stray pointer is redirected to (the emulator gets EFAULT). */
+static uint8_t *G;
+#define GSZ 65536u
 static struct mlxd_nic *anchor;
 static struct mlxd_emu_counts base;
 
@@ -109,10 +114,38 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         abort();
     }
     B = mmap(NULL, BSZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (B == MAP_FAILED) abort();
+    G = mmap(NULL, GSZ, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (B == MAP_FAILED || G == MAP_FAILED) abort();
     base.sz = sizeof base;
     mlxd_emu_get_counts(&base);
     return 0;
+}
+
+
+static bool mapped(uint64_t a)
+{
+    uint8_t b;
+    struct iovec l = { &b, 1 }, r = { (void *)(uintptr_t)a, 1 };
+    return process_vm_readv(getpid(), &l, 1, &r, 1, 0) == 1;
+}
+
+/* A hostile program may pass pointers into its own memory; here "its own memory" is also the
+ * fuzzer's, and the emulator would write CQEs, handles and responses there (as the kernel
+ * would).  So every 8-byte word of the call that points into mapped memory outside B (attribute
+ * data, and the rings/doorbell addresses inside driver data) is redirected into G.  Unmapped,
+ * kernel-half and non-canonical values stay as they are. */
+static void defuse(size_t len)
+{
+    for (size_t o = 0; o + 8 <= len; o += 8) {
+        uint64_t w;
+        memcpy(&w, B + o, 8);
+        if (w < 0x10000 || w >= 0x800000000000ull) continue;
+        if (w >= (uintptr_t)B && w < (uintptr_t)B + BSZ) continue;
+        if (w >= (uintptr_t)G && w < (uintptr_t)G + GSZ) continue;
+        if (!mapped(w)) continue;
+        w = (uint64_t)(uintptr_t)G + (w & (GSZ - 1));
+        memcpy(B + o, &w, 8);
+    }
 }
 
 static void call(int fd, const uint8_t *d, size_t len, bool keep)
@@ -120,6 +153,7 @@ static void call(int fd, const uint8_t *d, size_t len, bool keep)
     if (len > BSZ) len = BSZ;
     if (!keep) memset(B, 0, BSZ);
     memcpy(B, d, len);
+    defuse(keep ? BSZ : len);
     if (len >= sizeof(struct ib_uverbs_ioctl_hdr)) {
         struct ib_uverbs_ioctl_hdr *h = (void *)B;
         size_t n = h->num_attrs;
