@@ -155,9 +155,71 @@ struct mlxd_completion {
 /* Consumes up to max ready CQEs of cq into out[0..n) and returns n (0 when none is ready).
  * Writes the consumer-index doorbell record once when n > 0.  For requester completions it
  * frees the send ring up to the completed WQE; for responder ones, one receive slot each.
+ * An error CQE is one completion among the others: the CQEs after it in the same batch are
+ * returned too.
  * Errors: -EINVAL cq invalid/destroyed, out NULL with max > 0.
- * Thread rules: one mlxd_cq_poll/mlxd_cq_arm of cq at a time. */
+ * Thread rules: one mlxd_cq_poll/mlxd_cq_arm of cq at a time.
+ *
+ * Cost: a call of mlxd_cq_poll(cq, out, max) compiles to the inline ownership test below
+ * (mlxd__cq_poll_inline): an empty CQ costs about 15 instructions, no call and no barrier.
+ * When the next CQE is the software's it calls mlxd__cq_poll_ready, which consumes the batch
+ * with one read barrier (docs/performance.md).  The symbol mlxd_cq_poll exists too (for
+ * function pointers, FFI and binaries built against older headers): same behaviour. */
 int mlxd_cq_poll(struct mlxd_cq *cq, struct mlxd_completion *out, int max);
+
+/* --- internals of the inline mlxd_cq_poll: not API, may change with the library's soname --- */
+
+/* The first fields of the library's struct mlxd_cq (uverbs/driver.h; mlx5/poll.c proves the
+ * offsets with static assertions).  may_alias: read through this type, not through the
+ * private one, so type-based alias analysis must not reorder it with the library's stores. */
+typedef struct __attribute__((may_alias)) mlxd__cq_head {
+    const volatile uint8_t *buf;     /* ncqe CQEs of 64 bytes */
+    uint32_t ci;                     /* consumer index (free-running) */
+    uint32_t ncqe;                   /* power of two */
+    const volatile uint32_t *dbrec;
+    const void *qp_table;
+    uint32_t state;                  /* MLXD__CQ_LIVE while usable */
+} mlxd__cq_head;
+#define MLXD__CQ_LIVE 0x4c495645u
+
+/* Out of line: the CQE at ci is the software's, cq is live, out != NULL, max >= 1. */
+int mlxd__cq_poll_ready(struct mlxd_cq *cq, struct mlxd_completion *out, int max);
+/* Out of line: every other case (argument checks, max <= 0); full mlxd_cq_poll semantics. */
+int mlxd__cq_poll_checked(struct mlxd_cq *cq, struct mlxd_completion *out, int max);
+
+/* The owner byte is read as an atomic: relaxed (a plain byte load), acquire under TSan, as
+ * the library's barrier.h does; nothing else of the CQE is read here, so no barrier. */
+#if defined(__SANITIZE_THREAD__)
+#define MLXD__OWNER_LOAD __ATOMIC_ACQUIRE
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MLXD__OWNER_LOAD __ATOMIC_ACQUIRE
+#endif
+#endif
+#ifndef MLXD__OWNER_LOAD
+#define MLXD__OWNER_LOAD __ATOMIC_RELAXED
+#endif
+
+static inline int mlxd__cq_poll_inline(struct mlxd_cq *cq, struct mlxd_completion *out, int max)
+{
+    const mlxd__cq_head *h = (const mlxd__cq_head *)(const void *)cq;
+    if (__builtin_expect(h != NULL && h->state == MLXD__CQ_LIVE && out != NULL && max > 0, 1)) {
+        uint32_t ci = h->ci, ncqe = h->ncqe;
+        /* op_own = byte 63 of the CQE at ci & (ncqe - 1) (struct mlx5_cqe64, mlx5dv.h).  The
+         * CQE is the software's when opcode (bits 7:4) != MLX5_CQE_INVALID (0xF) and the owner
+         * bit (bit 0) == !!(ci & ncqe).  With x = op_own ^ !!(ci & ncqe) that is: bit 0 of x
+         * clear and x < 0xF0; rotating x right by one puts bit 0 on top, so both tests are
+         * one unsigned compare: ror8(x, 1) < 0x78. */
+        uint8_t op = __atomic_load_n(h->buf + ((size_t)(ci & (ncqe - 1)) << 6) + 63, MLXD__OWNER_LOAD);
+        uint8_t x = (uint8_t)(op ^ ((ci & ncqe) != 0));
+        if ((uint8_t)(x >> 1 | x << 7) >= 0x78) return 0;
+        return mlxd__cq_poll_ready(cq, out, max);
+    }
+    return mlxd__cq_poll_checked(cq, out, max);
+}
+#ifndef MLXD__NO_INLINE_POLL
+#define mlxd_cq_poll(cq, out, max) mlxd__cq_poll_inline((cq), (out), (max))
+#endif
 
 /* Asks for one completion event for the next CQE (solicited_only: the next solicited or error
  * CQE): CQ doorbell record [1] = htobe32(sn << 28 | cmd | ci), sfence, 64-bit store of

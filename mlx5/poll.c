@@ -1,15 +1,54 @@
 /* poll.c: the completion hot path (mlx5-uverbs-abi.md 6.1-6.5; poll-loop-survey.md A.0, A.1,
- * A.12): ownership = opcode != INVALID and owner bit == !!(ci & ncqe), then a read barrier,
- * then the fields; the consumer index doorbell record once per call.  No system call, lock,
- * allocation or division. */
+ * A.3, A.12).  No system call, lock, allocation or division.
+ *
+ * Shape (docs/performance.md, issue 7):
+ *   - mlxd_cq_poll is inline in mlxd_mlx5.h: it tests the ownership of the CQE at ci and
+ *     returns 0 when the CQ is empty, without a call, a barrier or a saved register;
+ *   - mlxd__cq_poll_ready (here) consumes a batch: it counts the consecutive CQEs the software
+ *     owns (owner bytes only), issues ONE read barrier, then decodes them all; the consumer-index
+ *     doorbell record is written once per batch;
+ *   - a CQE is read as two 16-byte halves (bytes 32..47 and the 48..63 tail: timestamp,
+ *     sop_drop_qpn, wqe_counter, op_own), each field taken from the byte-swapped words;
+ *   - the QP of a run of CQEs is looked up once (user index -> nic->qp_table, QPN checked) and
+ *     its wr_id table, mask and receive count stay in registers; the QP's rq_ci / sq_ci are
+ *     published once per run, not once per CQE;
+ *   - each completion is written with seven 8-byte stores; error CQEs and rare opcodes go to
+ *     an out-of-line function, so the common path has no per-opcode branch but one.
+ */
+#define MLXD__NO_INLINE_POLL 1      /* this file defines the mlxd_cq_poll symbol itself */
 #include <endian.h>
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include "barrier.h"
 #include "driver.h"
 #include "mlxd_abi.h"
 #include "mlxd_cqe.h"
 #include "mlxd_error.h"
+
+/* The inline test in mlxd_mlx5.h reads struct mlxd_cq through mlxd__cq_head. */
+_Static_assert(offsetof(struct mlxd_cq, buf) == offsetof(mlxd__cq_head, buf), "cq head: buf");
+_Static_assert(offsetof(struct mlxd_cq, ci) == offsetof(mlxd__cq_head, ci), "cq head: ci");
+_Static_assert(offsetof(struct mlxd_cq, ncqe) == offsetof(mlxd__cq_head, ncqe), "cq head: ncqe");
+_Static_assert(offsetof(struct mlxd_cq, state) == offsetof(mlxd__cq_head, state), "cq head: state");
+_Static_assert(sizeof(((struct mlxd_cq *)0)->ci) == 4 && sizeof(((struct mlxd_cq *)0)->ncqe) == 4 &&
+               sizeof(((struct mlxd_cq *)0)->state) == 4, "cq head: widths");
+_Static_assert(MLXD__CQ_LIVE == OBJ_LIVE, "cq head: live");
+/* The seven 8-byte stores of a completion (the public layout of struct mlxd_completion). */
+_Static_assert(sizeof(struct mlxd_completion) == 56, "completion: 56 bytes");
+_Static_assert(offsetof(struct mlxd_completion, timestamp) == 8 &&
+               offsetof(struct mlxd_completion, qp) == 16 &&
+               offsetof(struct mlxd_completion, status) == 24 && offsetof(struct mlxd_completion, opcode) == 28 &&
+               offsetof(struct mlxd_completion, byte_len) == 32 && offsetof(struct mlxd_completion, imm) == 36 &&
+               offsetof(struct mlxd_completion, qpn) == 40 && offsetof(struct mlxd_completion, flags) == 44 &&
+               offsetof(struct mlxd_completion, wqe_counter) == 48 &&
+               offsetof(struct mlxd_completion, syndrome) == 50 &&
+               offsetof(struct mlxd_completion, vendor_syndrome) == 51 &&
+               offsetof(struct mlxd_completion, cqe_opcode) == 52 &&
+               offsetof(struct mlxd_completion, wqe_opcode) == 53 &&
+               offsetof(struct mlxd_completion, hw_drops) == 54 &&
+               offsetof(struct mlxd_completion, reserved) == 55, "completion: layout");
+_Static_assert(MLXD_WC_SOLICITED == 1u << MLXD_CQE_SE_SHIFT, "SE bit of op_own = MLXD_WC_SOLICITED");
 
 /* Error CQE syndrome -> ibv_wc_status, as libmlx5 maps them (abi doc 6.4; enum ibv_wc_status
  * values from infiniband/verbs.h).  Anything else is IBV_WC_GENERAL_ERR (19). */
@@ -31,135 +70,287 @@ static const uint8_t syndrome_status[256] = {
     [0x16] = 13,  /* RNR_RETRY_EXC_ERR     -> IBV_WC_RNR_RETRY_EXC_ERR */
     [0x22] = 16,  /* REMOTE_ABORTED_ERR    -> IBV_WC_REM_ABORT_ERR */
 };
+/* The WQE opcode of a requester CQE (sop_drop_qpn >> 24, MLX5_OPCODE_*) -> enum mlxd_wc_opcode. */
+static const uint8_t req_wc_opcode[256] = {
+    [0 ... 255] = MLXD_WC_NOP,
+    [0x08] = MLXD_WC_RDMA_WRITE, [0x09] = MLXD_WC_RDMA_WRITE,   /* RDMA_WRITE, RDMA_WRITE_IMM */
+    [0x0a] = MLXD_WC_SEND, [0x0b] = MLXD_WC_SEND, [0x01] = MLXD_WC_SEND, /* SEND, SEND_IMM, SEND_INVAL */
+    [0x10] = MLXD_WC_RDMA_READ,
+};
 #pragma GCC diagnostic pop
 
 uint32_t mlxd__syndrome_status(uint8_t s) { return syndrome_status[s]; }
 
-static inline uint32_t req_opcode(uint8_t wqe_op)
+/* ---- the completion, written as seven 8-byte words -------------------------------------- */
+
+/* Two adjacent 32-bit fields (the first at the lower address) as one 8-byte store. */
+static inline void put_2x32(struct mlxd_completion *w, size_t off, uint32_t first, uint32_t second)
 {
-    switch (wqe_op) {
-    case 0x08: case 0x09: return MLXD_WC_RDMA_WRITE;
-    case 0x0a: case 0x0b: case 0x01: return MLXD_WC_SEND;
-    case 0x10: return MLXD_WC_RDMA_READ;
-    default: return MLXD_WC_NOP;
-    }
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t v = first | (uint64_t)second << 32;
+#else
+    uint64_t v = (uint64_t)first << 32 | second;
+#endif
+    memcpy((char *)w + off, &v, sizeof v);
 }
 
-/* The local QP of a CQE: by user index (cqe_version 1) or by QPN. */
-static inline struct mlxd_qp *cqe_qp(const struct mlxd_cq *cq, const uint8_t *c, uint32_t qpn)
+/* The last 8 bytes: wqe_counter, syndrome, vendor_syndrome, cqe_opcode, wqe_opcode, hw_drops,
+ * reserved (0). */
+static inline void put_tail(struct mlxd_completion *w, uint32_t wqe_counter, uint32_t syndrome, uint32_t vendor,
+                            uint32_t cqe_opcode, uint32_t wqe_opcode, uint32_t hw_drops)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t v = wqe_counter | syndrome << 16 | vendor << 24 | (uint64_t)cqe_opcode << 32 |
+                 (uint64_t)wqe_opcode << 40 | (uint64_t)hw_drops << 48;
+#else
+    uint64_t v = (uint64_t)wqe_counter << 48 | (uint64_t)syndrome << 40 | (uint64_t)vendor << 32 |
+                 cqe_opcode << 24 | wqe_opcode << 16 | hw_drops << 8;
+#endif
+    memcpy((char *)w + offsetof(struct mlxd_completion, wqe_counter), &v, sizeof v);
+}
+
+/* ---- the QP of a CQE --------------------------------------------------------------------- */
+
+/* Out of line, when the user-index lookup found nothing: by QPN (cqe_version 0, rare: a scan).
+ * NULL for a detached CQ, a destroyed QP or a QPN of no QP. */
+static __attribute__((noinline, cold)) struct mlxd_qp *qp_by_qpn(const struct mlxd_cq *cq, uint32_t qpn)
 {
     if (!cq->qp_table) return NULL;
-    struct mlxd_qp *qp = NULL;
-    if (mlxd_likely(cq->cqe_version)) {
-        uint32_t uidx = mlxd_cqe_srqn_uidx(c);
-        if (uidx < MLXD_MAX_QPS) qp = __atomic_load_n(&cq->qp_table[uidx], __ATOMIC_ACQUIRE);
-        if (mlxd_likely(qp && qp->qpn == qpn)) return qp;
-    }
-    for (uint32_t i = 0; i < MLXD_MAX_QPS; i++) {   /* cqe_version 0 (rare): a scan */
-        qp = __atomic_load_n(&cq->qp_table[i], __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < MLXD_MAX_QPS; i++) {
+        struct mlxd_qp *qp = __atomic_load_n(&cq->qp_table[i], __ATOMIC_ACQUIRE);
         if (qp && qp->qpn == qpn && qp->state == OBJ_LIVE) return qp;
     }
     return NULL;
 }
 
-int mlxd_cq_poll(struct mlxd_cq *cq, struct mlxd_completion *out, int max)
+/* ---- rare CQEs: errors, RESIZE_CQ, NO_PACKET, SIG_ERR ------------------------------------- */
+
+enum side { SIDE_NONE, SIDE_SEND, SIDE_RECV };
+
+/* Fills status, opcode, byte_len/imm (0), qpn/flags and the tail of w; returns which ring the
+ * CQE completes an entry of (wr_id and accounting are the caller's). */
+static __attribute__((noinline, cold)) enum side decode_rare(struct mlxd_completion *w, const uint8_t *c,
+                                                              uint64_t tail, uint32_t qpn)
+{
+    uint32_t op_own = (uint8_t)tail, opcode = op_own >> MLXD_CQE_OPCODE_SHIFT;
+    uint32_t wqe_op = (uint32_t)(tail >> 56), wc = (uint16_t)(tail >> 16);
+    put_2x32(w, offsetof(struct mlxd_completion, byte_len), 0, 0);
+    put_2x32(w, offsetof(struct mlxd_completion, qpn), qpn, op_own & MLXD_WC_SOLICITED);
+    if (opcode == MLXD_CQE_REQ_ERR || opcode == MLXD_CQE_RESP_ERR) {
+        uint32_t synd = c[MLXD_ERR_CQE_OFF_SYNDROME], vendor = c[MLXD_ERR_CQE_OFF_VENDOR_SYND];
+        bool req = opcode == MLXD_CQE_REQ_ERR;
+        put_2x32(w, offsetof(struct mlxd_completion, status), syndrome_status[synd],
+                 req ? req_wc_opcode[wqe_op] : MLXD_WC_RECV);
+        put_tail(w, wc, synd, vendor, opcode, wqe_op, 0);
+        return req ? SIDE_SEND : SIDE_RECV;
+    }
+    put_2x32(w, offsetof(struct mlxd_completion, status), 19 /* IBV_WC_GENERAL_ERR */, MLXD_WC_NOP);
+    put_tail(w, wc, 0, 0, opcode, 0, 0);
+    return SIDE_NONE;
+}
+
+/* A requester CQE (or a requester error's accounting): wr_id of the WQE, and the send ring
+ * freed up to its end (release: the wr_id read happens before a poster reuses the slot). */
+static inline uint64_t send_done(struct mlxd_qp *qp, uint32_t wc)
+{
+    if (!qp || !qp->sq_wrid) return wc;
+    uint32_t i = wc & (qp->sq_wqebbs - 1);
+    atomic_store_explicit(&qp->sq_ci, qp->sq_next[i], memory_order_release);
+    return qp->sq_wrid[i];
+}
+
+/* Responder CQEs (opcodes 1..4: MLX5_CQE_RESP_WR_IMM, _SEND, _SEND_IMM, _SEND_INV) are looked
+ * up by op_own >> 1 (opcode, CQE format, SE): index (op_own >> 1) - 8 is 0..31 exactly for
+ * them, so the range check is the opcode check, and the table holds every word of the
+ * completion that depends on op_own alone.  WR_IMM and SEND_IMM carry an immediate. */
+struct resp_words {
+    uint64_t status_opcode;    /* status (0) and opcode: the 8 bytes at offsetof(status) */
+    uint64_t flags_hi;         /* flags (SOLICITED, WITH_IMM) in the qpn/flags word */
+    uint64_t tail;             /* cqe_opcode in the tail word (wqe_counter, ..., hw_drops) */
+    uint64_t imm_mask;         /* all ones when imm is valid (LE: in the upper half) */
+};
+#define R_OP(i)   (1 + ((i) >> 3))                                   /* CQE opcode of entry i */
+#define R_IMM(i)  (R_OP(i) == MLXD_CQE_RESP_WR_IMM || R_OP(i) == MLXD_CQE_RESP_SEND_IMM)
+#define R_WC(i)   (R_OP(i) == MLXD_CQE_RESP_WR_IMM ? MLXD_WC_RECV_RDMA_WITH_IMM : MLXD_WC_RECV)
+#define R_FLAGS(i) (((i) & 1 ? MLXD_WC_SOLICITED : 0) | (R_IMM(i) ? MLXD_WC_WITH_IMM : 0))
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define R(i) { (uint64_t)R_WC(i) << 32, (uint64_t)R_FLAGS(i) << 32, (uint64_t)R_OP(i) << 32, \
+               R_IMM(i) ? 0xffffffff00000000ull : 0 }
+#else
+#define R(i) { R_WC(i), R_FLAGS(i), (uint64_t)R_OP(i) << 24, R_IMM(i) ? 0xffffffffull : 0 }
+#endif
+#define R4(i) R(i), R(i + 1), R(i + 2), R(i + 3)
+static const struct resp_words resp_words[32] = { R4(0), R4(4), R4(8), R4(12), R4(16), R4(20), R4(24), R4(28) };
+#define RESP_INDEX_BASE ((MLXD_CQE_RESP_WR_IMM << MLXD_CQE_OPCODE_SHIFT) >> 1)   /* 8 */
+
+/* ---- the batch ---------------------------------------------------------------------------- */
+
+/* The owner byte of CQE slot p is the software's for pass parity `par` (see the inline test in
+ * mlxd_mlx5.h: ror8(op_own ^ par, 1) < 0x78 <=> owner bit == par and opcode != INVALID). */
+static inline bool sw_owned(const uint8_t *p, uint32_t par)
+{
+    uint8_t x = (uint8_t)(mlxd_shared_load(p + MLXD_CQE_OFF_OP_OWN) ^ par);
+    return (uint8_t)(x >> 1 | x << 7) < 0x78;
+}
+
+/* Decodes cnt owned CQEs from c (no ring end in between) into w.  The QP of the current run of
+ * CQEs (key = its QPN; ~0: none yet), its receive wr_id table and the receives completed in
+ * the run are kept in registers; rq_ci is published when the run ends. */
+static inline __attribute__((always_inline)) void decode_run(const struct mlxd_cq *cq, const uint8_t *c,
+                                                             struct mlxd_completion *w, uint32_t cnt)
+{
+    uint32_t key = ~0u, rq_mask = 0, rq_done = 0;
+    struct mlxd_qp *qp = NULL;
+    const uint64_t *rq_wrid = NULL;
+    for (const uint8_t *const c_end = c + ((size_t)cnt << 6); c != c_end; c += 64, w++) {
+        /* host-order words of the CQE's last 32 bytes: sop_drop_qpn|wqe_counter|signature|op_own
+         * (8 bytes at 56) first, then timestamp (48), imm (36), byte_cnt (44), srqn_uidx (32,
+         * when the QP changes), each loaded where it is used (short live ranges: no spills) */
+        uint64_t tail = mlxd_load_be64(c + MLXD_CQE_OFF_SOP_DROP_QPN);
+        uint32_t op_own = (uint8_t)tail;
+        uint32_t qpn = (uint32_t)(tail >> 32) & MLXD_QPN_MASK, wc = (uint16_t)(tail >> 16);
+        if (mlxd_unlikely(qpn != key)) {
+            if (rq_done)
+                atomic_store_explicit(&qp->rq_ci, atomic_load_explicit(&qp->rq_ci, memory_order_relaxed) + rq_done,
+                                      memory_order_release);
+            /* cqe_version 1: the user index the QP was created with indexes nic->qp_table
+             * (cq->qp_table); the QPN confirms it.  With cqe_version 0 the field is an SRQN
+             * (0 without SRQ): the QPN check fails, and the QP is found by its QPN. */
+            uint32_t uidx = mlxd_cqe_srqn_uidx(c);
+            struct mlxd_qp *const *table = cq->qp_table;
+            qp = NULL;
+            if (mlxd_likely(table && uidx < MLXD_MAX_QPS)) qp = __atomic_load_n(&table[uidx], __ATOMIC_ACQUIRE);
+            if (mlxd_unlikely(!qp || qp->qpn != qpn)) qp = qp_by_qpn(cq, qpn);
+            key = qpn;
+            rq_wrid = qp ? qp->rq_wrid : NULL;
+            rq_mask = qp ? qp->rq_wqe_cnt - 1 : 0;
+            rq_done = 0;
+        }
+        uint64_t ts = mlxd_load_be64(c + MLXD_CQE_OFF_TIMESTAMP);
+        memcpy((char *)w + offsetof(struct mlxd_completion, timestamp), &ts, sizeof ts);
+        memcpy((char *)w + offsetof(struct mlxd_completion, qp), &qp, sizeof qp);
+        uint64_t wr_id = wc;
+        uint32_t ri = (op_own >> 1) - RESP_INDEX_BASE;
+        if (mlxd_likely(ri < 32)) {                                      /* responder, success */
+            const struct resp_words *r = &resp_words[ri];
+            uint64_t v;
+            memcpy((char *)w + offsetof(struct mlxd_completion, status), &r->status_opcode, 8);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            v = mlxd_cqe_byte_cnt(c) | ((uint64_t)mlxd_cqe_imm(c) << 32 & r->imm_mask);
+            memcpy((char *)w + offsetof(struct mlxd_completion, byte_len), &v, 8);
+            v = qpn | r->flags_hi;
+            memcpy((char *)w + offsetof(struct mlxd_completion, qpn), &v, 8);
+            v = wc | (tail >> 56) << 48 | r->tail;                        /* hw_drops: byte 6 */
+            memcpy((char *)w + offsetof(struct mlxd_completion, wqe_counter), &v, 8);
+#else
+            v = (uint64_t)mlxd_cqe_byte_cnt(c) << 32 | (mlxd_cqe_imm(c) & r->imm_mask);
+            memcpy((char *)w + offsetof(struct mlxd_completion, byte_len), &v, 8);
+            v = (uint64_t)qpn << 32 | r->flags_hi;
+            memcpy((char *)w + offsetof(struct mlxd_completion, qpn), &v, 8);
+            put_tail(w, wc, 0, 0, op_own >> MLXD_CQE_OPCODE_SHIFT, 0, (uint32_t)(tail >> 56));
+#endif
+            if (mlxd_likely(rq_wrid != NULL)) {
+                wr_id = rq_wrid[wc & rq_mask];
+                rq_done++;
+            }
+        } else {
+            enum side side = SIDE_SEND;
+            uint32_t opcode = op_own >> MLXD_CQE_OPCODE_SHIFT;
+            if (opcode == MLXD_CQE_REQ) {
+                uint32_t top = (uint32_t)(tail >> 56), wop = req_wc_opcode[top];
+                put_2x32(w, offsetof(struct mlxd_completion, status), MLXD_WC_SUCCESS, wop);
+                put_2x32(w, offsetof(struct mlxd_completion, byte_len),
+                         wop == MLXD_WC_RDMA_READ ? mlxd_cqe_byte_cnt(c) : 0, 0);
+                put_2x32(w, offsetof(struct mlxd_completion, qpn), qpn, op_own & MLXD_WC_SOLICITED);
+                put_tail(w, wc, 0, 0, opcode, top, 0);
+            } else {
+                side = decode_rare(w, c, tail, qpn);
+            }
+            if (side == SIDE_SEND) {
+                wr_id = send_done(qp, wc);
+            } else if (side == SIDE_RECV && rq_wrid) {
+                wr_id = rq_wrid[wc & rq_mask];
+                rq_done++;
+            }
+        }
+        w->wr_id = wr_id;
+    }
+    if (rq_done)
+        atomic_store_explicit(&qp->rq_ci, atomic_load_explicit(&qp->rq_ci, memory_order_relaxed) + rq_done,
+                              memory_order_release);
+}
+
+/* Step 4 of a batch: hand the n slots back: the consumer index, then its doorbell record, once. */
+static inline int hand_back(struct mlxd_cq *cq, uint32_t n)
+{
+    const uint32_t nci = cq->ci + n;
+    cq->ci = nci;
+    mlxd_wmb();                               /* CQE reads before the slots are handed back */
+    mlxd_shared_store(&cq->dbrec[MLXD_CQ_SET_CI], htobe32(nci & MLXD_CQ_CI_MASK));
+    return (int)n;
+}
+
+/* A batch that straddles the end of the ring (rare): n1 CQEs up to the end, n2 from the start. */
+static __attribute__((noinline)) int poll_straddle(struct mlxd_cq *cq, struct mlxd_completion *out, uint32_t n1,
+                                                   uint32_t n2)
+{
+    const uint8_t *buf = (const uint8_t *)(uintptr_t)cq->buf;
+    mlxd_rmb();                               /* see mlxd__cq_poll_ready */
+    decode_run(cq, buf + ((size_t)(cq->ci & (cq->ncqe - 1)) << 6), out, n1);
+    decode_run(cq, buf, out + n1, n2);
+    return hand_back(cq, n1 + n2);
+}
+
+int mlxd__cq_poll_ready(struct mlxd_cq *cq, struct mlxd_completion *out, int max)
+{
+    const uint8_t *buf = (const uint8_t *)(uintptr_t)cq->buf;
+    const uint32_t ncqe = cq->ncqe, ci = cq->ci, idx = ci & (ncqe - 1);
+    const uint8_t *c = buf + ((size_t)idx << 6);
+    /* 1. How many consecutive CQEs are ours: n up to the end of the ring (with the owner
+     *    parity of ci's pass), then n2 from its start (a batch that straddles the end: the
+     *    parity flips).  The caller saw the one at ci.  A full pass (n + n2 == ncqe) stops by
+     *    itself: slot idx then still holds this pass's parity, not the next one's. */
+    uint32_t n = 1;
+    if ((uint32_t)max > 1) {
+        const uint32_t par = (ci & ncqe) != 0, room = ncqe - idx;
+        const uint32_t lim = (uint32_t)max < room ? (uint32_t)max : room;
+        const uint8_t *p = c + 64, *const p_end = c + ((size_t)lim << 6);
+        while (p != p_end && sw_owned(p, par)) p += 64;
+        n = (uint32_t)((size_t)(p - c) >> 6);
+        if (mlxd_unlikely(n == room) && n < (uint32_t)max && sw_owned(buf, par ^ 1)) {
+            uint32_t n2 = 1;
+            while (n + n2 < (uint32_t)max && sw_owned(buf + ((size_t)n2 << 6), par ^ 1)) n2++;
+            return poll_straddle(cq, out, n, n2);
+        }
+    }
+    /* 2. One read barrier for the whole batch.  Every owner byte counted above was loaded
+     *    before this barrier in program order, and every other field of those CQEs is loaded
+     *    after it, so no field load of any of the CQEs can be satisfied before the load that
+     *    saw its owner bit (x86-64: lfence; aarch64: dmb oshld orders all earlier loads before
+     *    all later ones, unlike an address dependency, which a CPU may speculate past).  This
+     *    is the contract of rdma-core's udma_from_device_barrier (util/udma_barrier.h, its
+     *    header comment on DMA from the device), applied once to a run of ownership loads as
+     *    DPDK's vectorised mlx5 receive does with rte_io_rmb after four owner loads
+     *    (poll-loop-survey.md A.3).  The owner byte of the CQE at ci was loaded by the inline
+     *    caller, before this call, so before the barrier too. */
+    mlxd_rmb();
+    /* 3. Decode, 4. hand the slots back. */
+    decode_run(cq, c, out, n);
+    return hand_back(cq, n);
+}
+
+int mlxd__cq_poll_checked(struct mlxd_cq *cq, struct mlxd_completion *out, int max)
 {
     if (mlxd_unlikely(!cq || cq->state != OBJ_LIVE || (max > 0 && !out)))
         return mlxd_err(EINVAL, "mlxd_cq_poll: invalid or destroyed CQ, or out NULL");
-    const uint8_t *buf = (const uint8_t *)(uintptr_t)cq->buf;
-    const uint32_t ncqe = cq->ncqe, mask = ncqe - 1;
-    uint32_t ci = cq->ci;
-    int n = 0;
-    for (; n < max; n++) {
-        const uint8_t *c = buf + ((size_t)(ci & mask) << 6);
-        uint8_t op_own = mlxd_shared_load(c + MLXD_CQE_OFF_OP_OWN);
-        uint8_t opcode = op_own >> MLXD_CQE_OPCODE_SHIFT;
-        if (opcode == MLXD_CQE_INVALID || (op_own & MLXD_CQE_OWNER_MASK) != !!(ci & ncqe)) break;
-        mlxd_rmb();
-        ci++;
-        __builtin_prefetch(buf + ((size_t)(ci & mask) << 6));   /* the next CQE (survey A.12) */
-        struct mlxd_completion *w = &out[n];
-        uint32_t sop = mlxd_load_be32(c + MLXD_CQE_OFF_SOP_DROP_QPN);
-        uint32_t qpn = sop & MLXD_QPN_MASK;
-        uint16_t wc = mlxd_cqe_wqe_counter(c);
-        struct mlxd_qp *qp = cqe_qp(cq, c, qpn);
-        w->qp = qp;
-        w->qpn = qpn;
-        w->wqe_counter = wc;
-        w->cqe_opcode = opcode;
-        w->timestamp = mlxd_cqe_timestamp(c);
-        w->flags = (op_own >> MLXD_CQE_SE_SHIFT) & 1 ? MLXD_WC_SOLICITED : 0;
-        w->imm = 0;
-        w->syndrome = w->vendor_syndrome = 0;
-        w->hw_drops = 0;
-        w->wqe_opcode = 0;
-        w->reserved = 0;
-        w->byte_len = 0;
-        w->status = MLXD_WC_SUCCESS;
-        w->wr_id = wc;
-        switch (opcode) {
-        case MLXD_CQE_REQ: {
-            w->wqe_opcode = (uint8_t)(sop >> 24);
-            w->opcode = req_opcode(w->wqe_opcode);
-            if (w->opcode == MLXD_WC_RDMA_READ) w->byte_len = mlxd_cqe_byte_cnt(c);
-            if (qp && qp->sq_wrid) {
-                uint32_t idx = wc & (qp->sq_wqebbs - 1);
-                w->wr_id = qp->sq_wrid[idx];
-                atomic_store_explicit(&qp->sq_ci, qp->sq_next[idx], memory_order_release);
-            }
-            break;
-        }
-        case MLXD_CQE_RESP_WR_IMM:
-        case MLXD_CQE_RESP_SEND:
-        case MLXD_CQE_RESP_SEND_IMM:
-        case MLXD_CQE_RESP_SEND_INV:
-            w->opcode = opcode == MLXD_CQE_RESP_WR_IMM ? MLXD_WC_RECV_RDMA_WITH_IMM : MLXD_WC_RECV;
-            w->byte_len = mlxd_cqe_byte_cnt(c);
-            w->hw_drops = (uint8_t)(sop >> 24);
-            if (opcode == MLXD_CQE_RESP_WR_IMM || opcode == MLXD_CQE_RESP_SEND_IMM) {
-                w->imm = mlxd_load_be32(c + MLXD_CQE_OFF_IMM_INVAL_PKEY);
-                w->flags |= MLXD_WC_WITH_IMM;
-            }
-            if (qp && qp->rq_wrid) {
-                w->wr_id = qp->rq_wrid[wc & (qp->rq_wqe_cnt - 1)];
-                atomic_store_explicit(&qp->rq_ci, atomic_load_explicit(&qp->rq_ci, memory_order_relaxed) + 1,
-                                      memory_order_release);
-            }
-            break;
-        case MLXD_CQE_REQ_ERR:
-        case MLXD_CQE_RESP_ERR:
-            w->syndrome = c[MLXD_ERR_CQE_OFF_SYNDROME];
-            w->vendor_syndrome = c[MLXD_ERR_CQE_OFF_VENDOR_SYND];
-            w->status = syndrome_status[w->syndrome];
-            w->wqe_opcode = (uint8_t)(sop >> 24);
-            if (opcode == MLXD_CQE_REQ_ERR) {
-                w->opcode = req_opcode(w->wqe_opcode);
-                if (qp && qp->sq_wrid) {
-                    uint32_t idx = wc & (qp->sq_wqebbs - 1);
-                    w->wr_id = qp->sq_wrid[idx];
-                    atomic_store_explicit(&qp->sq_ci, qp->sq_next[idx], memory_order_release);
-                }
-            } else {
-                w->opcode = MLXD_WC_RECV;
-                if (qp && qp->rq_wrid) {
-                    w->wr_id = qp->rq_wrid[wc & (qp->rq_wqe_cnt - 1)];
-                    atomic_store_explicit(&qp->rq_ci, atomic_load_explicit(&qp->rq_ci, memory_order_relaxed) + 1,
-                                          memory_order_release);
-                }
-            }
-            break;
-        default:                          /* RESIZE_CQ, NO_PACKET, SIG_ERR: not expected here */
-            w->opcode = MLXD_WC_NOP;
-            w->status = 19;               /* IBV_WC_GENERAL_ERR */
-            break;
-        }
-    }
-    if (n) {
-        cq->ci = ci;
-        mlxd_wmb();                       /* CQE reads before the slots are handed back */
-        mlxd_shared_store(&cq->dbrec[MLXD_CQ_SET_CI], htobe32(ci & MLXD_CQ_CI_MASK));
-    }
-    return n;
+    if (max <= 0) return 0;
+    return mlxd__cq_poll_inline(cq, out, max);
+}
+
+/* The symbol, for function pointers, FFI and binaries built against older headers. */
+int (mlxd_cq_poll)(struct mlxd_cq *cq, struct mlxd_completion *out, int max)
+{
+    return mlxd__cq_poll_inline(cq, out, max);
 }
 
 int mlxd_cq_arm(struct mlxd_cq *cq, bool solicited_only)

@@ -1,0 +1,367 @@
+/* The batch poll loop (mlx5/poll.c, the inline test in mlxd_mlx5.h) on rings filled by hand:
+ * batches that straddle the end of the ring (the owner parity flips there), a batch of exactly
+ * ncqe, error CQEs in the middle of a batch, runs of CQEs of different QPs in one batch (wr_id
+ * tables and receive/send accounting per QP), the QPN scan of cqe_version 0, every responder
+ * opcode with every CQE format and SE, and the mlxd_cq_poll symbol against the inline call.
+ * Expected values come from <infiniband/mlx5dv.h> (struct mlx5_cqe64 / mlx5_err_cqe, MLX5_CQE_*),
+ * enum ibv_wc_status / ibv_wc_opcode numbering (infiniband/verbs.h) and mlx5-uverbs-abi.md 6. */
+#include <check.h>
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <infiniband/mlx5dv.h>
+#include "driver.h"
+#include "mlxd_error.h"
+#include "mlxd_mlx5.h"
+
+struct spec {
+    uint8_t opcode, fmt, syndrome, top;   /* top: WQE opcode (requester) / drop counter (responder) */
+    bool se;
+    uint32_t qpn, uidx, byte_cnt, imm_be;
+    uint16_t wqe_counter;
+    uint64_t ts;
+};
+
+/* Writes the CQE at producer index pi as the NIC does: 63 bytes, then op_own (owner = pass). */
+static void put(struct mlxd_cq *cq, uint32_t pi, const struct spec *s)
+{
+    volatile void *ring; uint32_t ncqe; volatile uint32_t *db;
+    ck_assert_int_eq(mlxd_cq_ring(cq, &ring, &ncqe, &db), 0);
+    uint8_t *slot = (uint8_t *)(uintptr_t)ring + (size_t)(pi & (ncqe - 1)) * 64;
+    uint8_t own = (pi & ncqe) ? 1 : 0;
+    if (s->opcode == MLX5_CQE_REQ_ERR || s->opcode == MLX5_CQE_RESP_ERR) {
+        struct mlx5_err_cqe e;
+        memset(&e, 0, sizeof e);
+        e.srqn = htobe32(s->uidx);
+        e.syndrome = s->syndrome;
+        e.vendor_err_synd = 0x42;
+        e.s_wqe_opcode_qpn = htobe32((uint32_t)s->top << 24 | s->qpn);
+        e.wqe_counter = htobe16(s->wqe_counter);
+        e.op_own = (uint8_t)(s->opcode << 4 | own);
+        memcpy(slot, &e, 63);
+        __atomic_store_n(&slot[63], e.op_own, __ATOMIC_RELEASE);
+        return;
+    }
+    struct mlx5_cqe64 c;
+    memset(&c, 0, sizeof c);
+    c.srqn_uidx = htobe32(s->uidx);
+    c.imm_inval_pkey = s->imm_be;
+    c.byte_cnt = htobe32(s->byte_cnt);
+    c.timestamp = htobe64(s->ts);
+    c.sop_drop_qpn = htobe32((uint32_t)s->top << 24 | s->qpn);
+    c.wqe_counter = htobe16(s->wqe_counter);
+    c.signature = 0x5a;
+    c.op_own = (uint8_t)(s->opcode << 4 | s->fmt << 2 | (s->se ? 2 : 0) | own);
+    memcpy(slot, &c, 63);
+    __atomic_store_n(&slot[63], c.op_own, __ATOMIC_RELEASE);
+}
+
+static uint32_t record_ci(struct mlxd_cq *cq)
+{
+    volatile uint32_t *db;
+    mlxd_cq_ring(cq, NULL, NULL, &db);
+    return be32toh(db[0]);                  /* doorbell record [0]: SET_CI (abi doc 6.3) */
+}
+
+/* A QP made by hand: receive and send wr_id tables of 8, QPN, user index. */
+struct fq {
+    struct mlxd_qp qp;
+    uint64_t rwrid[8], swrid[8];
+    uint32_t snext[8];
+};
+
+static struct mlxd_qp *table[MLXD_MAX_QPS];
+
+static void fq_init(struct fq *f, uint32_t qpn, uint32_t uidx, uint64_t base)
+{
+    memset(f, 0, sizeof *f);
+    f->qp.qpn = qpn;
+    f->qp.uidx = uidx;
+    f->qp.state = OBJ_LIVE;
+    f->qp.rq_wqe_cnt = 8;
+    f->qp.rq_wrid = f->rwrid;
+    f->qp.sq_wqebbs = 8;
+    f->qp.sq_wrid = f->swrid;
+    f->qp.sq_next = f->snext;
+    for (int i = 0; i < 8; i++) {
+        f->rwrid[i] = base + i;
+        f->swrid[i] = base + 100 + i;
+        f->snext[i] = 1000 + (uint32_t)i;
+    }
+    table[uidx] = &f->qp;
+}
+
+static struct mlxd_cq *cq_with_table(uint32_t entries)
+{
+    struct mlxd_cq *cq;
+    ck_assert_int_eq(mlxd_cq_create_detached(entries, &cq), 0);
+    memset(table, 0, sizeof table);
+    cq->qp_table = table;        /* as a NIC's CQ: uidx (cqe_version 1) indexes this table */
+    return cq;
+}
+
+static void cq_done(struct mlxd_cq *cq)
+{
+    cq->qp_table = NULL;
+    ck_assert_int_eq(mlxd_cq_destroy(cq), 0);
+}
+
+static struct spec recv_of(const struct fq *f, uint16_t wc)
+{
+    struct spec s = { .opcode = MLX5_CQE_RESP_WR_IMM, .qpn = f->qp.qpn, .uidx = f->qp.uidx,
+                      .byte_cnt = 100u + wc, .imm_be = htobe32(0xabc00000u | wc), .wqe_counter = wc };
+    return s;
+}
+
+START_TEST(batch_straddles_ring_end)
+{
+    struct mlxd_cq *cq = cq_with_table(8);
+    struct fq a, b;
+    fq_init(&a, 0x111, 3, 1000);
+    fq_init(&b, 0x222, 9, 2000);
+    struct mlxd_completion wc[16];
+    uint32_t pi = 0;
+    for (; pi < 5; pi++) { struct spec s = recv_of(&a, (uint16_t)pi); put(cq, pi, &s); }
+    ck_assert_int_eq(mlxd_cq_poll(cq, wc, 5), 5);
+    ck_assert_uint_eq(a.qp.rq_ci, 5);
+    /* slots 5, 6, 7 (pass 0, owner 0) then 0, 1, 2 (pass 1, owner 1): QP a before the end,
+     * QP b after it */
+    for (; pi < 11; pi++) {
+        struct spec s = pi < 8 ? recv_of(&a, (uint16_t)pi) : recv_of(&b, (uint16_t)(pi - 8));
+        put(cq, pi, &s);
+    }
+    ck_assert_int_eq(mlxd_cq_poll(cq, wc, 16), 6);
+    for (uint32_t i = 0; i < 6; i++) {
+        uint32_t p = 5 + i;
+        const struct fq *f = p < 8 ? &a : &b;
+        uint16_t w = (uint16_t)(p < 8 ? p : p - 8);
+        ck_assert_uint_eq(wc[i].wqe_counter, w);
+        ck_assert_uint_eq(wc[i].wr_id, f->rwrid[w & 7]);
+        ck_assert_ptr_eq(wc[i].qp, &f->qp);
+        ck_assert_uint_eq(wc[i].qpn, f->qp.qpn);
+        ck_assert_uint_eq(wc[i].byte_len, 100u + w);
+        ck_assert_uint_eq(wc[i].imm, 0xabc00000u | w);
+        ck_assert_uint_eq(wc[i].opcode, 129);                  /* IBV_WC_RECV_RDMA_WITH_IMM */
+    }
+    ck_assert_uint_eq(a.qp.rq_ci, 8);                          /* each QP's receives, once */
+    ck_assert_uint_eq(b.qp.rq_ci, 3);
+    ck_assert_uint_eq(record_ci(cq), 11);
+    ck_assert_int_eq(mlxd_cq_poll(cq, wc, 16), 0);
+    /* max stops a batch exactly at the ring end, and one past it */
+    for (; pi < 17; pi++) { struct spec s = recv_of(&a, (uint16_t)pi); put(cq, pi, &s); }
+    ck_assert_int_eq(mlxd_cq_poll(cq, wc, 5), 5);              /* ci 11 -> 16 = the end of pass 1 */
+    ck_assert_uint_eq(record_ci(cq), 16);
+    for (; pi < 21; pi++) { struct spec s = recv_of(&a, (uint16_t)pi); put(cq, pi, &s); }
+    ck_assert_int_eq(mlxd_cq_poll(cq, wc, 16), 5);             /* 16 .. 20, pass 2 */
+    ck_assert_uint_eq(wc[4].wqe_counter, 20);
+    ck_assert_uint_eq(record_ci(cq), 21);
+    cq_done(cq);
+}
+END_TEST
+
+START_TEST(batch_of_exactly_ncqe)
+{
+    struct mlxd_cq *cq = cq_with_table(16);
+    struct fq a;
+    fq_init(&a, 0x333, 0, 500);
+    struct mlxd_completion wc[40];
+    uint32_t pi = 0, ci = 0;
+    for (int round = 0; round < 6; round++) {
+        /* from ci (0, then mid-ring) fill the whole ring: pi - ci == ncqe */
+        for (; pi < ci + 16; pi++) { struct spec s = recv_of(&a, (uint16_t)pi); put(cq, pi, &s); }
+        ck_assert_int_eq(mlxd_cq_poll(cq, wc, 40), 16);
+        for (int i = 0; i < 16; i++) ck_assert_uint_eq(wc[i].wqe_counter, (uint16_t)(ci + (uint32_t)i));
+        ci += 16;
+        ck_assert_uint_eq(record_ci(cq), ci);
+        ck_assert_int_eq(mlxd_cq_poll(cq, wc, 40), 0);         /* the last pass's CQEs are stale */
+        /* move the start by 3: the next full batch straddles the end */
+        for (; pi < ci + 3; pi++) { struct spec s = recv_of(&a, (uint16_t)pi); put(cq, pi, &s); }
+        ck_assert_int_eq(mlxd_cq_poll(cq, wc, 40), 3);
+        ci += 3;
+    }
+    ck_assert_uint_eq(a.qp.rq_ci, ci);
+    cq_done(cq);
+}
+END_TEST
+
+START_TEST(error_in_the_middle_stops_nothing)
+{
+    struct mlxd_cq *cq = cq_with_table(8);
+    struct fq a;
+    fq_init(&a, 0x444, 5, 7000);
+    struct spec s[6] = {
+        recv_of(&a, 0), recv_of(&a, 1),
+        { .opcode = MLX5_CQE_RESP_ERR, .syndrome = 0x05, .qpn = 0x444, .uidx = 5, .wqe_counter = 2 },
+        { .opcode = MLX5_CQE_REQ_ERR, .syndrome = 0x15, .top = MLX5_OPCODE_SEND, .qpn = 0x444, .uidx = 5,
+          .wqe_counter = 6 },
+        { .opcode = MLX5_CQE_REQ, .top = MLX5_OPCODE_RDMA_READ, .qpn = 0x444, .uidx = 5, .byte_cnt = 333,
+          .wqe_counter = 7 },
+        recv_of(&a, 3),
+    };
+    for (uint32_t i = 0; i < 6; i++) put(cq, i, &s[i]);
+    struct mlxd_completion wc[8];
+    memset(wc, 0xff, sizeof wc);
+    ck_assert_int_eq(mlxd_cq_poll(cq, wc, 8), 6);
+    ck_assert_uint_eq(wc[0].status, 0);
+    ck_assert_uint_eq(wc[1].status, 0);
+    ck_assert_uint_eq(wc[2].status, 5);                        /* IBV_WC_WR_FLUSH_ERR */
+    ck_assert_uint_eq(wc[2].opcode, 128);                      /* IBV_WC_RECV */
+    ck_assert_uint_eq(wc[2].syndrome, 0x05);
+    ck_assert_uint_eq(wc[2].vendor_syndrome, 0x42);
+    ck_assert_uint_eq(wc[2].wr_id, 7002);                      /* the receive's wr_id */
+    ck_assert_uint_eq(wc[2].byte_len, 0);
+    ck_assert_uint_eq(wc[2].cqe_opcode, MLX5_CQE_RESP_ERR);
+    ck_assert_uint_eq(wc[3].status, 12);                       /* IBV_WC_RETRY_EXC_ERR */
+    ck_assert_uint_eq(wc[3].opcode, 0);                        /* IBV_WC_SEND */
+    ck_assert_uint_eq(wc[3].wqe_opcode, MLX5_OPCODE_SEND);
+    ck_assert_uint_eq(wc[3].wr_id, 7106);                      /* the send's wr_id */
+    ck_assert_uint_eq(wc[4].status, 0);
+    ck_assert_uint_eq(wc[4].opcode, 2);                        /* IBV_WC_RDMA_READ */
+    ck_assert_uint_eq(wc[4].byte_len, 333);
+    ck_assert_uint_eq(wc[4].wr_id, 7107);
+    ck_assert_uint_eq(wc[4].hw_drops, 0);
+    ck_assert_uint_eq(wc[5].status, 0);
+    ck_assert_uint_eq(wc[5].wr_id, 7003);
+    ck_assert_uint_eq(wc[5].imm, 0xabc00003u);
+    for (int i = 0; i < 6; i++) {
+        ck_assert_ptr_eq(wc[i].qp, &a.qp);
+        ck_assert_uint_eq(wc[i].qpn, 0x444);
+        ck_assert_uint_eq(wc[i].reserved, 0);
+    }
+    ck_assert_uint_eq(a.qp.rq_ci, 4);                          /* 3 receives + the flushed one */
+    ck_assert_uint_eq(a.qp.sq_ci, 1007);                       /* sq_next of the last send CQE */
+    ck_assert_uint_eq(record_ci(cq), 6);
+    ck_assert_int_eq(mlxd_cq_poll(cq, wc, 8), 0);
+    cq_done(cq);
+}
+END_TEST
+
+START_TEST(runs_of_qps_in_one_batch)
+{
+    struct mlxd_cq *cq = cq_with_table(32);
+    struct fq a, b;
+    fq_init(&a, 0x0a0a0a, 3, 100);
+    fq_init(&b, 0x0b0b0b, 4000, 200);
+    /* a a b a (unknown QPN, uidx 5 empty) b b a, then a send of b */
+    struct spec s[9] = { recv_of(&a, 0), recv_of(&a, 1), recv_of(&b, 0), recv_of(&a, 2),
+                         { .opcode = MLX5_CQE_RESP_SEND, .qpn = 0x777, .uidx = 5, .wqe_counter = 0x1234 },
+                         recv_of(&b, 1), recv_of(&b, 2), recv_of(&a, 3),
+                         { .opcode = MLX5_CQE_REQ, .top = MLX5_OPCODE_RDMA_WRITE, .qpn = 0x0b0b0b, .uidx = 4000,
+                           .wqe_counter = 10 } };
+    for (uint32_t i = 0; i < 9; i++) put(cq, i, &s[i]);
+    struct mlxd_completion wc[9];
+    ck_assert_int_eq(mlxd_cq_poll(cq, wc, 9), 9);
+    static const uint64_t want[9] = { 100, 101, 200, 102, 0x1234, 201, 202, 103, 302 };
+    for (int i = 0; i < 9; i++) ck_assert_uint_eq(wc[i].wr_id, want[i]);
+    ck_assert_ptr_null(wc[4].qp);                              /* no QP: wr_id = wqe_counter */
+    ck_assert_ptr_eq(wc[2].qp, &b.qp);
+    ck_assert_ptr_eq(wc[7].qp, &a.qp);
+    ck_assert_uint_eq(wc[8].opcode, 1);                        /* IBV_WC_RDMA_WRITE */
+    ck_assert_uint_eq(a.qp.rq_ci, 4);
+    ck_assert_uint_eq(b.qp.rq_ci, 3);
+    ck_assert_uint_eq(b.qp.sq_ci, 1002);                       /* sq_next[10 & 7] */
+    ck_assert_uint_eq(a.qp.sq_ci, 0);
+    /* cqe_version 0: the user index means nothing, the QP is found by its QPN */
+    cq->cqe_version = 0;
+    struct spec v0 = recv_of(&b, 5);
+    v0.uidx = 3;                                                /* a's index: must not be used */
+    put(cq, 9, &v0);
+    ck_assert_int_eq(mlxd_cq_poll(cq, wc, 9), 1);
+    ck_assert_ptr_eq(wc[0].qp, &b.qp);
+    ck_assert_uint_eq(wc[0].wr_id, 205);
+    ck_assert_uint_eq(b.qp.rq_ci, 4);
+    cq_done(cq);
+}
+END_TEST
+
+START_TEST(responder_opcodes_formats_se)
+{
+    /* every responder opcode x CQE format 0..3 (scatter-to-CQE uses 1 and 2) x SE: the opcode
+     * table of the loop is indexed by these bits */
+    static const struct { uint8_t op; uint32_t wc_op; bool imm; } ops[] = {
+        { MLX5_CQE_RESP_WR_IMM, 129, true }, { MLX5_CQE_RESP_SEND, 128, false },
+        { MLX5_CQE_RESP_SEND_IMM, 128, true }, { MLX5_CQE_RESP_SEND_INV, 128, false } };
+    struct mlxd_cq *cq;
+    ck_assert_int_eq(mlxd_cq_create_detached(64, &cq), 0);
+    uint32_t pi = 0;
+    for (int k = 0; k < 4; k++)
+        for (uint8_t fmt = 0; fmt < 4; fmt++)
+            for (int se = 0; se < 2; se++, pi++) {
+                struct spec s = { .opcode = ops[k].op, .fmt = fmt, .se = se, .qpn = 0xfedcba, .top = 9,
+                                  .byte_cnt = pi, .imm_be = htobe32(0x01020304u + pi),
+                                  .wqe_counter = (uint16_t)(0xff00 + pi), .ts = 0x1122334455667788ull + pi };
+                put(cq, pi, &s);
+            }
+    struct mlxd_completion wc[32];
+    memset(wc, 0xee, sizeof wc);
+    ck_assert_int_eq(mlxd_cq_poll(cq, wc, 32), 32);
+    for (uint32_t i = 0; i < 32; i++) {
+        int k = (int)i / 8;
+        bool se = i & 1;
+        ck_assert_uint_eq(wc[i].status, 0);
+        ck_assert_uint_eq(wc[i].opcode, ops[k].wc_op);
+        ck_assert_uint_eq(wc[i].cqe_opcode, ops[k].op);
+        ck_assert_uint_eq(wc[i].flags, (ops[k].imm ? MLXD_WC_WITH_IMM : 0u) | (se ? MLXD_WC_SOLICITED : 0u));
+        ck_assert_uint_eq(wc[i].imm, ops[k].imm ? 0x01020304u + i : 0);   /* SEND_INV: an rkey, not imm */
+        ck_assert_uint_eq(wc[i].byte_len, i);
+        ck_assert_uint_eq(wc[i].qpn, 0xfedcba);
+        ck_assert_uint_eq(wc[i].wqe_counter, 0xff00 + i);
+        ck_assert_uint_eq(wc[i].wr_id, 0xff00 + i);
+        ck_assert_uint_eq(wc[i].timestamp, 0x1122334455667788ull + i);
+        ck_assert_uint_eq(wc[i].hw_drops, 9);
+        ck_assert_uint_eq(wc[i].wqe_opcode, 0);
+        ck_assert_uint_eq(wc[i].syndrome, 0);
+        ck_assert_uint_eq(wc[i].vendor_syndrome, 0);
+        ck_assert_uint_eq(wc[i].reserved, 0);
+        ck_assert_ptr_null(wc[i].qp);
+    }
+    ck_assert_int_eq(mlxd_cq_destroy(cq), 0);
+}
+END_TEST
+
+START_TEST(symbol_matches_inline)
+{
+    int (*fn)(struct mlxd_cq *, struct mlxd_completion *, int) = mlxd_cq_poll;   /* the symbol */
+    struct mlxd_completion wc[4], wi[4];
+    ck_assert_int_eq(fn(NULL, wc, 1), -EINVAL);
+    struct mlxd_cq *a, *b;
+    ck_assert_int_eq(mlxd_cq_create_detached(4, &a), 0);
+    ck_assert_int_eq(mlxd_cq_create_detached(4, &b), 0);
+    ck_assert_int_eq(fn(a, NULL, 1), -EINVAL);
+    ck_assert_int_eq(mlxd_cq_poll(a, NULL, 1), -EINVAL);
+    ck_assert_int_eq(fn(a, wc, 0), 0);
+    ck_assert_int_eq(fn(a, wc, -3), 0);
+    for (uint32_t pi = 0; pi < 3; pi++) {
+        struct spec s = { .opcode = MLX5_CQE_RESP_SEND_IMM, .qpn = 9, .byte_cnt = pi, .imm_be = htobe32(pi),
+                          .wqe_counter = (uint16_t)pi, .ts = pi };
+        put(a, pi, &s);
+        put(b, pi, &s);
+    }
+    ck_assert_int_eq(mlxd_cq_poll(a, wi, 0), 0);               /* max 0 consumes nothing */
+    ck_assert_int_eq(mlxd_cq_poll(a, wi, -1), 0);
+    ck_assert_int_eq(fn(b, wc, 4), 3);
+    ck_assert_int_eq(mlxd_cq_poll(a, wi, 4), 3);
+    ck_assert_mem_eq(wc, wi, 3 * sizeof wc[0]);
+    ck_assert_uint_eq(record_ci(a), 3);
+    ck_assert_uint_eq(record_ci(b), 3);
+    ck_assert_int_eq(fn(b, wc, 4), 0);
+    ck_assert_int_eq(mlxd_cq_destroy(a), 0);
+    ck_assert_int_eq(mlxd_cq_destroy(b), 0);
+}
+END_TEST
+
+Suite *poll_suite(void)
+{
+    Suite *s = suite_create("poll");
+    TCase *tc = tcase_create("poll");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, batch_straddles_ring_end);
+    tcase_add_test(tc, batch_of_exactly_ncqe);
+    tcase_add_test(tc, error_in_the_middle_stops_nothing);
+    tcase_add_test(tc, runs_of_qps_in_one_batch);
+    tcase_add_test(tc, responder_opcodes_formats_se);
+    tcase_add_test(tc, symbol_matches_inline);
+    suite_add_tcase(s, tc);
+    return s;
+}
