@@ -88,8 +88,11 @@ struct mlxd_receiver_opts {
 };
 
 /* Bits of mlxd_receiver_frame.flags. */
-#define MLXD_FRAME_PSN_MISMATCH 0x1u /* at completion the page's metadata PSN was not the
-                                        immediate's: the device had already rewritten the page */
+#define MLXD_FRAME_PSN_MISMATCH 0x1u /* at completion the device had rewritten the page, or was
+                                        rewriting its metadata while the monitor copied it (the
+                                        PSN read after the copy differed: receiver/md_snapshot.h);
+                                        the metadata is then not this frame's.  Without the flag
+                                        the metadata is this frame's own block, never a mix */
 #define MLXD_FRAME_NO_METADATA  0x2u /* started with no_metadata: metadata fields are 0 */
 
 /* One frame (RoceReceiverFrameInfoV1 + the decoded metadata). */
@@ -102,7 +105,8 @@ struct mlxd_receiver_frame {
     uint64_t frame_number;       /* metadata.frame_number (16 bits) extended to 64 across wraps,
                                     over every completion in arrival order, dropped ones included.
                                     With MLXD_FRAME_PSN_MISMATCH the metadata is the rewriting
-                                    frame's, and it does not advance the extension */
+                                    frame's (as far as its write had landed), and it does not
+                                    advance the extension */
     uint32_t imm_data;           /* the immediate, host order */
     uint32_t imm_psn;            /* PSN from the immediate */
     int64_t  received_s;         /* CLOCK_REALTIME when the monitor saw the completion */
@@ -118,7 +122,8 @@ struct mlxd_receiver_stats {
     uint64_t consumed;           /* frames taken by get_next_frame */
     uint64_t dropped;            /* oldest frames dropped because the queue was full */
     uint64_t replaced;           /* frames replaced before the consumer's first get_next_frame */
-    uint64_t overwritten;        /* frames whose metadata PSN did not match the immediate */
+    uint64_t overwritten;        /* frames flagged MLXD_FRAME_PSN_MISMATCH: metadata PSN not the
+                                    immediate's, or the block rewritten while it was copied */
     uint64_t overwritten_after_read; /* mlxd_receiver_frame_check() verdicts OVERWRITTEN */
     uint64_t bad_page;           /* completions whose page index was >= pages (no frame made) */
     uint64_t errors;             /* error completions (not counting flushes at close) */
@@ -210,8 +215,9 @@ enum mlxd_frame_state {
 
 /* Beyond the original (which has no protection, reference section 4): call after reading a
  * frame's bytes to learn whether the device rewrote the page meanwhile.  Cost: a few atomic
- * loads and one 4-byte read of the page's metadata (host memory; a 4-byte copy from device
- * memory in CUDA mode; skipped with no_metadata).  OVERWRITTEN verdicts are counted in
+ * loads and one 4-byte read of the page's metadata (host memory, after an acquire fence, so the
+ * caller's earlier reads of the page come before it; a 4-byte copy from device memory in CUDA
+ * mode; skipped with no_metadata).  OVERWRITTEN verdicts are counted in
  * stats.overwritten_after_read.  Returns the verdict, or -EINVAL (NULL, not started, page out of
  * range). */
 int mlxd_receiver_frame_check(struct mlxd_receiver *r, const struct mlxd_receiver_frame *info);

@@ -19,6 +19,7 @@
 #include "cuda_shim.h"
 
 #include "frameq.h"
+#include "md_snapshot.h"
 #include "mlxd_error.h"
 #include "mlxd_mlx5.h"
 #include "mlxd_receiver.h"
@@ -437,8 +438,11 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
     if (rc < 0)
         goto fail;
 
+    /* In order, never relaxed: the metadata snapshot relies on the device's writes landing in
+     * ascending address order (md_snapshot.h). */
     struct mlxd_region_opts ro = { .sz = sizeof ro,
-                                   .access = MLXD_ACCESS_LOCAL_WRITE | MLXD_ACCESS_REMOTE_WRITE };
+                                   .access = MLXD_ACCESS_LOCAL_WRITE | MLXD_ACCESS_REMOTE_WRITE,
+                                   .order = MLXD_ORDER_IN_ORDER };
     if (r->cuda_mem) {
 #if MLXD_HAVE_CUDA
         rc = cuda_register(r, cuda_shim(), &ro);
@@ -503,17 +507,25 @@ out_unlock:
 /* ---------------------------------------------------------------------------------------- */
 /* the monitor                                                                                */
 
-static inline void snapshot_metadata(struct mlxd_receiver *r, uint64_t page_off, uint8_t md[48])
+/* Copies the first 48 bytes of the page's metadata block into md; false when the device was
+ * rewriting the block meanwhile (md_snapshot.h: then md may mix two frames). */
+static inline bool snapshot_metadata(struct mlxd_receiver *r, uint64_t page_off, uint8_t md[48])
 {
-    if (r->host) {
-        memcpy(md, r->host + page_off + r->o.metadata_offset, 48);
-        return;
-    }
+    if (r->host)
+        return md_snapshot_host(r->host + page_off + r->o.metadata_offset, md);
 #if MLXD_HAVE_CUDA
-    if (cuda_shim()->MemcpyDtoH(md, (CUdeviceptr)(r->o.buffer + page_off + r->o.metadata_offset), 48) == CUDA_SUCCESS)
-        return;
+    /* Device memory: the same rule with two copies (the second after the first has completed:
+     * cuMemcpyDtoH is synchronous). */
+    CUdeviceptr a = (CUdeviceptr)(r->o.buffer + page_off + r->o.metadata_offset);
+    uint8_t again[4];
+    if (cuda_shim()->MemcpyDtoH(md, a, 48) == CUDA_SUCCESS) {
+        if (cuda_shim()->MemcpyDtoH(again, a + MLXD_HSB_MD_PSN, 4) != CUDA_SUCCESS)
+            return true;   /* the copy stands; nothing more is known */
+        return !memcmp(again, md + MLXD_HSB_MD_PSN, 4);
+    }
 #endif
     memset(md, 0, 48);
+    return true;
 }
 
 static inline void handle_frame(struct mlxd_receiver *r, const struct mlxd_completion *c,
@@ -535,13 +547,15 @@ static inline void handle_frame(struct mlxd_receiver *r, const struct mlxd_compl
         flags |= MLXD_FRAME_NO_METADATA;
     } else {
         uint8_t md[48];
-        snapshot_metadata(r, page_off, md);
+        bool whole = snapshot_metadata(r, page_off, md);
         memcpy(&w[W_MD], md, 48);
         uint32_t mpsn = (uint32_t)md[4] << 24 | (uint32_t)md[5] << 16 | (uint32_t)md[6] << 8 | md[7];
         uint16_t fn16 = (uint16_t)(md[MLXD_HSB_MD_FRAME_NUMBER] << 8 | md[MLXD_HSB_MD_FRAME_NUMBER + 1]);
-        if (!mlxd_hsb_psn_match(mpsn, ipsn, layout)) {
-            /* The block belongs to the frame that rewrote the page: report its number as an
-             * extension of the current state, without advancing the state with it. */
+        if (!whole || !mlxd_hsb_psn_match(mpsn, ipsn, layout)) {
+            /* The device rewrote the page (the block is another frame's), or was rewriting it
+             * while it was copied (the copy may mix two frames: its PSN says nothing).  Report
+             * the number the copy carries as an extension of the current state, without
+             * advancing the state with it. */
             flags |= MLXD_FRAME_PSN_MISMATCH;
             atomic_fetch_add_explicit(&r->overwritten, 1, memory_order_relaxed);
             fnum = r->fn.started ? r->fn.value + (uint16_t)(fn16 - r->fn.last) : fn16;
@@ -839,7 +853,11 @@ int mlxd_receiver_frame_check(struct mlxd_receiver *r, const struct mlxd_receive
         uint8_t p[4] = { 0 };
         uint64_t off = (uint64_t)info->page * r->o.page_size + r->o.metadata_offset + MLXD_HSB_MD_PSN;
         if (r->host) {
-            memcpy(p, (const void *)(r->host + off), 4);
+            /* the caller's reads of the page before this read (md_snapshot.h's argument) */
+            atomic_thread_fence(memory_order_acquire);
+            const volatile uint8_t *v = r->host + off;
+            for (int i = 0; i < 4; i++)
+                p[i] = v[i];
         }
 #if MLXD_HAVE_CUDA
         else {
