@@ -117,6 +117,32 @@ static char *strip_comment(char *s)
 
 static bool is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
 
+/* The rule for the 'source' value, one for the reader and the writer (docs/fixture-format.md):
+ * 1..255 bytes of one line of text, no control character but tab (a CR inside the line is not
+ * a line end in this format, but it is one for many tools, and on a terminal it hides the text
+ * before it), no leading or trailing blank (a reader drops those).  Returns NULL when s obeys
+ * it, else what is wrong, written into why. */
+static const char *source_problem(const char *s, char *why, size_t len)
+{
+    size_t n = strnlen(s, MLXD_FIXTURE_SOURCE_MAX);
+    if (n == 0) return "is empty: say where the stream came from";
+    if (n == MLXD_FIXTURE_SOURCE_MAX) {
+        snprintf(why, len, "is longer than %d bytes", MLXD_FIXTURE_SOURCE_MAX - 1);
+        return why;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7f) {
+            snprintf(why, len, "contains the control character 0x%02x at byte %zu (one line of "
+                     "text: tab is the only control character allowed)", c, i + 1);
+            return why;
+        }
+    }
+    if (s[0] == ' ' || s[0] == '\t' || s[n - 1] == ' ' || s[n - 1] == '\t')
+        return "has a leading or trailing blank (a reader drops it)";
+    return NULL;
+}
+
 static const char *missing_keys(unsigned have, char *buf, size_t len)
 {
     buf[0] = 0;
@@ -138,9 +164,11 @@ static int header_line(struct mlxd_fixture_reader *r, char *s, unsigned *have)
     if (!strcmp(key, "source")) {
         val = trim(val);          /* the source is free text: '#' is kept */
         if (*have & HAVE_SOURCE) return rerr(r, "duplicate header key 'source'");
-        if (!*val) return rerr(r, "'source' is empty: say where the stream came from");
         if (strlen(val) >= MLXD_FIXTURE_SOURCE_MAX)
             return rerr(r, "'source' is %zu bytes, at most %d", strlen(val), MLXD_FIXTURE_SOURCE_MAX - 1);
+        char why[160];
+        const char *bad = source_problem(val, why, sizeof why);
+        if (bad) return rerr(r, "'source' %s", bad);
         strcpy(r->hdr.source, val);
         *have |= HAVE_SOURCE;
         return 0;
@@ -427,12 +455,14 @@ static int check_header(const struct mlxd_fixture_header *h, const char *fn)
         return mlxd_err(EINVAL, "%s: ring_size %u is not a power of two between 1 and %u", fn,
                         h->ring_size, MLXD_FIXTURE_MAX_RING);
     if (h->cqn > 0xFFFFFF) return mlxd_err(EINVAL, "%s: cqn 0x%x exceeds 24 bits", fn, h->cqn);
-    size_t n = strnlen(h->source, MLXD_FIXTURE_SOURCE_MAX);
-    if (n == MLXD_FIXTURE_SOURCE_MAX) return mlxd_err(EINVAL, "%s: source is not NUL-terminated", fn);
+    if (strnlen(h->source, MLXD_FIXTURE_SOURCE_MAX) == MLXD_FIXTURE_SOURCE_MAX)
+        return mlxd_err(EINVAL, "%s: source is not NUL-terminated", fn);
     const char *s = h->source;
     while (*s == ' ' || *s == '\t') s++;
     if (!*s) return mlxd_err(EINVAL, "%s: source is empty", fn);
-    if (strpbrk(h->source, "\r\n")) return mlxd_err(EINVAL, "%s: source contains a newline", fn);
+    char why[160];
+    const char *bad = source_problem(h->source, why, sizeof why);   /* the reader's rule */
+    if (bad) return mlxd_err(EINVAL, "%s: source %s", fn, bad);
     return 0;
 }
 

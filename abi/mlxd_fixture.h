@@ -46,7 +46,9 @@ struct mlxd_fixture_header {
     uint32_t ring_size;   /* CQEs in the ring the stream was recorded from: power of two,
                              1 .. MLXD_FIXTURE_MAX_RING */
     uint32_t cqn;         /* CQ number, 24 bits */
-    char     source[MLXD_FIXTURE_SOURCE_MAX];  /* where the stream came from, one line, not empty */
+    char     source[MLXD_FIXTURE_SOURCE_MAX];  /* where the stream came from: one line of text,
+                             1..255 bytes, no control character but tab, no leading or trailing
+                             blank (docs/fixture-format.md; reader and writer refuse the rest) */
 };
 
 /* One record: one CQE as it was in the ring. */
@@ -94,8 +96,10 @@ struct mlxd_fixture_writer;   /* opaque */
 
 /* Starts a fixture: writes the header to path (created or truncated) or to an open stream (not
  * closed by the writer; the caller keeps ownership of f).  The header is checked like the reader
- * checks it; a source containing a newline is refused.  Errors: -EINVAL (bad header, NULL),
- * -ENOMEM, or the errno of fopen()/fprintf(). */
+ * checks it, with the same rule for the source (so what the writer accepts reads back unchanged,
+ * and a header the reader returned is accepted): a source with a control character other than
+ * tab (CR, LF, ...) or a leading or trailing blank is refused.  Errors: -EINVAL (bad header,
+ * NULL), -ENOMEM, or the errno of fopen()/fprintf(). */
 int mlxd_fixture_writer_open(const char *path, const struct mlxd_fixture_header *h,
                              struct mlxd_fixture_writer **out);
 int mlxd_fixture_writer_stream(FILE *f, const struct mlxd_fixture_header *h,
