@@ -22,12 +22,22 @@ struct mlxd_replay {
     bool paced;
     uint32_t loops;
     atomic_bool stop;
+    pthread_mutex_t lock;          /* with wake: a paced wait ends at once when stop is set */
+    pthread_cond_t wake;           /* CLOCK_MONOTONIC */
     long result;
 };
 
-static void sleep_until(const struct timespec *t)
+/* Waits until t (CLOCK_MONOTONIC) or until finish(rp, true) sets stop, whichever comes first:
+ * a recorded delay may be long (up to 2^64 ns), and stop must not wait it out. */
+static void sleep_until(struct mlxd_replay *rp, const struct timespec *t)
 {
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, t, NULL) == EINTR) {}
+    pthread_mutex_lock(&rp->lock);
+    while (!atomic_load_explicit(&rp->stop, memory_order_relaxed)) {
+        int e = pthread_cond_timedwait(&rp->wake, &rp->lock, t);
+        if (e == ETIMEDOUT || e == EINVAL)   /* 0: signalled or spurious, check stop again */
+            break;
+    }
+    pthread_mutex_unlock(&rp->lock);
 }
 
 static void *feeder(void *arg)
@@ -47,7 +57,7 @@ static void *feeder(void *arg)
                 uint64_t ns = (uint64_t)next.tv_nsec + rec->delay_ns;
                 next.tv_sec += (time_t)(ns / 1000000000u);
                 next.tv_nsec = (long)(ns % 1000000000u);
-                sleep_until(&next);
+                sleep_until(rp, &next);
             }
             /* wait for room: outstanding = pi - ci (24-bit arithmetic) must stay < ncqe */
             for (;;) {
@@ -85,8 +95,21 @@ int mlxd_replay_start(struct mlxd_cq *cq, const char *path, const struct mlxd_re
     rp->paced = opts && opts->paced;
     rp->loops = opts && opts->loops ? opts->loops : 1;
     atomic_init(&rp->stop, false);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    rc = pthread_cond_init(&rp->wake, &ca);
+    pthread_condattr_destroy(&ca);
+    if (rc) {
+        mlxd_fixture_free(rp->fx);
+        free(rp);
+        return mlxd_err(rc, "mlxd_replay_start: pthread_cond_init: %s", strerror(rc));
+    }
+    pthread_mutex_init(&rp->lock, NULL);
     rc = pthread_create(&rp->thread, NULL, feeder, rp);
     if (rc) {
+        pthread_mutex_destroy(&rp->lock);
+        pthread_cond_destroy(&rp->wake);
         mlxd_fixture_free(rp->fx);
         free(rp);
         return mlxd_err(rc, "mlxd_replay_start: pthread_create: %s", strerror(rc));
@@ -98,9 +121,16 @@ int mlxd_replay_start(struct mlxd_cq *cq, const char *path, const struct mlxd_re
 long mlxd_replay_finish(struct mlxd_replay *rp, bool stop)
 {
     if (!rp) return mlxd_err(EINVAL, "mlxd_replay_finish: rp is NULL");
-    if (stop) atomic_store(&rp->stop, true);
+    if (stop) {
+        pthread_mutex_lock(&rp->lock);   /* not between the feeder's check and its wait */
+        atomic_store(&rp->stop, true);
+        pthread_cond_signal(&rp->wake);
+        pthread_mutex_unlock(&rp->lock);
+    }
     pthread_join(rp->thread, NULL);
     long r = rp->result;
+    pthread_mutex_destroy(&rp->lock);
+    pthread_cond_destroy(&rp->wake);
     mlxd_fixture_free(rp->fx);
     free(rp);
     return r;

@@ -17,8 +17,9 @@
 static char path[256];
 
 /* n records; every 5th an error CQE (RESP_ERR, syndrome LOCAL_LENGTH 0x01); recorded owner bits
- * are those of a 256-entry ring (the feeder must recompute them for its own ring). */
-static void write_fixture(unsigned n, uint64_t delay_ns)
+ * are those of a 256-entry ring (the feeder must recompute them for its own ring).  Records from
+ * index first_delayed on carry delay_ns (when not 0). */
+static void write_fixture_from(unsigned n, uint64_t delay_ns, unsigned first_delayed)
 {
     snprintf(path, sizeof path, "%s/mlxd-replay-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     int fd = mkstemp(path);
@@ -48,9 +49,33 @@ static void write_fixture(unsigned n, uint64_t delay_ns)
             q->timestamp = htobe64(5000 + i);
             q->op_own = (uint8_t)(MLX5_CQE_RESP_WR_IMM << 4 | owner);
         }
-        ck_assert_int_eq(mlxd_fixture_write(w, c, delay_ns != 0, delay_ns), 0);
+        bool delayed = delay_ns != 0 && i >= first_delayed;
+        ck_assert_int_eq(mlxd_fixture_write(w, c, delayed, delayed ? delay_ns : 0), 0);
     }
     ck_assert_int_eq(mlxd_fixture_writer_close(w), 0);
+}
+
+static void write_fixture(unsigned n, uint64_t delay_ns) { write_fixture_from(n, delay_ns, 0); }
+
+/* Waits until the feeder has written the first n CQEs of its first pass over cq's ring (op_own's
+ * opcode no longer MLX5_CQE_INVALID, the ring's initial 0xF0), without consuming them: the test
+ * waits for the feeder's progress, not for a time.  Fails after 30 s (a stuck feeder). */
+static void wait_written(struct mlxd_cq *cq, unsigned n)
+{
+    volatile void *ring;
+    volatile uint32_t *dbrec;
+    uint32_t ncqe;
+    ck_assert_int_eq(mlxd_cq_ring(cq, &ring, &ncqe, &dbrec), 0);
+    ck_assert_uint_ge(ncqe, n);
+    const volatile uint8_t *b = ring;
+    time_t t0 = time(NULL);
+    for (unsigned i = 0; i < n;) {
+        uint8_t op_own = __atomic_load_n(b + (size_t)i * 64 + 63, __ATOMIC_ACQUIRE);
+        if (op_own >> 4 != MLX5_CQE_INVALID) { i++; continue; }
+        ck_assert_msg(time(NULL) - t0 < 30, "the feeder wrote %u of %u CQEs in 30 s", i, n);
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
 }
 
 /* Polls until `total` completions arrived, in batches of 1..13; checks each. */
@@ -126,12 +151,32 @@ START_TEST(stop_and_errors)
     ck_assert_int_eq(mlxd_cq_create_detached(4, &cq), 0);
     struct mlxd_replay *rp;
     ck_assert_int_eq(mlxd_replay_start(cq, path, NULL, &rp), 0);
-    usleep(20000);
-    /* nobody consumes: the feeder fills the 4 slots and waits; stop ends it */
+    /* nobody consumes: the feeder fills the 4 slots and waits for room; stop ends it.  Wait for
+     * the 4 CQEs themselves (a fixed sleep, 20 ms here before, is no bound on a loaded machine:
+     * the feeder thread may not have run at all, and finish returned 0). */
+    wait_written(cq, 4);
     ck_assert_int_eq(mlxd_replay_finish(rp, true), 4);
     ck_assert_int_eq(mlxd_replay_start(cq, "/nonexistent/x.fix", NULL, &rp), -ENOENT);
     ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "/nonexistent/x.fix"));
     ck_assert_int_eq(mlxd_replay_start(NULL, path, NULL, &rp), -EINVAL);
+    ck_assert_int_eq(mlxd_cq_destroy(cq), 0);
+    unlink(path);
+}
+END_TEST
+
+/* Stop during a paced wait: the second record is due an hour after the first; finish(rp, true)
+ * ends the wait at once (before, the feeder slept it out and finish with it).  If stop were not
+ * honoured, the test would hang until Check's timeout: no time is measured. */
+START_TEST(stop_during_paced_delay)
+{
+    write_fixture_from(3, 3600ull * 1000000000u, 1);
+    struct mlxd_cq *cq;
+    ck_assert_int_eq(mlxd_cq_create_detached(4, &cq), 0);
+    struct mlxd_replay *rp;
+    struct mlxd_replay_opts o = { .sz = sizeof o, .paced = true };
+    ck_assert_int_eq(mlxd_replay_start(cq, path, &o, &rp), 0);
+    wait_written(cq, 1);
+    ck_assert_int_eq(mlxd_replay_finish(rp, true), 1);
     ck_assert_int_eq(mlxd_cq_destroy(cq), 0);
     unlink(path);
 }
@@ -145,6 +190,7 @@ Suite *replay_suite(void)
     tcase_add_test(tc, fast_many_wraps);
     tcase_add_test(tc, paced);
     tcase_add_test(tc, stop_and_errors);
+    tcase_add_test(tc, stop_during_paced_delay);
     suite_add_tcase(s, tc);
     return s;
 }
