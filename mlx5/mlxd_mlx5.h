@@ -12,7 +12,8 @@
  * Formats and barriers (../shared/reference/mlx5-uverbs-abi.md sections 6-7, mlx5dv.h):
  *   - ownership: a CQE belongs to software when (op_own >> 4) != MLX5_CQE_INVALID and
  *     (op_own & 1) == !!(ci & ncqe); then a read barrier (lfence on x86-64, dmb oshld on
- *     aarch64) before any other CQE field is read;
+ *     aarch64) before any other CQE field is read: one barrier per mlxd_cq_poll batch, after
+ *     the owner bytes of all its CQEs were read (mlx5/poll.c says why that is enough);
  *   - the CQ doorbell record [0] = htobe32(ci & 0xffffff), once per mlxd_cq_poll call that
  *     consumed at least one CQE, after a write barrier;
  *   - sends: WQE stores, write barrier (compiler barrier on x86-64, dmb oshst on aarch64), QP
@@ -161,7 +162,7 @@ struct mlxd_completion {
  * Thread rules: one mlxd_cq_poll/mlxd_cq_arm of cq at a time.
  *
  * Cost: a call of mlxd_cq_poll(cq, out, max) compiles to the inline ownership test below
- * (mlxd__cq_poll_inline): an empty CQ costs about 15 instructions, no call and no barrier.
+ * (mlxd__cq_poll_inline): an empty CQ costs about 20 instructions, no call and no barrier.
  * When the next CQE is the software's it calls mlxd__cq_poll_ready, which consumes the batch
  * with one read barrier (docs/performance.md).  The symbol mlxd_cq_poll exists too (for
  * function pointers, FFI and binaries built against older headers): same behaviour. */

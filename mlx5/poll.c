@@ -7,8 +7,9 @@
  *   - mlxd__cq_poll_ready (here) consumes a batch: it counts the consecutive CQEs the software
  *     owns (owner bytes only), issues ONE read barrier, then decodes them all; the consumer-index
  *     doorbell record is written once per batch;
- *   - a CQE is read as two 16-byte halves (bytes 32..47 and the 48..63 tail: timestamp,
- *     sop_drop_qpn, wqe_counter, op_own), each field taken from the byte-swapped words;
+ *   - a CQE is read with four loads: the 8-byte tail (sop_drop_qpn, wqe_counter, signature,
+ *     op_own) once, byte-swapped, every field of it taken from that word; then the timestamp,
+ *     imm and byte_cnt (srqn_uidx only when the QP changes);
  *   - the QP of a run of CQEs is looked up once (user index -> nic->qp_table, QPN checked) and
  *     its wr_id table, mask and receive count stay in registers; the QP's rq_ci / sq_ci are
  *     published once per run, not once per CQE;
