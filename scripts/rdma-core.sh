@@ -19,6 +19,9 @@ prog=$1; shift
 lib=$(cd "$(dirname "$0")/.." && pwd)/$build/lib/libmlx5direct-emu.so
 [ -f "$lib" ] || { echo "rdma-core.sh: $lib is not built (make BUILD=$build)" >&2; exit 2; }
 command -v "$prog" >/dev/null || { echo "rdma-core.sh: $prog is not installed (sh scripts/deps.sh test)" >&2; exit 2; }
+# a sanitizer build's emulator needs its runtime first in LD_PRELOAD (uninstrumented programs)
+san=$(ldd "$lib" 2>/dev/null | awk '/lib[at]san\.so/ {print $3; exit}')
+[ -n "$san" ] && { lib="$san $lib"; export ASAN_OPTIONS="verify_asan_link_order=0:detect_leaks=0"; }
 case $prog in
   ibv_*) gid="-g 3" ;;
   ib_*)  gid="-x 3" ;;
@@ -33,7 +36,7 @@ unset SYSFS_PATH
 out=$(mktemp -d "${TMPDIR:-/tmp}/rdma-core.XXXXXX")
 spid=
 trap '[ -n "$spid" ] && kill $spid 2>/dev/null; rm -rf "$out"' EXIT INT TERM
-LD_PRELOAD=$lib timeout "${TIMEOUT:-120}" "$prog" -d mlx5_0 -p $port $gid "$@" >"$out/server" 2>&1 &
+timeout "${TIMEOUT:-120}" env LD_PRELOAD="$lib" "$prog" -d mlx5_0 -p $port $gid "$@" >"$out/server" 2>&1 &
 spid=$!
 hex=$(printf '%04X' $port)
 i=0
@@ -41,7 +44,7 @@ while [ $i -lt 200 ] && ! grep -q ":$hex 00000000:0000 0A" /proc/net/tcp /proc/n
   kill -0 $spid 2>/dev/null || break
   sleep 0.05; i=$((i + 1))
 done
-LD_PRELOAD=$lib timeout "${TIMEOUT:-120}" "$prog" -d mlx5_1 -p $port $gid "$@" $srv >"$out/client" 2>&1
+timeout "${TIMEOUT:-120}" env LD_PRELOAD="$lib" "$prog" -d mlx5_1 -p $port $gid "$@" $srv >"$out/client" 2>&1
 crc=$?
 wait $spid; src=$?
 echo "=== server: $prog -d mlx5_0 -p $port $gid $* (exit $src)"; cat "$out/server"
