@@ -156,8 +156,9 @@ static inline uint64_t send_done(struct mlxd_qp *qp, uint32_t wc)
 {
     if (!qp || !qp->sq_wrid) return wc;
     uint32_t i = wc & (qp->sq_wqebbs - 1);
+    uint64_t wr_id = qp->sq_wrid[i];          /* read before the slot is released, not after */
     atomic_store_explicit(&qp->sq_ci, qp->sq_next[i], memory_order_release);
-    return qp->sq_wrid[i];
+    return wr_id;
 }
 
 /* Responder CQEs (opcodes 1..4: MLX5_CQE_RESP_WR_IMM, _SEND, _SEND_IMM, _SEND_INV) are looked
