@@ -176,6 +176,7 @@ void wire_tx_flush(struct nic_dev *nd)
         h->msg_iov = &iov[i];
         h->msg_iovlen = j - i;
         if (j - i > 1) {
+            memset(ctl[nm].buf, 0, sizeof ctl[nm].buf);   /* no stale padding to the kernel */
             h->msg_control = ctl[nm].buf;
             h->msg_controllen = sizeof ctl[nm].buf;
             struct cmsghdr *c = CMSG_FIRSTHDR(h);

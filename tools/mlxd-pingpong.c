@@ -218,9 +218,11 @@ static void exchange(int s, const struct wire *mine, struct wire *peer)
     line[sizeof line - 1] = '\n';
     send_all(s, line, sizeof line);
     recv_all(s, in, sizeof in);
+    in[sizeof in - 1] = '\0';   /* the peer's line is not ours to trust: terminate it */
     unsigned long long addr;
     char gid[33];
-    if (sscanf(in, "%x %x %32s %llx %x", &peer->qpn, &peer->psn, gid, &addr, &peer->rkey) != 5)
+    if (sscanf(in, "%x %x %32s %llx %x", &peer->qpn, &peer->psn, gid, &addr, &peer->rkey) != 5 ||
+        strlen(gid) != 32)
         die("malformed endpoint from the peer", -EPROTO);
     for (int i = 0; i < 16; i++) { unsigned b; sscanf(gid + 2 * i, "%2x", &b); peer->gid[i] = (uint8_t)b; }
     peer->addr = addr;
