@@ -112,7 +112,7 @@ static uint32_t qp_in_state(uint32_t type, int s, uint32_t *qpn)
 {
     struct tk_qp_opts o;
     tk_qp_defaults(&o, type, env.pd, env.cq, env.uar_page);
-    uint32_t h;
+    uint32_t h = 0;
     ck_assert_int_eq(tk_create_qp(env.fd, &o, &qmem, &h, qpn), 0);
     static const int path[] = { INIT, RTR, RTS, SQD };
     if (s == ERR) {

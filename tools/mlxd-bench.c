@@ -449,8 +449,9 @@ static void ring_fill(volatile uint8_t *ring, uint32_t ncqe, uint32_t *pi, const
         const uint8_t *s = src->cqe[(*k)++ % src->n];
         volatile uint8_t *d = ring + ((size_t)(*pi & (ncqe - 1)) << 6);
         memcpy((void *)d, s, 63);
-        __atomic_thread_fence(__ATOMIC_RELEASE);
-        d[63] = (uint8_t)((s[63] & ~1u) | ((*pi & ncqe) ? 1 : 0));
+        /* the owner byte last, with release: the poll loop's acquire pairs with it */
+        __atomic_store_n((uint8_t *)&d[63], (uint8_t)((s[63] & ~1u) | ((*pi & ncqe) ? 1 : 0)),
+                         __ATOMIC_RELEASE);
     }
 }
 
