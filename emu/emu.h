@@ -187,6 +187,13 @@ uint64_t emu_nic_clock_ns(void);
 void emu_async_event(int async_fd, uint64_t element, uint32_t event_type);
 /* Queue one completion event (struct ib_uverbs_comp_event_desc) for cq on its channel. */
 void emu_comp_event(struct emu_cq *cq);
+/* The default async-event fd of every open context of dev (GET_CONTEXT done and an async fd
+ * allocated), each once, at most max of them; returns how many.  Port events go to all of them,
+ * whether or not the context owns objects (k: core/device.c ib_dispatch_event -> every
+ * registered event handler; core/uverbs_main.c registers one per uverbs file with an async
+ * event file, ib_uverbs_event_handler).  Call with dev->lock held from a hook the kernel half
+ * called (it then holds the global lock that guards the list of files). */
+unsigned emu_device_async_fds(struct emu_device *dev, int *fds, unsigned max);
 
 
 /* Added by the kernel half (comment only): emu_async_event() and emu_comp_event() take only the

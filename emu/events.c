@@ -225,6 +225,21 @@ EMU_API void emu_async_event(int async_fd, uint64_t element, uint32_t event_type
     pthread_mutex_unlock(&emu_g.ev_lock);
 }
 
+/* Every open file of the device with a context and an async-event file (emu.h). */
+unsigned emu_device_async_fds(struct emu_device *dev, int *fds, unsigned max)
+{
+    unsigned n = 0;
+    for (struct emu_file *f = emu_g.files; f && n < max; f = f->next) {
+        if (f->ctx.dev != dev || !f->ctx.has_ucontext || f->closing) continue;
+        int fd = f->ctx.default_async_fd;
+        if (fd < 0) continue;
+        bool seen = false;
+        for (unsigned i = 0; i < n && !seen; i++) seen = fds[i] == fd;
+        if (!seen) fds[n++] = fd;
+    }
+    return n;
+}
+
 EMU_API void emu_comp_event(struct emu_cq *cq)
 {
     if (!cq) return;

@@ -72,7 +72,8 @@ void mlxd_emu_fail_clear(void);
 
 /* Sets the port state of device dev: sysfs ports/1/state and phys_state, QUERY_PORT state, and
  * the engine (emu_nic_port_event), which raises IB_EVENT_PORT_ACTIVE (9) / IB_EVENT_PORT_ERR (10)
- * on the async fds of the device's contexts and stops moving packets while down.
+ * on the default async fd of every open context of the device (objects or not, as the kernel's
+ * ib_dispatch_event does) and stops moving packets while down.
  * -EINVAL: no such device. */
 int mlxd_emu_set_link(unsigned dev, bool up);
 
@@ -131,8 +132,8 @@ int mlxd_emu_fault_set(unsigned index, const struct mlxd_emu_fault *f);
 
 /* Takes the port of device `index` down (up = false) or up: mlxd_emu_set_link() for an open
  * device.  While down nothing is sent or received (both counted as dropped), QUERY_PORT and
- * sysfs report DOWN, and every context that has objects on the device gets IB_EVENT_PORT_ERR
- * (10) / IB_EVENT_PORT_ACTIVE (9) on its async fd.  -ENODEV if the device is not open. */
+ * sysfs report DOWN, and every open context of the device (with an async fd) gets
+ * IB_EVENT_PORT_ERR (10) / IB_EVENT_PORT_ACTIVE (9) on its default async fd.  -ENODEV if the device is not open. */
 int mlxd_emu_port_set(unsigned index, bool up);
 
 /* Starts (path) or stops (NULL) the wire capture of device `index`.  -ENODEV if not open;

@@ -178,23 +178,33 @@ void emu_nic_cq_destroy(struct emu_cq *cq)
     free(c);
 }
 
-/* Async port event to every context with objects on the device (each once). */
-static void port_event(struct nic_dev *nd, uint32_t type)
+/* Stand-in for builds without the kernel half (nic_unit): the contexts the engine knows from
+ * their CQs and QPs.  The kernel half's version lists every context of the device. */
+__attribute__((weak)) unsigned emu_device_async_fds(struct emu_device *dev, int *fds, unsigned max)
 {
-    int fds[64];
+    struct nic_dev *nd = dev->nic;
     unsigned n = 0;
-    for (struct nic_cq *c = nd->cqs; c; c = c->next) {
+    for (struct nic_cq *c = nd ? nd->cqs : NULL; c; c = c->next) {
         int fd = c->cq->ctx ? c->cq->ctx->default_async_fd : -1;
         bool seen = fd < 0;
         for (unsigned i = 0; i < n && !seen; i++) seen = fds[i] == fd;
-        if (!seen && n < 64) fds[n++] = fd;
+        if (!seen && n < max) fds[n++] = fd;
     }
-    for (struct nic_qp *q = nd->qps; q; q = q->next) {
+    for (struct nic_qp *q = nd ? nd->qps : NULL; q; q = q->next) {
         int fd = q->qp->ctx ? q->qp->ctx->default_async_fd : -1;
         bool seen = fd < 0;
         for (unsigned i = 0; i < n && !seen; i++) seen = fds[i] == fd;
-        if (!seen && n < 64) fds[n++] = fd;
+        if (!seen && n < max) fds[n++] = fd;
     }
+    return n;
+}
+
+/* Async port event (element = port 1) to the async fd of every open context of the device,
+ * whether or not it owns objects (emu_device_async_fds). */
+static void port_event(struct nic_dev *nd, uint32_t type)
+{
+    int fds[256];
+    unsigned n = emu_device_async_fds(nd->dev, fds, 256);
     for (unsigned i = 0; i < n; i++) {
         nd->st.async_events++;
         emu_async_event(fds[i], 1, type);

@@ -1,0 +1,81 @@
+/* emu_gaps: emulator behaviours a real kernel + ConnectX has and the emulator lacked.
+ *
+ *   port_event_context_without_objects
+ *                               PORT_ERR (10) / PORT_ACTIVE (9) reach the async fd of a context
+ *                               that owns no CQ or QP (k: ib_dispatch_event -> the event handler
+ *                               every uverbs file with an async event file registers) */
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include "mlxd_emu.h"
+#include "mlxd_error.h"
+#include "mlxd_mlx5.h"
+#include "mlxd_uverbs.h"
+#include "test_emu_kernel.h"
+
+#define PAGE 4096u
+
+static void expect_event(int afd, uint32_t type)
+{
+    struct pollfd p = { .fd = afd, .events = POLLIN };
+    ck_assert_int_eq(poll(&p, 1, 2000), 1);
+    struct ib_uverbs_async_event_desc d;
+    ck_assert_int_eq(read(afd, &d, sizeof d), (ssize_t)sizeof d);
+    ck_assert_uint_eq(d.event_type, type);
+    ck_assert_uint_eq(d.element, 1);                        /* the port number */
+    ck_assert_int_eq(poll(&p, 1, 0), 0);
+}
+
+START_TEST(port_event_context_without_objects)
+{
+    tk_unique_devices();
+    /* context A: GET_CONTEXT + an async fd, nothing else */
+    int fa = tk_open(0);
+    ck_assert_int_ge(fa, 0);
+    struct mlx5_ib_alloc_ucontext_resp r;
+    ck_assert_int_eq(tk_get_context(fa, &r), 0);
+    int afa;
+    ck_assert_int_eq(tk_async_alloc(fa, &afa), 0);
+    /* context B on the same device with a CQ (what was delivered before) */
+    struct tk_env e;
+    tk_env_open(&e, 0);
+    int afb;
+    ck_assert_int_eq(tk_async_alloc(e.fd, &afb), 0);
+    /* context C on the other device: gets nothing */
+    int fc = tk_open(1);
+    ck_assert_int_eq(tk_get_context(fc, &r), 0);
+    int afc;
+    ck_assert_int_eq(tk_async_alloc(fc, &afc), 0);
+    ck_assert_int_eq(mlxd_emu_set_link(0, false), 0);
+    expect_event(afa, 10);                                  /* IB_EVENT_PORT_ERR */
+    expect_event(afb, 10);
+    ck_assert_int_eq(mlxd_emu_set_link(0, true), 0);
+    expect_event(afa, 9);                                   /* IB_EVENT_PORT_ACTIVE */
+    expect_event(afb, 9);
+    struct pollfd p = { .fd = afc, .events = POLLIN };
+    ck_assert_int_eq(poll(&p, 1, 100), 0);
+    close(afa); close(afb); close(afc);
+    close(fa); close(e.fd); close(fc);
+    ck_assert_uint_eq(mlxd_emu_live_total(), 0);
+}
+END_TEST
+
+Suite *emu_gaps_suite(void)
+{
+    Suite *s = suite_create("emu_gaps");
+    TCase *tc = tcase_create("gaps");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, port_event_context_without_objects);
+    suite_add_tcase(s, tc);
+    return s;
+}
