@@ -5,7 +5,9 @@
  *
  * Entry: <name>:<ipv4>[:<option>=<value>]...  Options: mtu (IB MTU bytes 256..4096, default
  * 1024 = what a 1500-byte Ethernet MTU gives), port (UDP port it listens on, 4791), dport (UDP
- * port it sends to, 4791), link (up|down), pcap (capture file path), guid (node GUID, hex).
+ * port it sends to, 4791), link (up|down), pcap (capture file path), guid (node GUID, hex),
+ * gids (v1, v2 or v1v2: the RoCE versions port 1 has GIDs of, default v1v2), uars_per_page
+ * (GET_CONTEXT num_uars_per_page, default 1; 0 models the kernel error case, docs/emulator.md).
  * Default (nothing set): mlx5_0 on 127.0.0.1 and mlx5_1 on 127.0.0.2.
  * The uverbs index N of a device is its position in the list. */
 #include <arpa/inet.h>
@@ -15,30 +17,35 @@
 #include <string.h>
 #include "kernel.h"
 
-/* GID table of port 1, the way mlx5 on a RoCE netdev fills it (k: core/roce_gid_mgmt.c adds a
- * RoCE v1 and a RoCE v2 entry for the link-local address and for each IP address):
- *   0 fe80::<EUI-64 of the MAC> RoCE v1     1 same, RoCE v2
- *   2 ::ffff:<ipv4>             RoCE v1     3 same, RoCE v2
+/* GID table of port 1, the way mlx5 on a RoCE netdev fills it (k: core/roce_gid_mgmt.c adds one
+ * entry per RoCE version the port supports -- IB_PORT_ROCE and IB_PORT_ROCE_UDP_ENCAP, which
+ * mlx5_ib derives from the device's roce_version capability -- for the link-local address and
+ * for each IP address), RoCE v1 before v2:
+ *   both (default)   0 fe80::<EUI-64> v1   1 same v2   2 ::ffff:<ipv4> v1   3 same v2
+ *   gids=v1 or v2    0 fe80::<EUI-64>      1 ::ffff:<ipv4>     (of that version only)
  * The emulated MAC is 02:00:<ipv4 bytes> (locally administered). */
 static void fill_gids(struct emu_device_cfg *c)
 {
     const uint8_t *ip = (const uint8_t *)&c->ipv4.s_addr;
     uint8_t mac[6] = { 0x02, 0x00, ip[0], ip[1], ip[2], ip[3] };
     memset(c->gids, 0, sizeof c->gids);
-    for (int v = 0; v < 2; v++) {
+    unsigned types[2], nt = 0;
+    if (c->gid_types & 1) types[nt++] = 1;
+    if (c->gid_types & 2) types[nt++] = 2;
+    for (unsigned v = 0; v < nt; v++) {
         uint8_t *g = c->gids[v].raw;
         g[0] = 0xfe; g[1] = 0x80;
         g[8] = mac[0] ^ 0x02; g[9] = mac[1]; g[10] = mac[2]; g[11] = 0xff; g[12] = 0xfe;
         g[13] = mac[3]; g[14] = mac[4]; g[15] = mac[5];
-        c->gids[v].type = v ? 2 : 1;
+        c->gids[v].type = types[v];
         c->gids[v].valid = true;
-        uint8_t *h = c->gids[2 + v].raw;
+        uint8_t *h = c->gids[nt + v].raw;
         h[10] = 0xff; h[11] = 0xff;
         memcpy(h + 12, ip, 4);
-        c->gids[2 + v].type = v ? 2 : 1;
-        c->gids[2 + v].valid = true;
+        c->gids[nt + v].type = types[v];
+        c->gids[nt + v].valid = true;
     }
-    c->ngids = 4;
+    c->ngids = 2 * nt;
 }
 
 static void cfg_init(struct emu_device_cfg *c, unsigned index)
@@ -50,6 +57,8 @@ static void cfg_init(struct emu_device_cfg *c, unsigned index)
     c->mtu = 1024;
     c->link_up = true;
     c->ethernet = true;
+    c->gid_types = 3;
+    c->uars_per_page = 1;
 }
 
 static void cfg_finish(struct emu_device_cfg *c)
@@ -128,6 +137,18 @@ static int parse_entry(char *ent, struct emu_device_cfg *c, unsigned index, char
                 return -EINVAL;
             }
             snprintf(c->pcap_path, sizeof c->pcap_path, "%s", v);
+        } else if (!strcmp(opt, "gids")) {
+            if (!strcmp(v, "v1")) c->gid_types = 1;
+            else if (!strcmp(v, "v2")) c->gid_types = 2;
+            else if (!strcmp(v, "v1v2")) c->gid_types = 3;
+            else { snprintf(err, errlen, "%s: gids must be v1, v2 or v1v2", name); return -EINVAL; }
+        } else if (!strcmp(opt, "uars_per_page")) {
+            unsigned long u = strtoul(v, &end, 10);
+            if (!*v || *end || u > 256) {
+                snprintf(err, errlen, "%s: uars_per_page must be 0..256", name);
+                return -EINVAL;
+            }
+            c->uars_per_page = (unsigned)u;
         } else if (!strcmp(opt, "guid")) {
             c->node_guid = strtoull(v, &end, 16);
             if (*end || !c->node_guid) { snprintf(err, errlen, "%s: bad guid", name); return -EINVAL; }
@@ -192,10 +213,14 @@ void emu_config_canonical(const struct emu_device_cfg *c, unsigned n, char *buf,
     for (unsigned i = 0; i < n && o < len; i++) {
         char ip[INET_ADDRSTRLEN];
         inet_ntop(AF_INET, &c[i].ipv4, ip, sizeof ip);
+        static const char *gt[4] = { "", "v1", "v2", "v1v2" };
         o += snprintf(buf + o, len - o, "%s%s:%s:mtu=%u:port=%u:dport=%u:link=%s:guid=%llx%s%s",
                       i ? "," : "", c[i].name, ip, c[i].mtu, c[i].udp_port, c[i].dst_udp_port,
                       c[i].link_up ? "up" : "down", (unsigned long long)c[i].node_guid,
                       c[i].pcap_path[0] ? ":pcap=" : "", c[i].pcap_path);
+        if (o < len && (c[i].gid_types != 3 || c[i].uars_per_page != 1))
+            o += snprintf(buf + o, len - o, ":gids=%s:uars_per_page=%u", gt[c[i].gid_types & 3],
+                          c[i].uars_per_page);
     }
 }
 

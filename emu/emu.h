@@ -59,6 +59,8 @@ struct emu_device_cfg {
     uint64_t node_guid;
     struct emu_gid gids[EMU_MAX_GIDS];
     unsigned ngids;
+    unsigned gid_types;     /* RoCE versions the port has GIDs of: bit 0 v1, bit 1 v2 (default 3) */
+    unsigned uars_per_page; /* GET_CONTEXT num_uars_per_page (default 1: one 4 KiB UAR per page) */
     char     pcap_path[256];/* "" = no wire capture */
 };
 

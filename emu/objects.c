@@ -223,7 +223,9 @@ int emu_k_get_context(struct emu_file *f, const void *uhw_in, size_t inlen, void
     resp.clock_info_versions = 0;      /* no CLOCK_INFO page */
     resp.hca_core_clock_offset = EMU_CORE_CLOCK_OFF;
     resp.log_uar_size = 12;
-    resp.num_uars_per_page = 1;
+    /* k: mlx5_ib_alloc_ucontext passes the firmware's num_of_uars_per_page through (devices
+     * with the uar_4k capability); device option uars_per_page (docs/emulator.md). */
+    resp.num_uars_per_page = f->ctx.dev->cfg.uars_per_page;
     resp.num_dyn_bfregs = 0;
     size_t n = outlen < sizeof resp ? outlen : sizeof resp;
     resp.response_length = (uint32_t)n;
