@@ -93,7 +93,7 @@ $(SHARED): $(LIB_OBJ)
 
 $(EMU): $(EMU_OBJ)
 	@mkdir -p $(@D)
-	$(CC) -shared -Wl,-soname,libmlx5direct-emu.so -o $@ $^ $(LDFLAGS) -lpcap -lz -ldl -lm
+	$(CC) -shared -Wl,-soname,libmlx5direct-emu.so -o $@ $^ $(LDFLAGS) -lz -ldl -lm
 
 $(BUILD)/bin/%: tools/%.c $(TOOLCOMMON_OBJ) $(STATIC) | $(DEPS_OK)
 	@mkdir -p $(@D)

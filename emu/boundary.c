@@ -39,15 +39,25 @@ struct emu_real emu_real;
 static pthread_once_t real_once = PTHREAD_ONCE_INIT;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
+/* Set on a thread while it resolves libc or installs the configuration.  Something called from
+ * there can come back into an interposer: dlsym() may allocate, and a preloaded ASan runtime that
+ * is not yet initialised initialises itself on its first intercepted call (inet_pton in the
+ * configuration), which mmap()s.  Waiting on our own pthread_once would then deadlock; such
+ * calls pass straight through instead (raw system calls while libc is not resolved yet). */
+static __thread bool in_setup __attribute__((tls_model("initial-exec")));
+
 static void resolve_real(void)
 {
+    bool was = in_setup;
+    in_setup = true;
 #define R(name) emu_real.name = (__typeof__(emu_real.name))dlsym(RTLD_NEXT, #name)
     R(open); R(openat); R(close); R(read); R(write); R(ioctl); R(mmap); R(munmap);
     R(socket); R(stat); R(lstat); R(fstat); R(fstatat); R(statx); R(dup2); R(dup3);
 #undef R
+    in_setup = was;
 }
 
-static inline void need_real(void) { pthread_once(&real_once, resolve_real); }
+static inline void need_real(void) { if (!in_setup) pthread_once(&real_once, resolve_real); }
 
 static bool ctor_ran, init_early;
 
@@ -97,11 +107,30 @@ static void apply_env(void)
 static void do_init(void)
 {
     need_real();
+    in_setup = true;
     init_early = !ctor_ran;
     apply_env();
+    in_setup = false;
 }
 
-void emu_init(void) { pthread_once(&init_once, do_init); }
+/* Too early to read the configuration: libc has not initialised itself yet (environ unset).
+ * This happens under a sanitizer runtime: an instrumented executable's .preinit_array runs
+ * __asan_init before any library's initialiser, and ASan's symbolizer set-up calls mmap()
+ * (libbacktrace's allocator), which is ours.  getenv() then sees nothing and setenv() is
+ * lost when libc installs the real environment.  Until the constructor has run, such calls
+ * only resolve the real functions and pass through (emulation is off until then). */
+extern char **environ;
+static inline bool too_early(void)
+{
+    return !__atomic_load_n(&ctor_ran, __ATOMIC_ACQUIRE) && !environ;
+}
+
+void emu_init(void)
+{
+    if (__builtin_expect(too_early(), 0)) { need_real(); return; }
+    if (__builtin_expect(in_setup, 0)) return;
+    pthread_once(&init_once, do_init);
+}
 
 static void emu_fini(void)
 {
@@ -126,7 +155,7 @@ static void emu_fini(void)
 
 __attribute__((constructor)) static void emu_ctor(void)
 {
-    ctor_ran = true;
+    __atomic_store_n(&ctor_ran, true, __ATOMIC_RELEASE);
     emu_init();
     if (init_early && !emu_g.nfiles) apply_env();
     atexit(emu_fini);
@@ -411,6 +440,11 @@ EMU_API ssize_t read(int fd, void *buf, size_t count)
  * mmap / munmap */
 EMU_API void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
+    if (flags & MAP_ANONYMOUS) {        /* never ours: no initialisation (allocators call this) */
+        need_real();
+        if (!emu_real.mmap) return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+        return emu_real.mmap(addr, len, prot, flags, fd, off);
+    }
     emu_init();
     struct emu_fdent *e = (flags & MAP_ANONYMOUS) ? NULL : fdent(fd);
     if (e && e->kind == FD_UVERBS) {
@@ -431,6 +465,7 @@ EMU_API void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t 
 EMU_API int munmap(void *addr, size_t len)
 {
     emu_init();
+    if (!emu_real.munmap) return (int)syscall(SYS_munmap, addr, len);
     if (emu_g.nmaps) {
         pthread_mutex_lock(&emu_g.lock);
         emu_munmap_note(addr, len);
