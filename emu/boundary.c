@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,7 @@ static void resolve_real(void)
     in_setup = true;
 #define R(name) emu_real.name = (__typeof__(emu_real.name))dlsym(RTLD_NEXT, #name)
     R(open); R(openat); R(close); R(read); R(write); R(ioctl); R(mmap); R(munmap);
-    R(socket); R(stat); R(lstat); R(fstat); R(fstatat); R(statx); R(dup2); R(dup3);
+    R(socket); R(stat); R(lstat); R(fstat); R(fstatat); R(statx); R(dup2); R(dup3); R(pread);
 #undef R
     in_setup = was;
 }
@@ -226,6 +227,65 @@ static int idx_of_file(int fd)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * sysfs hw_counters: an fd of a device's rx_write_requests file (recognised by st_dev/st_ino,
+ * whatever path opened it) reads the live value.  Like sysfs (kernfs seq_file), a read at offset
+ * 0 formats the value anew ("%llu\n"); reads further on continue that snapshot; lseek works on
+ * the real file underneath.  Other processes read the file itself, which the engine rewrites. */
+static const char cnt_name[] = "rx_write_requests";
+
+static int track_counter(int fd, const char *path)
+{
+    if (fd < 0 || fd >= EMU_MAX_FD || !emu_g.active || !path) return fd;
+    size_t pl = strlen(path), nl = sizeof cnt_name - 1;
+    if (pl < nl || strcmp(path + pl - nl, cnt_name) || (pl > nl && path[pl - nl - 1] != '/'))
+        return fd;
+    struct stat st;
+    if (emu_real.fstat(fd, &st) < 0) return fd;
+    pthread_mutex_lock(&emu_g.lock);
+    for (unsigned i = 0; i < emu_g.ndev; i++) {
+        struct emu_devstate *ds = &emu_g.devs[i];
+        if (!ds->rxw_ino || ds->rxw_ino != st.st_ino || ds->rxw_dev != st.st_dev) continue;
+        struct emu_cntfd *c = calloc(1, sizeof *c);
+        if (!c) break;                              /* then the file itself is read */
+        c->devidx = i;
+        c->gen = emu_g.cfg_gen;
+        emu_fdtab[fd].p = c;
+        __atomic_store_n(&emu_fdtab[fd].kind, FD_COUNTER, __ATOMIC_RELEASE);
+        break;
+    }
+    pthread_mutex_unlock(&emu_g.lock);
+    return fd;
+}
+
+/* off < 0: read() at the file position (advanced); else pread() at off.  -1 (not served): the
+ * configuration changed since the open, read the file itself. */
+static ssize_t counter_read(struct emu_cntfd *c, int fd, void *buf, size_t count, off_t off)
+{
+    pthread_mutex_lock(&emu_g.lock);
+    if (c->gen != emu_g.cfg_gen || c->devidx >= emu_g.ndev) {
+        pthread_mutex_unlock(&emu_g.lock);
+        return -1;
+    }
+    off_t pos = off >= 0 ? off : lseek(fd, 0, SEEK_CUR);
+    if (pos < 0) { int e = errno; pthread_mutex_unlock(&emu_g.lock); errno = e; return -2; }
+    if (pos == 0) {
+        uint64_t v = atomic_load_explicit(&emu_g.devs[c->devidx].dev.rx_write_requests,
+                                          memory_order_relaxed);
+        c->len = (unsigned)snprintf(c->text, sizeof c->text, "%llu\n", (unsigned long long)v);
+    }
+    size_t n = (uint64_t)pos >= c->len ? 0 : c->len - (size_t)pos;
+    if (n > count) n = count;
+    if (n && emu_copy_to_user((uintptr_t)buf, c->text + pos, n)) {
+        pthread_mutex_unlock(&emu_g.lock);
+        errno = EFAULT;
+        return -2;
+    }
+    if (off < 0) lseek(fd, pos + (off_t)n, SEEK_SET);
+    pthread_mutex_unlock(&emu_g.lock);
+    return (ssize_t)n;
+}
+
+/* ---------------------------------------------------------------------------------------------
  * open family */
 #define OPEN_BODY(realcall)                                                      \
     emu_init();                                                                  \
@@ -235,7 +295,7 @@ static int idx_of_file(int fd)
     }                                                                            \
     int idx = emu_g.active ? uverbs_index(path) : -1;                            \
     if (idx >= 0) return open_uverbs(idx, flags);                                \
-    return realcall;
+    return track_counter(realcall, path);
 
 EMU_API int open(const char *path, int flags, ...)
 { OPEN_BODY(emu_real.open(path, flags, mode)) }
@@ -248,12 +308,12 @@ EMU_API int openat64(int dirfd, const char *path, int flags, ...)
 /* _FORTIFY_SOURCE entry points (no mode argument). */
 EMU_API int __open_2(const char *path, int flags)
 { emu_init(); int idx = emu_g.active ? uverbs_index(path) : -1;
-  return idx >= 0 ? open_uverbs(idx, flags) : emu_real.open(path, flags); }
+  return idx >= 0 ? open_uverbs(idx, flags) : track_counter(emu_real.open(path, flags), path); }
 EMU_API int __open64_2(const char *path, int flags)
 { return __open_2(path, flags | O_LARGEFILE); }
 EMU_API int __openat_2(int dirfd, const char *path, int flags)
 { emu_init(); int idx = emu_g.active ? uverbs_index(path) : -1;
-  return idx >= 0 ? open_uverbs(idx, flags) : emu_real.openat(dirfd, path, flags); }
+  return idx >= 0 ? open_uverbs(idx, flags) : track_counter(emu_real.openat(dirfd, path, flags), path); }
 EMU_API int __openat64_2(int dirfd, const char *path, int flags)
 { return __openat_2(dirfd, path, flags | O_LARGEFILE); }
 
@@ -270,6 +330,7 @@ static void forget_fd(int fd)
     e->p = NULL;
     if (kind == FD_UVERBS) emu_file_destroy(p);
     else if (kind == FD_EVQ) emu_evq_user_close(p);
+    else if (kind == FD_COUNTER) free(p);
     pthread_mutex_unlock(&emu_g.lock);
 }
 
@@ -432,9 +493,29 @@ EMU_API ssize_t read(int fd, void *buf, size_t count)
         if (r < 0) { errno = (int)-r; return -1; }
         return r;
     }
+    if (e && e->kind == FD_COUNTER) {
+        ssize_t r = counter_read(e->p, fd, buf, count, -1);
+        if (r >= 0) return r;
+        if (r == -2) return -1;
+    }
     if (!emu_real.read) need_real();
     return emu_real.read(fd, buf, count);
 }
+
+EMU_API ssize_t pread(int fd, void *buf, size_t count, off_t off)
+{
+    struct emu_fdent *e = fdent(fd);
+    if (e && e->kind == FD_UVERBS) { errno = EINVAL; return -1; }
+    if (e && e->kind == FD_EVQ) { errno = ESPIPE; return -1; }   /* anon inodes: no pread */
+    if (e && e->kind == FD_COUNTER && off >= 0) {
+        ssize_t r = counter_read(e->p, fd, buf, count, off);
+        if (r >= 0) return r;
+        if (r == -2) return -1;
+    }
+    if (!emu_real.pread) need_real();
+    return emu_real.pread(fd, buf, count, off);
+}
+EMU_API ssize_t pread64(int fd, void *buf, size_t count, off_t off) { return pread(fd, buf, count, off); }
 
 /* ---------------------------------------------------------------------------------------------
  * mmap / munmap */

@@ -265,6 +265,7 @@ int emu_config_apply(const struct emu_device_cfg *c, unsigned n)
         ds->next_uar_page = 0x100;
     }
     emu_g.ndev = n;
+    emu_g.cfg_gen++;
     emu_config_canonical(c, n, emu_g.cfg_string, sizeof emu_g.cfg_string);
     return emu_sysfs_build();
 }

@@ -160,6 +160,11 @@ struct emu_device {
     struct emu_device_cfg cfg;
     pthread_mutex_t lock;         /* guards every object of this device, see the top */
     unsigned open_contexts;       /* contexts with GET_CONTEXT done; the engine runs while > 0 */
+    /* hw_counters/rx_write_requests: RDMA WRITE request packets the responder accepted (the
+     * engine adds with relaxed atomics before the packet's CQE, if any, is released; readers load
+     * without a lock).  Lives as long as the configuration (as a Q counter lives as long as the
+     * driver), across engine restarts. */
+    _Atomic uint64_t rx_write_requests;
     void    *nic;                 /* engine-private (thread, socket, pcap, ...) */
     /* lookups the engine needs (kernel half maintains them under dev->lock) */
     struct emu_qp *(*qp_by_qpn)(struct emu_device *dev, uint32_t qpn);
@@ -189,6 +194,10 @@ uint64_t emu_nic_clock_ns(void);
 void emu_async_event(int async_fd, uint64_t element, uint32_t event_type);
 /* Queue one completion event (struct ib_uverbs_comp_event_desc) for cq on its channel. */
 void emu_comp_event(struct emu_cq *cq);
+/* Rewrite dev's sysfs hw_counters files with the current values (for readers in other processes;
+ * in-process reads are served live by the boundary).  The engine calls it at most every 10 ms
+ * while a value changes, and when the device closes.  Takes no lock. */
+void emu_sysfs_publish_counters(struct emu_device *dev);
 /* The default async-event fd of every open context of dev (GET_CONTEXT done and an async fd
  * allocated), each once, at most max of them; returns how many.  Port events go to all of them,
  * whether or not the context owns objects (k: core/device.c ib_dispatch_event -> every

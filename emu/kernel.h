@@ -143,9 +143,20 @@ struct emu_devstate {
     uint32_t qp_cursor, qp_gen, mr_cursor, mr_gen;
     uint32_t next_cqn, next_pdn, next_uar_page;
     unsigned nqp, ncq, nmr, npd;
+    dev_t    rxw_dev;               /* the sysfs rx_write_requests file (st_dev, st_ino) that */
+    ino_t    rxw_ino;               /* open() recognises to serve the live value */
 };
 
-enum emu_fdkind { FD_NONE = 0, FD_UVERBS = 1, FD_EVQ = 2 };
+enum emu_fdkind { FD_NONE = 0, FD_UVERBS = 1, FD_EVQ = 2, FD_COUNTER = 3 };
+
+/* An open fd of a sysfs hw_counters file (boundary.c): read() at offset 0 takes a fresh snapshot
+ * of the value, as sysfs (seq_file) does; later offsets continue that snapshot. */
+struct emu_cntfd {
+    unsigned devidx;
+    unsigned gen;                   /* emu_g.cfg_gen when opened: stale after a reconfiguration */
+    unsigned len;
+    char     text[24];
+};
 
 struct emu_fdent { uint8_t kind; void *p; };
 
@@ -159,6 +170,7 @@ struct emu_global {
     char sysfs_root[512];
     pid_t sysfs_owner;              /* pid that created (and removes) the tree; 0 = borrowed */
     char cfg_string[4096];          /* canonical configuration (marker of the sysfs tree) */
+    unsigned cfg_gen;               /* incremented by every emu_config_apply */
     struct k_evq *evqs;
     struct emu_file *files;         /* every open uverbs file */
     unsigned live[EMU_OBJ__COUNT];
@@ -182,6 +194,7 @@ struct emu_real {
     int   (*close)(int);
     ssize_t (*read)(int, void *, size_t);
     ssize_t (*write)(int, const void *, size_t);
+    ssize_t (*pread)(int, void *, size_t, off_t);
     int   (*ioctl)(int, unsigned long, ...);
     void *(*mmap)(void *, size_t, int, int, int, off_t);
     int   (*munmap)(void *, size_t);

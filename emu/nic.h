@@ -133,6 +133,7 @@ struct nic_dev {
     uint64_t now_ns;
     unsigned poll_max_us, spin_us;
     unsigned rcvbuf;            /* the socket's receive buffer in bytes (sizes the RC window) */
+    uint64_t cnt_published, cnt_pub_ns;   /* rx_write_requests last written to sysfs, and when */
 };
 
 /* nic_engine.c */

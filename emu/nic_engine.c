@@ -178,6 +178,18 @@ void emu_nic_cq_destroy(struct emu_cq *cq)
     free(c);
 }
 
+__attribute__((weak)) void emu_sysfs_publish_counters(struct emu_device *dev) { (void)dev; }
+
+/* hw_counters in sysfs for other processes: at most every 10 ms while the value changes. */
+static void publish_counters(struct nic_dev *nd, uint64_t now, bool force)
+{
+    uint64_t v = atomic_load_explicit(&nd->dev->rx_write_requests, memory_order_relaxed);
+    if (v == nd->cnt_published || (!force && now - nd->cnt_pub_ns < 10000000)) return;
+    emu_sysfs_publish_counters(nd->dev);
+    nd->cnt_published = v;
+    nd->cnt_pub_ns = now;
+}
+
 /* Stand-in for builds without the kernel half (nic_unit): the contexts the engine knows from
  * their CQs and QPs.  The kernel half's version lists every context of the device. */
 __attribute__((weak)) unsigned emu_device_async_fds(struct emu_device *dev, int *fds, unsigned max)
@@ -270,6 +282,7 @@ static void *engine_main(void *arg)
             continue;
         }
         uint64_t now = nd->now_ns;
+        publish_counters(nd, now, false);
         if (work) { last_work = now; continue; }
         uint64_t idle_us = (now - last_work) / 1000;
         if (idle_us < nd->spin_us) {
@@ -307,6 +320,7 @@ int emu_nic_device_open(struct emu_device *dev)
     nd->dev = dev;
     nd->sock = -1;
     nd->st.sz = sizeof nd->st;
+    nd->cnt_published = ~0ull;       /* the first pass writes the file (it may hold a stale value) */
     nd->tx = calloc(NIC_TX_BATCH, sizeof *nd->tx);
     nd->rx = calloc(NIC_RX_BATCH, sizeof *nd->rx);
     int rc = -ENOMEM;
@@ -371,6 +385,7 @@ void emu_nic_device_close(struct emu_device *dev)
      * it and the join completes. */
     atomic_store_explicit(&nd->stop, true, memory_order_release);
     pthread_join(nd->thread, NULL);
+    publish_counters(nd, nic_now_ns(), true);
     wire_tx_flush(nd);
     pcap_writer_close(nd);
     wire_close(nd);

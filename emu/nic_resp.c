@@ -327,6 +327,9 @@ static void responder(struct nic_qp *q, const struct mlxd_roce_pkt *p)
         q->w_va += p->payload_len;
         q->w_left -= p->payload_len;
         q->r_bytes += p->payload_len;
+        /* hw_counters/rx_write_requests: one per accepted WRITE request packet, counted before
+         * the CQE (if any) is released, so a reader that saw the CQE sees the count */
+        atomic_fetch_add_explicit(&nd->dev->rx_write_requests, 1, memory_order_relaxed);
         q->in_msg = !last;
         q->msg_kind = K_WRITE;
         if (last) {

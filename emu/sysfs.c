@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,6 +167,44 @@ static bool marker_matches(const char *root)
     return !strcmp(buf, emu_g.cfg_string);
 }
 
+static void counter_path(const char *root, const struct emu_device_cfg *c, char *out, size_t len)
+{
+    snprintf(out, len, "%s/class/infiniband/%s/ports/1/hw_counters/rx_write_requests", root, c->name);
+}
+
+/* Remembers which file is each device's rx_write_requests, by (st_dev, st_ino): open() of it,
+ * by any path, is then served live (boundary.c). */
+static void note_counter_files(void)
+{
+    for (unsigned i = 0; i < emu_g.ndev; i++) {
+        char path[1024];
+        struct stat st;
+        counter_path(emu_g.sysfs_root, &emu_g.devs[i].dev.cfg, path, sizeof path);
+        bool ok = emu_real.stat && emu_real.stat(path, &st) == 0;
+        emu_g.devs[i].rxw_dev = ok ? st.st_dev : 0;
+        emu_g.devs[i].rxw_ino = ok ? st.st_ino : 0;
+    }
+}
+
+/* hw_counters/rx_write_requests as the kernel prints it (core/sysfs.c hw_stat_device_show:
+ * "%llu\n"), rewritten in place: the same inode, so a reader holding it open (lseek + read, as
+ * the sensor bridge's receiver does) sees the new value. */
+void emu_sysfs_publish_counters(struct emu_device *dev)
+{
+    if (!emu_g.sysfs_root[0]) return;
+    char path[1024], text[32];
+    counter_path(emu_g.sysfs_root, &dev->cfg, path, sizeof path);
+    int n = snprintf(text, sizeof text, "%llu\n",
+                     (unsigned long long)atomic_load_explicit(&dev->rx_write_requests,
+                                                              memory_order_relaxed));
+    int fd = emu_real.open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 && errno == EACCES && chmod(path, 0644) == 0)     /* made 0444, as sysfs; not root */
+        fd = emu_real.open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    if (pwrite(fd, text, (size_t)n, 0) == n) (void)!ftruncate(fd, n);
+    emu_real.close(fd);
+}
+
 int emu_sysfs_build(void)
 {
     emu_sysfs_remove();
@@ -173,6 +212,7 @@ int emu_sysfs_build(void)
     if (cur && *cur && strlen(cur) < sizeof emu_g.sysfs_root && marker_matches(cur)) {
         snprintf(emu_g.sysfs_root, sizeof emu_g.sysfs_root, "%s", cur);
         emu_g.sysfs_owner = 0;                   /* borrowed: its maker removes it */
+        note_counter_files();
         return 0;
     }
     const char *tmp = getenv("TMPDIR");
@@ -189,6 +229,7 @@ int emu_sysfs_build(void)
     int r = put(root, "class/infiniband_verbs/abi_version", "6\n");   /* IB_USER_VERBS_ABI_VERSION */
     for (unsigned i = 0; i < emu_g.ndev; i++) r |= build_device(root, &emu_g.devs[i].dev.cfg);
     r |= put(root, ".mlxd-emu", "%s\n", emu_g.cfg_string);
+    note_counter_files();
     /* libibverbs honours SYSFS_PATH only when getuid() == geteuid() (rc: libibverbs/sysfs.c). */
     setenv("SYSFS_PATH", root, 1);
     return r ? -EIO : 0;

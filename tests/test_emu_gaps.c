@@ -1,5 +1,10 @@
 /* emu_gaps: emulator behaviours a real kernel + ConnectX has and the emulator lacked.
  *
+ *   rx_write_requests_live      sysfs hw_counters/rx_write_requests counts the RDMA WRITE request
+ *                               packets the port accepted (k: mlx5 Q counter rx_write_requests,
+ *                               "received WRITE requests for the associated QPs"): in-process
+ *                               reads are live (open+read, lseek(0)+read, pread), another
+ *                               process reads the file (rewritten within 10 ms)
  *   port_event_context_without_objects
  *                               PORT_ERR (10) / PORT_ACTIVE (9) reach the async fd of a context
  *                               that owns no CQ or QP (k: ib_dispatch_event -> the event handler
@@ -24,10 +29,192 @@
 #include "mlxd_emu.h"
 #include "mlxd_error.h"
 #include "mlxd_mlx5.h"
+#include "mlxd_roce.h"
 #include "mlxd_uverbs.h"
 #include "test_emu_kernel.h"
 
 #define PAGE 4096u
+
+struct rig {
+    unsigned a, b;
+    struct mlxd_nic *nic;
+    struct mlxd_cq *cq;
+    struct mlxd_qp *qp;
+    struct mlxd_region *rw;
+    uint8_t *mem;
+    uint32_t qpn, psn;
+    uint64_t rx0;
+    char path[700];
+};
+
+static uint32_t ip4(const struct rig *s, unsigned host) { return 127u << 24 | s->a << 16 | s->b << 8 | host; }
+
+static uint64_t rx_pkts(void)
+{
+    struct mlxd_emu_nic_stats st = { .sz = sizeof st };
+    ck_assert_int_eq(mlxd_emu_nic_stats(0, &st), 0);
+    return st.rx_pkts;
+}
+
+static void rig_up(struct rig *s)
+{
+    memset(s, 0, sizeof *s);
+    unsigned v = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
+    s->a = 1 + (v >> 8) % 250;
+    s->b = (v >> 16) & 0xff;
+    char spec[64];
+    snprintf(spec, sizeof spec, "mlx5_0:127.%u.%u.1", s->a, s->b);
+    ck_assert_int_eq(mlxd_emu_configure(spec), 0);
+    snprintf(s->path, sizeof s->path, "%s/class/infiniband/mlx5_0/ports/1/hw_counters/rx_write_requests",
+             mlxd_emu_sysfs_path());
+    ck_assert_msg(mlxd_open("mlx5_0", NULL, &s->nic) == 0, "%s", mlxd_errmsg());
+    s->mem = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert(s->mem != MAP_FAILED);
+    struct mlxd_region_opts ro = { .sz = sizeof ro,
+                                   .access = MLXD_ACCESS_LOCAL_WRITE | MLXD_ACCESS_REMOTE_WRITE };
+    ck_assert_int_eq(mlxd_region_register(s->nic, s->mem, 4 * PAGE, &ro, &s->rw), 0);
+    ck_assert_int_eq(mlxd_cq_create(s->nic, 64, NULL, &s->cq), 0);
+    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_UC, .recv_depth = 16 };
+    ck_assert_int_eq(mlxd_qp_create(s->cq, &qo, &s->qp), 0);
+    struct mlxd_recv r = { .wr_id = 1 };
+    for (int i = 0; i < 16; i++) ck_assert_int_eq(mlxd_qp_receive(s->qp, &r, 1), 1);
+    struct mlxd_endpoint peer = { .qpn = 0x4242, .psn = 100 };
+    peer.gid[10] = peer.gid[11] = 0xff;
+    uint32_t pip = htonl(ip4(s, 2));
+    memcpy(peer.gid + 12, &pip, 4);
+    struct mlxd_connect_opts co = { .sz = sizeof co, .peer_access = MLXD_ACCESS_REMOTE_WRITE,
+                                    .receive_only = true };
+    ck_assert_msg(mlxd_qp_connect(s->qp, &peer, &co) == 0, "%s", mlxd_errmsg());
+    struct mlxd_endpoint me;
+    ck_assert_int_eq(mlxd_qp_endpoint(s->qp, &me), 0);
+    s->qpn = me.qpn;
+    s->psn = 100;
+    s->rx0 = rx_pkts();
+}
+
+static void send_pkt(struct rig *s, unsigned from_host, struct mlxd_roce_pkt p, uint32_t len)
+{
+    static uint8_t pay[4096], buf[8192];
+    memset(pay, 0xc3, sizeof pay);
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in src = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(ip4(s, from_host)) };
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&src, sizeof src), 0);
+    socklen_t sl = sizeof src;
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&src, &sl), 0);
+    struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(4791),
+                               .sin_addr.s_addr = htonl(ip4(s, 1)) };
+    p.src_ip = ip4(s, from_host);
+    p.dst_ip = ip4(s, 1);
+    p.src_port = ntohs(src.sin_port);
+    ssize_t n = mlxd_roce_build(buf, sizeof buf, &p, pay, len);
+    ck_assert_msg(n > 0, "build: %zd", n);
+    ck_assert_int_eq(sendto(fd, buf + MLXD_ROCE_BTH_OFF, (size_t)n - MLXD_ROCE_BTH_OFF, 0,
+                            (struct sockaddr *)&dst, sizeof dst), (ssize_t)n - MLXD_ROCE_BTH_OFF);
+    close(fd);
+}
+
+static void wait_rx(struct rig *s, uint64_t count)
+{
+    for (int i = 0; i < 10000 && rx_pkts() - s->rx0 < count; i++) {
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_uint_eq(rx_pkts() - s->rx0, count);
+    struct timespec ts = { 0, 20000000 };   /* rx_pkts counts before dispatch: let it finish */
+    nanosleep(&ts, NULL);
+}
+
+static struct mlxd_roce_pkt pkt(struct rig *s, uint8_t op, uint64_t va, uint32_t rkey, uint32_t len)
+{
+    struct mlxd_roce_pkt p = { .opcode = (uint8_t)(MLXD_ROCE_TRANSPORT_UC | op), .dest_qp = s->qpn,
+                               .psn = s->psn++ & MLXD_ROCE_PSN_MASK, .reth_va = va,
+                               .reth_rkey = rkey, .reth_len = len };
+    return p;
+}
+
+/* open + read, as a reader that opens the file each time (mlxd_receiver_stats) */
+static unsigned long long read_counter(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+    char b[64];
+    ssize_t n = read(fd, b, sizeof b - 1);
+    close(fd);
+    ck_assert_int_gt(n, 0);
+    b[n] = 0;
+    ck_assert_msg(b[n - 1] == '\n', "no newline: '%s'", b);
+    return strtoull(b, NULL, 10);
+}
+
+/* what another process (no emulator) reads: cat of the file */
+static unsigned long long cat_counter(const char *path)
+{
+    char cmd[800], b[64] = "";
+    snprintf(cmd, sizeof cmd, "env -u LD_PRELOAD cat '%s'", path);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(b, 1, sizeof b - 1, p);
+    pclose(p);
+    b[n] = 0;
+    return strtoull(b, NULL, 10);
+}
+
+START_TEST(rx_write_requests_live)
+{
+    struct rig s;
+    rig_up(&s);
+    uint64_t va = mlxd_region_remote(s.rw).addr;
+    uint32_t key = mlxd_region_remote(s.rw).rkey, bad = key ^ 0x100;
+    struct mlxd_port_info pi;
+    ck_assert_int_eq(mlxd_port_info(s.nic, &pi), 0);
+    uint32_t mtu = pi.active_mtu_bytes;
+    ck_assert_uint_le(3 * mtu, 4 * PAGE);
+    ck_assert_uint_eq(read_counter(s.path), 0);
+    /* an fd held open, read again after lseek(0) (the sensor bridge's receiver does that) */
+    int held = open(s.path, O_RDONLY | O_CLOEXEC);
+    ck_assert_int_ge(held, 0);
+    char b[64];
+    ck_assert_int_eq(read(held, b, sizeof b), 2);
+    ck_assert(!memcmp(b, "0\n", 2));
+    ck_assert_int_eq(read(held, b, sizeof b), 0);           /* end of file */
+
+    /* accepted: WRITE Only, FIRST+MIDDLE+LAST (3 packets), WRITE Only with immediate = 5 */
+    send_pkt(&s, 2, pkt(&s, MLXD_ROCE_OP_WRITE_ONLY, va, key, 64), 64);
+    send_pkt(&s, 2, pkt(&s, MLXD_ROCE_OP_WRITE_FIRST, va + PAGE, key, 3 * mtu), mtu);
+    send_pkt(&s, 2, pkt(&s, MLXD_ROCE_OP_WRITE_MIDDLE, 0, 0, 0), mtu);
+    send_pkt(&s, 2, pkt(&s, MLXD_ROCE_OP_WRITE_LAST, 0, 0, 0), mtu);
+    struct mlxd_roce_pkt wi = pkt(&s, MLXD_ROCE_OP_WRITE_ONLY_IMM, va, key, 32);
+    wi.imm = 7;
+    send_pkt(&s, 2, wi, 32);
+    /* not counted: a bad rkey (dropped on UC), a SEND, a WRITE from an address not connected */
+    send_pkt(&s, 2, pkt(&s, MLXD_ROCE_OP_WRITE_ONLY, va, bad, 64), 64);
+    send_pkt(&s, 2, pkt(&s, MLXD_ROCE_OP_SEND_ONLY, 0, 0, 0), 16);
+    send_pkt(&s, 3, pkt(&s, MLXD_ROCE_OP_WRITE_ONLY, va, key, 64), 64);
+    wait_rx(&s, 8);
+    ck_assert_uint_eq(read_counter(s.path), 5);
+    ck_assert_int_eq(lseek(held, 0, SEEK_SET), 0);
+    ck_assert_int_eq(read(held, b, 1), 1);                  /* a snapshot taken at offset 0 ... */
+    ck_assert_int_eq(b[0], '5');
+    ck_assert_int_eq(read(held, b, sizeof b), 1);           /* ... continued */
+    ck_assert_int_eq(b[0], '\n');
+    ck_assert_int_eq(pread(held, b, sizeof b, 0), 2);
+    ck_assert(!memcmp(b, "5\n", 2));
+    close(held);
+    /* another process reads the file itself: rewritten within 10 ms of the change */
+    unsigned long long other = 0;
+    for (int i = 0; i < 200 && (other = cat_counter(s.path)) != 5; i++) {
+        struct timespec ts = { 0, 10000000 };
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_uint_eq(other, 5);
+    ck_assert_int_eq(mlxd_close(s.nic), 0);
+    ck_assert_uint_eq(mlxd_emu_live_total(), 0);
+    ck_assert_uint_eq(read_counter(s.path), 5);             /* the count outlives the engine */
+    ck_assert_uint_eq(cat_counter(s.path), 5);
+    munmap(s.mem, 4 * PAGE);
+}
+END_TEST
 
 static void expect_event(int afd, uint32_t type)
 {
@@ -128,6 +315,7 @@ Suite *emu_gaps_suite(void)
     Suite *s = suite_create("emu_gaps");
     TCase *tc = tcase_create("gaps");
     tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, rx_write_requests_live);
     tcase_add_test(tc, port_event_context_without_objects);
     tcase_add_test(tc, asan_preloaded_into_timeout);
     suite_add_tcase(s, tc);
