@@ -78,7 +78,8 @@ static void wait_written(struct mlxd_cq *cq, unsigned n)
     }
 }
 
-/* Polls until `total` completions arrived, in batches of 1..13; checks each. */
+/* Polls until `total` completions arrived, in batches of 1..13; checks each.  Fails when no
+ * completion arrives for 30 s (a stuck feeder), however long the whole takes on a slow machine. */
 static void consume(struct mlxd_cq *cq, unsigned total, unsigned n_per_loop)
 {
     struct mlxd_completion wc[13];
@@ -87,6 +88,7 @@ static void consume(struct mlxd_cq *cq, unsigned total, unsigned n_per_loop)
     while (got < total) {
         int n = mlxd_cq_poll(cq, wc, (int)batch);
         ck_assert_int_ge(n, 0);
+        if (n > 0) t0 = time(NULL);
         for (int i = 0; i < n; i++, got++) {
             unsigned k = got % n_per_loop;
             ck_assert_uint_eq(wc[i].wqe_counter, (uint16_t)k);
