@@ -19,8 +19,8 @@
  *     sets only for regions registered with relaxed ordering (IBV_ACCESS_RELAXED_ORDERING; the
  *     receiver's region is not); and bytes 0..7 (flags + PSN) land at once (the root complex
  *     writes whole cache lines; the emulator's memcpy stores 16 bytes or more at a time);
- *   - let T be when the rewrite's bytes 0..7 land; every later byte of it lands after T.  An
- *     acquire fence orders all loads of the copy before the second read.  If T came before the
+ *   - let T be when the rewrite's bytes 0..7 land; every later byte of it lands after T.  A
+ *     load fence orders all loads of the copy before the second read.  If T came before the
  *     second read began, the second read returns the new PSN, which is not the old one (two
  *     frames' PSNs differ): then either the copy's PSN is the old one (the reads differ: false)
  *     or it is the new one (the caller's check fails: another frame's block).  So true with the
@@ -34,7 +34,7 @@
  * The second read is four volatile byte loads (the block may be unaligned: the buffer is the
  * application's), so the compiler can neither drop it nor take it from the copy.
  *
- * Cost: the copy, one fence (no instruction on x86-64, dmb ishld on aarch64) and four byte loads;
+ * Cost: the copy, one load fence (no instruction on x86-64, dmb oshld on aarch64), four byte loads;
  * no system call, lock, allocation or division.
  *
  * Tests define MD_SNAPSHOT_COPY before including this file to play the device's rewrite in the
@@ -42,12 +42,23 @@
 #ifndef MLXD_MD_SNAPSHOT_H
 #define MLXD_MD_SNAPSHOT_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "mlxd_hsb.h"
+
+/* Orders the loads before it before the loads after it (the device writes the block by DMA into
+ * coherent memory).  x86-64: loads are not reordered with older loads (TSO), so a compiler
+ * barrier; aarch64: dmb oshld, as a read of CQE fields after op_own (mlx5/barrier.h).  Not
+ * atomic_thread_fence: GCC refuses it under -fsanitize=thread. */
+#if defined(__x86_64__) || defined(__i386__)
+#define md_load_fence() __asm__ __volatile__("" ::: "memory")
+#elif defined(__aarch64__)
+#define md_load_fence() __asm__ __volatile__("dmb oshld" ::: "memory")
+#else
+#define md_load_fence() __sync_synchronize()
+#endif
 
 #ifndef MD_SNAPSHOT_COPY
 #define MD_SNAPSHOT_COPY(dst, src, n) memcpy((dst), (const void *)(src), (n))
@@ -60,7 +71,7 @@
 static inline bool md_snapshot_host(const uint8_t *blk, uint8_t md[MLXD_HSB_METADATA_USED])
 {
     MD_SNAPSHOT_COPY(md, blk, MLXD_HSB_METADATA_USED);
-    atomic_thread_fence(memory_order_acquire);   /* the copy's loads before the second read */
+    md_load_fence();   /* the copy's loads before the second read */
     const volatile uint8_t *p = (const volatile uint8_t *)blk + MLXD_HSB_MD_PSN;
     uint8_t a = p[0], b = p[1], c = p[2], d = p[3];
     return a == md[MLXD_HSB_MD_PSN] && b == md[MLXD_HSB_MD_PSN + 1] &&

@@ -215,7 +215,7 @@ enum mlxd_frame_state {
 
 /* Beyond the original (which has no protection, reference section 4): call after reading a
  * frame's bytes to learn whether the device rewrote the page meanwhile.  Cost: a few atomic
- * loads and one 4-byte read of the page's metadata (host memory, after an acquire fence, so the
+ * loads and one 4-byte read of the page's metadata (host memory, after a load fence, so the
  * caller's earlier reads of the page come before it; a 4-byte copy from device memory in CUDA
  * mode; skipped with no_metadata).  OVERWRITTEN verdicts are counted in
  * stats.overwritten_after_read.  Returns the verdict, or -EINVAL (NULL, not started, page out of

@@ -854,7 +854,7 @@ int mlxd_receiver_frame_check(struct mlxd_receiver *r, const struct mlxd_receive
         uint64_t off = (uint64_t)info->page * r->o.page_size + r->o.metadata_offset + MLXD_HSB_MD_PSN;
         if (r->host) {
             /* the caller's reads of the page before this read (md_snapshot.h's argument) */
-            atomic_thread_fence(memory_order_acquire);
+            md_load_fence();
             const volatile uint8_t *v = r->host + off;
             for (int i = 0; i < 4; i++)
                 p[i] = v[i];
