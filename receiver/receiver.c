@@ -44,7 +44,8 @@ enum {
 struct mlxd_receiver {
     pthread_mutex_t lock;          /* start / close / monitor entry and exit; never per frame */
     pthread_cond_t cond;           /* monitor_running changes */
-    bool started, monitor_running, teardown_by_monitor;
+    bool monitor_running, teardown_by_monitor;
+    _Atomic bool started;          /* written under lock; read without it by the queries */
     pthread_t monitor_thread;
     _Atomic bool stop;
     int stop_fd;                   /* eventfd waking the event-mode monitor; -1 in busy mode */
@@ -73,7 +74,7 @@ struct mlxd_receiver {
 
     /* queue and per-page bookkeeping */
     struct frameq q;
-    bool q_ready;
+    _Atomic bool q_ready;          /* written under lock; read without it by the consumers */
     _Atomic uint64_t *page_gen;    /* received_frame_number of the newest frame of each page */
     _Atomic uint32_t last_page;    /* page of the newest frame */
     struct mlxd_hsb_counter16 fn;  /* monitor only */
