@@ -180,8 +180,13 @@ static int reexec_emulated(char **argv)
             (!old || !strstr(old, di.dli_fname)))
             san = di.dli_fname;
     }
-    char *pre = malloc(strlen(san) + strlen(lib) + (old ? strlen(old) : 0) + 3);
-    sprintf(pre, "%s%s%s%s%s", san, *san ? ":" : "", lib, old && *old ? ":" : "", old ? old : "");
+    size_t prelen = strlen(san) + strlen(lib) + (old ? strlen(old) : 0) + 3;
+    char *pre = malloc(prelen);
+    if (!pre) {
+        fprintf(stderr, "mlxd-capture: out of memory\n");
+        return 1;
+    }
+    snprintf(pre, prelen, "%s%s%s%s%s", san, *san ? ":" : "", lib, old && *old ? ":" : "", old ? old : "");
     setenv("LD_PRELOAD", pre, 1);
     setenv(EMU_REEXEC_ENV, "1", 1);
     /* sensor bridges send 1408-byte payloads at Ethernet MTU 1500 and the original connects with
