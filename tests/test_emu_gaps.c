@@ -235,17 +235,17 @@ START_TEST(port_event_context_without_objects)
     ck_assert_int_ge(fa, 0);
     struct mlx5_ib_alloc_ucontext_resp r;
     ck_assert_int_eq(tk_get_context(fa, &r), 0);
-    int afa;
+    int afa = -1;
     ck_assert_int_eq(tk_async_alloc(fa, &afa), 0);
     /* context B on the same device with a CQ (what was delivered before) */
     struct tk_env e;
     tk_env_open(&e, 0);
-    int afb;
+    int afb = -1;
     ck_assert_int_eq(tk_async_alloc(e.fd, &afb), 0);
     /* context C on the other device: gets nothing */
     int fc = tk_open(1);
     ck_assert_int_eq(tk_get_context(fc, &r), 0);
-    int afc;
+    int afc = -1;
     ck_assert_int_eq(tk_async_alloc(fc, &afc), 0);
     ck_assert_int_eq(mlxd_emu_set_link(0, false), 0);
     expect_event(afa, 10);                                  /* IB_EVENT_PORT_ERR */

@@ -210,10 +210,10 @@ START_TEST(context_rules)
 {
     int fd = tk_open(0);
     ck_assert_int_ge(fd, 0);
-    uint32_t h;
+    uint32_t h = 0;
     /* objects need a ucontext (ib_uverbs_get_ucontext -> EINVAL) */
     ck_assert_int_eq(tk_alloc_pd(fd, &h, NULL), -EINVAL);
-    int afd;
+    int afd = -1;
     ck_assert_int_eq(tk_async_alloc(fd, &afd), -EINVAL);
     /* k:mlx5 mlx5_ib_alloc_ucontext: UHW_IN of 12 bytes is neither v0 (8) nor >= 16 -> EINVAL */
     struct mlx5_ib_alloc_ucontext_req_v2 req;
@@ -461,7 +461,7 @@ START_TEST(lifecycle_cq)
     ck_assert_uint_eq(tk_counts().cq, 0);
     struct tk_mem m;
     tk_mem_alloc(&m, 256 * 64);
-    uint32_t h;
+    uint32_t h = 0;
     struct tk_cq_opts o = { .ncqe = 256, .uar_page = e.uar_page, .comp_fd = -1, .event_fd = -1 };
     /* k:mlx5 create_cq_user: cqe_size other than 64/128 -> EINVAL */
     o.cqe_size = 32;
@@ -713,7 +713,7 @@ START_TEST(close_releases_everything)
     struct tk_mem cm, qm;
     tk_mem_alloc(&cm, 64 * 64);
     tk_mem_alloc(&qm, 16 * 16 + 16 * 64);
-    uint32_t cq2, qp, mr;
+    uint32_t cq2 = 0, qp = 0, mr = 0;
     struct tk_cq_opts o = { .ncqe = 64, .uar_page = e.uar_page, .comp_fd = cfd, .event_fd = afd };
     ck_assert_int_eq(tk_create_cq(e.fd, &o, &cm, &cq2, NULL), 0);
     struct tk_qp_opts q;
@@ -793,7 +793,7 @@ START_TEST(events_async_port)
 {
     struct tk_env e;
     tk_env_open(&e, 0);
-    int afd;
+    int afd = -1;
     ck_assert_int_eq(tk_async_alloc(e.fd, &afd), 0);
     /* nothing queued: O_NONBLOCK read -> EAGAIN; poll says not readable */
     fcntl(afd, F_SETFL, O_NONBLOCK);
@@ -856,7 +856,7 @@ START_TEST(events_comp_channel_fd)
     /* the comp channel is not an async fd: EVENT_FD naming it -> EBADF */
     struct tk_mem m;
     tk_mem_alloc(&m, 64 * 64);
-    uint32_t h;
+    uint32_t h = 0;
     struct tk_cq_opts o = { .ncqe = 64, .uar_page = e.uar_page, .comp_fd = -1, .event_fd = cfd };
     ck_assert_int_eq(tk_create_cq(e.fd, &o, &m, &h, NULL), -EBADF);
     o.event_fd = -1;
@@ -880,7 +880,7 @@ START_TEST(faults)
 {
     struct tk_env e;
     tk_env_open(&e, 0);
-    uint32_t pd;
+    uint32_t pd = 0;
     ck_assert_int_eq(mlxd_emu_fail_nth_call(2, EIO), 0);
     ck_assert_int_eq(tk_alloc_pd(e.fd, &pd, NULL), 0);
     ck_assert_int_eq(tk_alloc_pd(e.fd, &pd, NULL), -EIO);

@@ -532,6 +532,14 @@ END_TEST
 START_TEST(fast_run)
 {
     CHILD_ONLY("fast_run");
+    /* This case lets the device lap the monitor on purpose (no flow control, as on the wire):
+     * the emulated NIC then rewrites a page while the monitor snapshots it, a device/CPU race the
+     * PSN check exists for and TSan rightly reports.  TSan covers the receiver through the other
+     * cases and the soak, which keep the device behind the monitor (tests/test_soak.c). */
+    if (getenv("MLXD_TSAN")) {
+        fprintf(stderr, "receiver_live fast_run: skipped under TSan (the device laps on purpose)\n");
+        return;
+    }
     struct live l;
     live_start(&l, "mlx5_0", 16384, 8, 8, MLXD_RECEIVER_BUSY_POLL, false);
     live_monitor(&l);
