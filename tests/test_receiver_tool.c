@@ -142,8 +142,11 @@ START_TEST(slow_consumer_json)
     ck_assert_ptr_nonnull(sum);
     ck_assert_int_eq(json_num(sum, "frames_received"), 20);
     long consumed = json_num(sum, "frames_consumed"), dropped = json_num(sum, "dropped");
+    /* before the consumer's first get_next_frame only the newest frame is kept: on a loaded
+     * machine the first frames can be replaced before that first call, and are counted so */
+    long replaced = json_num(sum, "replaced");
     ck_assert_int_ge(dropped, 1);
-    ck_assert_int_eq(consumed + dropped, 20);
+    ck_assert_int_eq(consumed + dropped + replaced, 20);
     ck_assert_int_eq(json_num(sum, "payload_failures"), 0);
 }
 END_TEST
