@@ -5,7 +5,8 @@
  * Each input is: [ctl u8] then up to 4 calls, each [len u16 LE][len bytes].  A call's bytes are
  * copied to the start of a 16 KiB page-aligned buffer B and passed to ioctl() as they are (the
  * header's length, num_attrs, object and method ids, driver id and reserved fields unchanged).
- * Any 8-byte word that points into this process's mapped memory outside B is redirected into a
+ * Any 8-byte word (at any byte offset) that points into this process's mapped memory outside B
+ * is redirected into a
  * PROT_NONE area (see defuse()).  Attribute data whose top 16 bits are 0xFFFF is rewritten to B + (low 14
  * bits), so that valid in/out buffers are reachable; every other pointer stays raw, as hostile
  * (unmapped, kernel-half, misaligned, wrapping) as the fuzzer makes it.
@@ -113,9 +114,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         fprintf(stderr, "fuzz_ioctl: %s\n", mlxd_errmsg());
         abort();
     }
-    B = mmap(NULL, BSZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* B sits between two PROT_NONE guard pages: an output the emulator writes at B's end with a
+     * hostile length gets EFAULT instead of landing in whatever mapping follows B (the emulator
+     * shares this address space, so that could be its own heap) */
+    uint8_t *area = mmap(NULL, BSZ + 2 * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     G = mmap(NULL, GSZ, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (B == MAP_FAILED || G == MAP_FAILED) abort();
+    if (area == MAP_FAILED || G == MAP_FAILED) abort();
+    B = area + 4096;
+    if (mprotect(B, BSZ, PROT_READ | PROT_WRITE)) abort();
     base.sz = sizeof base;
     mlxd_emu_get_counts(&base);
     return 0;
@@ -136,7 +142,8 @@ static bool mapped(uint64_t a)
  * kernel-half and non-canonical values stay as they are. */
 static void defuse(size_t len)
 {
-    for (size_t o = 0; o + 8 <= len; o += 8) {
+    /* every byte offset: driver data sits at any offset of B, so its pointers can be unaligned */
+    for (size_t o = 0; o + 8 <= len; o++) {
         uint64_t w;
         memcpy(&w, B + o, 8);
         if (w < 0x10000 || w >= 0x800000000000ull) continue;
