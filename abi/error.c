@@ -1,6 +1,7 @@
 /* Per-thread error messages (see mlxd_error.h). */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include "mlxd_error.h"
 
 /* 512 bytes holds a call name, a path of reasonable length and a kernel errno text. */
@@ -10,10 +11,14 @@ const char *mlxd_errmsg(void) { return errbuf; }
 
 int mlxd_err(int err, const char *fmt, ...)
 {
+    /* Format into a scratch buffer first: callers wrap an inner failure as
+     * mlxd_err(e, "outer: %s", mlxd_errmsg()), whose argument is errbuf itself. */
+    char tmp[sizeof errbuf];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
+    memcpy(errbuf, tmp, sizeof errbuf);
     return err > 0 ? -err : err;
 }
 

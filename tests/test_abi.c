@@ -199,6 +199,18 @@ START_TEST(opcode_names)
 }
 END_TEST
 
+/* mlxd_err may be given its own message as an argument (wrapping an inner failure): the result
+ * is the outer text around the inner one, not a copy that overlaps itself. */
+START_TEST(error_message_wraps_itself)
+{
+    ck_assert_int_eq(mlxd_err(5, "inner %d", 7), -5);
+    ck_assert_int_eq(mlxd_err(EINVAL, "outer: %s: %s", mlxd_errmsg(), "tail"), -EINVAL);
+    ck_assert_str_eq(mlxd_errmsg(), "outer: inner 7: tail");
+    mlxd_err_clear();
+    ck_assert_str_eq(mlxd_errmsg(), "");
+}
+END_TEST
+
 Suite *abi_suite(void)
 {
     Suite *s = suite_create("abi");
@@ -213,6 +225,7 @@ Suite *abi_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, syndrome_to_wc_status_matches_reference_6_4);
     tcase_add_test(tc, opcode_names);
+    tcase_add_test(tc, error_message_wraps_itself);
     suite_add_tcase(s, tc);
     return s;
 }
