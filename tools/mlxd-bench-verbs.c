@@ -29,6 +29,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "tsc.h"
 
 typedef int (*write_imm_fn)(unsigned, uint32_t, uint32_t, uint32_t, uint64_t *);
 
@@ -37,22 +38,6 @@ typedef int (*write_imm_fn)(unsigned, uint32_t, uint32_t, uint32_t, uint64_t *);
 static double g_hz;
 static bool g_csv;
 
-static inline uint64_t tsc(void)
-{
-#if defined(__x86_64__)
-    uint32_t lo, hi;
-    __asm__ __volatile__("lfence; rdtsc" : "=a"(lo), "=d"(hi) :: "memory");
-    return (uint64_t)hi << 32 | lo;
-#elif defined(__aarch64__)
-    uint64_t v;
-    __asm__ __volatile__("isb; mrs %0, cntvct_el0" : "=r"(v) :: "memory");
-    return v;
-#else
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-#endif
-}
 
 static double mono_s(void)
 {

@@ -55,6 +55,7 @@
 #include "mlxd_mlx5.h"
 #include "mlxd_receiver.h"
 #include "mlxd_uverbs.h"
+#include "tsc.h"
 
 #define REEXEC_ENV "MLXD_BENCH_EMULATED"
 
@@ -63,22 +64,6 @@ typedef int (*write_imm_fn)(unsigned, uint32_t, uint32_t, uint32_t, uint64_t *);
 /* ---------------------------------------------------------------------------------------- */
 /* time stamp counter                                                                         */
 
-static inline uint64_t tsc(void)
-{
-#if defined(__x86_64__)
-    uint32_t lo, hi;
-    __asm__ __volatile__("lfence; rdtsc" : "=a"(lo), "=d"(hi) :: "memory");
-    return (uint64_t)hi << 32 | lo;
-#elif defined(__aarch64__)
-    uint64_t v;
-    __asm__ __volatile__("isb; mrs %0, cntvct_el0" : "=r"(v) :: "memory");
-    return v;
-#else
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-#endif
-}
 
 static inline void cpu_relax(void)
 {
