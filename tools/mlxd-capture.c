@@ -311,6 +311,37 @@ static int check_image(const struct mlxd_capture *cap, const struct mlxd_replay_
     return rc;
 }
 
+/* A generated frame's payload failed mlxd_hsb_payload_check(): true when every differing word
+ * is still the pattern's word i (low 24 bits i & 0xFFFFFF) but tagged with another frame a
+ * sender could have sent (top 8 bits: that frame's number & 0xFF), i.e. the device rewrote (part
+ * of) the page with a later frame before or while it was read: with no flow control the sender
+ * may lap the consumer, and mlxd_receiver_frame_check() cannot see a write whose completion the
+ * CPU has not polled yet.  sent: frames the generator numbers 0..sent-1 (0 = unknown).  False
+ * when any word has wrong low bits (a real payload failure). */
+static bool rewritten_by_device(const uint8_t *p, size_t len, uint32_t frame, uint64_t sent)
+{
+    uint32_t own = frame & 0xFFu;
+    size_t words = len / 4;
+    bool other = false;
+    for (size_t i = 0; i <= words; i++) {
+        size_t nb = i < words ? 4 : len % 4;
+        if (!nb) break;
+        const uint8_t *w = p + 4 * i;
+        bool low_ok = true;     /* bytes 1..3 of the big-endian word: i's low 24 bits */
+        for (size_t k = 1; k < nb; k++)
+            if (w[k] != (uint8_t)((uint32_t)i >> (24 - 8 * k)))
+                low_ok = false;
+        uint32_t tag = w[0];
+        if (tag == own && low_ok) continue;
+        if (!low_ok || tag == own) return false;
+        /* a plausible other frame: one the generator numbers below sent (mod 256 only when it
+         * sends fewer than 256 frames can an implausible tag be told) */
+        if (sent && sent < 256 && tag >= sent) return false;
+        other = true;
+    }
+    return other;
+}
+
 static const char *state_name(int s)
 {
     return s == MLXD_FRAME_INTACT ? "intact" : s == MLXD_FRAME_AT_RISK ? "at_risk"
@@ -522,7 +553,12 @@ static int run(struct cfg *c)
             if (pay == 0) {
                 /* A page the device came back to (no flow control) legitimately holds other
                  * bytes; only a frame that stayed intact while it was read must verify. */
-                if (state == MLXD_FRAME_INTACT && !(f.flags & MLXD_FRAME_PSN_MISMATCH)) {
+                if (c->generate && !md_bad &&
+                    rewritten_by_device(data, nbytes, c->no_metadata ? (uint32_t)(f.received_frame_number - 1)
+                                                                     : f.metadata.frame_number32,
+                                        c->frames)) {
+                    bad_overwritten++;
+                } else if (state == MLXD_FRAME_INTACT && !(f.flags & MLXD_FRAME_PSN_MISMATCH)) {
                     bad_payload++;
                     fprintf(stderr, "mlxd-capture: frame %" PRIu64 ": %s\n", last_fn,
                             md_bad ? "metadata, page or immediate differ from the capture"
