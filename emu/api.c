@@ -84,7 +84,7 @@ EMU_API int mlxd_emu_set_link(unsigned dev, bool up)
     if (d->cfg.link_up != up) emu_nic_port_event(d, up);
     d->cfg.link_up = up;
     pthread_mutex_unlock(&d->lock);
-    emu_sysfs_update_port(dev);
+    int r = emu_sysfs_update_port(dev);
     pthread_mutex_unlock(&emu_g.lock);
-    return 0;
+    return r;
 }

@@ -219,7 +219,7 @@ int  emu_config_apply(const struct emu_device_cfg *c, unsigned n);  /* under emu
 /* ---- sysfs.c ---- */
 int  emu_sysfs_build(void);
 void emu_sysfs_remove(void);
-void emu_sysfs_update_port(unsigned devidx);
+int  emu_sysfs_update_port(unsigned devidx);   /* 0 or -errno of the sysfs write */
 
 /* ---- uaccess.c: the process's memory, validated like copy_{from,to}_user ---- */
 int  emu_copy_from_user(void *dst, uint64_t uaddr, size_t len);      /* 0 or -EFAULT */

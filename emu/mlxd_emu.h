@@ -74,7 +74,8 @@ void mlxd_emu_fail_clear(void);
  * the engine (emu_nic_port_event), which raises IB_EVENT_PORT_ACTIVE (9) / IB_EVENT_PORT_ERR (10)
  * on the default async fd of every open context of the device (objects or not, as the kernel's
  * ib_dispatch_event does) and stops moving packets while down.
- * -EINVAL: no such device. */
+ * -EINVAL: no such device.  A negative errno from rewriting the sysfs files (e.g. -EACCES,
+ * -ENOSPC): the state change itself has still taken effect. */
 int mlxd_emu_set_link(unsigned dev, bool up);
 
 /* ---- The emulated NIC (appended by the NIC half: emu/nic_*.c, emu/wire_udp.c) -----------------

@@ -45,11 +45,23 @@ static int put(const char *root, const char *rel, const char *fmt, ...)
     va_start(ap, fmt);
     int n = vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    int fd = emu_real.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
+    if (n < 0 || (size_t)n >= sizeof text) return -EOVERFLOW;
+    /* Written to a temporary file in the same directory and renamed over the old one: the files
+     * are 0444 (as sysfs), so reopening one for writing fails with EACCES for a non-root user,
+     * while rename() needs only write permission on the directory; readers see either the old
+     * or the new text, never a truncated file. */
+    static atomic_uint seq;
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(),
+             atomic_fetch_add_explicit(&seq, 1, memory_order_relaxed));
+    int fd = emu_real.open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0444);
     if (fd < 0) return -errno;
     ssize_t w = emu_real.write(fd, text, (size_t)n);
+    int err = w == n ? 0 : (w < 0 ? -errno : -EIO);
     emu_real.close(fd);
-    return w == n ? 0 : -EIO;
+    if (!err && rename(tmp, path) < 0) err = -errno;
+    if (err) unlink(tmp);
+    return err;
 }
 
 static void gid_text(const uint8_t *g, char *out)
@@ -59,15 +71,15 @@ static void gid_text(const uint8_t *g, char *out)
             g[13], g[14], g[15]);
 }
 
+/* 0 or the first negative errno */
 static int write_port_state(const char *root, const struct emu_device_cfg *c)
 {
     char rel[256];
-    int r = 0;
     snprintf(rel, sizeof rel, "class/infiniband/%s/ports/1/state", c->name);
-    r |= put(root, rel, c->link_up ? "4: ACTIVE\n" : "1: DOWN\n");
+    int r = put(root, rel, c->link_up ? "4: ACTIVE\n" : "1: DOWN\n");
     snprintf(rel, sizeof rel, "class/infiniband/%s/ports/1/phys_state", c->name);
-    r |= put(root, rel, c->link_up ? "5: LinkUp\n" : "3: Disabled\n");
-    return r;
+    int r2 = put(root, rel, c->link_up ? "5: LinkUp\n" : "3: Disabled\n");
+    return r ? r : r2;
 }
 
 static int build_device(const char *root, const struct emu_device_cfg *c)
@@ -235,8 +247,8 @@ int emu_sysfs_build(void)
     return r ? -EIO : 0;
 }
 
-void emu_sysfs_update_port(unsigned devidx)
+int emu_sysfs_update_port(unsigned devidx)
 {
-    if (!emu_g.sysfs_root[0] || devidx >= emu_g.ndev) return;
-    write_port_state(emu_g.sysfs_root, &emu_g.devs[devidx].dev.cfg);
+    if (!emu_g.sysfs_root[0] || devidx >= emu_g.ndev) return 0;
+    return write_port_state(emu_g.sysfs_root, &emu_g.devs[devidx].dev.cfg);
 }
