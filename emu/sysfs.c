@@ -3,8 +3,11 @@
  * core/uverbs_main.c).  It lives under $TMPDIR (default /tmp) as mlxd-emu.XXXXXX and SYSFS_PATH
  * names it.  A process whose SYSFS_PATH already names an emulator tree for the same configuration
  * (marker file .mlxd-emu) reuses it: a preloaded child of the test runner does that.  The tree is
- * removed at exit by the process that made it. */
+ * removed at exit by the process that made it; trees left by dead processes are removed by the next
+ * process that builds one (sweep_stale). */
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <signal.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -217,6 +220,74 @@ void emu_sysfs_publish_counters(struct emu_device *dev)
     emu_real.close(fd);
 }
 
+/* ---- stale trees --------------------------------------------------------------------------
+ * Each tree carries .mlxd-owner: "<pid> <start time>\n", the creating process's pid and its
+ * start time in clock ticks since boot (field 22 of /proc/<pid>/stat, proc(5)), written right
+ * after mkdtemp.  A process killed by a signal (or ending in _exit) never runs emu_fini, so its
+ * tree stays behind; the next tree builder removes such trees: those in the same directory
+ * named mlxd-emu.*, real directories (lstat, never a symlink) owned by our uid, whose
+ * .mlxd-owner names a process that no longer exists (or a pid reused by a process with another
+ * start time).  Trees without .mlxd-owner are never touched. */
+/* start time of pid (0: unknown); *zombie: it has exited but is not yet reaped */
+static unsigned long long proc_start_time(pid_t pid, bool *zombie)
+{
+    if (zombie) *zombie = false;
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    int fd = emu_real.open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = emu_real.read(fd, buf, sizeof buf - 1);
+    emu_real.close(fd);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');               /* comm may hold spaces and ')' */
+    if (!p) return 0;
+    p++;
+    if (zombie && (p[0] == ' ') && (p[1] == 'Z' || p[1] == 'X')) *zombie = true;
+    for (int field = 3; field < 22 && p; field++) p = strchr(p + 1, ' ');   /* to field 22 */
+    return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+static bool owner_alive(pid_t pid, unsigned long long start)
+{
+    if (kill(pid, 0) < 0 && errno == ESRCH) return false;
+    bool zombie;
+    unsigned long long now = proc_start_time(pid, &zombie);
+    if (zombie) return false;
+    return !(now && start && now != start);    /* unknown start time: assume alive */
+}
+
+static void sweep_stale(const char *tmp)
+{
+    DIR *d = opendir(tmp);
+    if (!d) return;
+    uid_t uid = getuid();
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "mlxd-emu.", 9)) continue;
+        char root[1024], path[1100], buf[64];
+        struct stat st;
+        snprintf(root, sizeof root, "%s/%s", tmp, e->d_name);
+        if (!emu_real.lstat || emu_real.lstat(root, &st) < 0 || !S_ISDIR(st.st_mode) ||
+            st.st_uid != uid)
+            continue;
+        snprintf(path, sizeof path, "%s/.mlxd-owner", root);
+        int fd = emu_real.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) continue;
+        ssize_t n = emu_real.read(fd, buf, sizeof buf - 1);
+        emu_real.close(fd);
+        if (n <= 0) continue;
+        buf[n] = 0;
+        long pid;
+        unsigned long long start;
+        if (sscanf(buf, "%ld %llu", &pid, &start) != 2 || pid <= 0 || pid == (long)getpid())
+            continue;
+        if (!owner_alive((pid_t)pid, start))
+            nftw(root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    }
+    closedir(d);
+}
+
 int emu_sysfs_build(void)
 {
     emu_sysfs_remove();
@@ -238,7 +309,9 @@ int emu_sysfs_build(void)
     chmod(root, 0755);
     snprintf(emu_g.sysfs_root, sizeof emu_g.sysfs_root, "%s", root);
     emu_g.sysfs_owner = getpid();
-    int r = put(root, "class/infiniband_verbs/abi_version", "6\n");   /* IB_USER_VERBS_ABI_VERSION */
+    int r = put(root, ".mlxd-owner", "%ld %llu\n", (long)getpid(), proc_start_time(getpid(), NULL));
+    sweep_stale(tmp);
+    r |= put(root, "class/infiniband_verbs/abi_version", "6\n");   /* IB_USER_VERBS_ABI_VERSION */
     for (unsigned i = 0; i < emu_g.ndev; i++) r |= build_device(root, &emu_g.devs[i].dev.cfg);
     r |= put(root, ".mlxd-emu", "%s\n", emu_g.cfg_string);
     note_counter_files();
