@@ -14,6 +14,8 @@
 #include "mlxd_error.h"
 #include "util.h"
 
+static bool auto_addresses;
+
 /* Runs the tool with args (NULL-terminated) and captures stdout; returns the exit status. */
 static int run_tool(char *out, size_t cap, const char *const *args)
 {
@@ -37,7 +39,13 @@ static int run_tool(char *out, size_t cap, const char *const *args)
         unsigned a = 20 + (unsigned)getpid() % 200, b = 1 + ((unsigned)getpid() / 200) % 250;
         char devs[256];
         snprintf(devs, sizeof devs, "mlx5_0:127.%u.%u.1:mtu=4096,mlx5_1:127.%u.%u.2:mtu=4096", a, b, a, b);
-        setenv("MLXD_EMU_DEVICES", devs, 1);
+        if (auto_addresses) {       /* the tool picks its own addresses */
+            unsetenv("MLXD_EMU_DEVICES");
+            unsetenv("MLXD_EMU_CONFIG");
+            unsetenv("MLXD_CAPTURE_AUTO_ADDR");
+        } else {
+            setenv("MLXD_EMU_DEVICES", devs, 1);
+        }
         unsetenv("MLXD_CAPTURE_EMULATED");
         char *argv[32];
         int n = 0;
@@ -208,6 +216,32 @@ START_TEST(generate_fps0_lapped)
 }
 END_TEST
 
+/* Two runs started at the same time without MLXD_EMU_DEVICES: each must end up with its own
+ * emulated address pair (the one that loses the race for a pair moves on to the next), so both
+ * receive all their frames. */
+START_TEST(concurrent_runs)
+{
+    pid_t pids[2];
+    for (int i = 0; i < 2; i++) {
+        pids[i] = fork();
+        ck_assert_int_ge(pids[i], 0);
+        if (pids[i] == 0) {
+            static char out[1 << 16];
+            auto_addresses = true;
+            const char *args[] = { "--generate", "-n", "20", "--fps", "200", "--json", "-q", NULL };
+            int rc = run_tool(out, sizeof out, args);
+            const char *sum = strstr(out, "\"summary\":true");
+            _exit(rc == 0 && sum && json_num(sum, "frames_received") == 20 ? 0 : 10 + rc);
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        int st;
+        ck_assert_int_eq(waitpid(pids[i], &st, 0), pids[i]);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "run %d: status 0x%x", i, st);
+    }
+}
+END_TEST
+
 START_TEST(usage_errors_exit_2)
 {
     static char out[1 << 14];
@@ -244,6 +278,7 @@ Suite *receiver_tool_suite(void)
     tcase_add_test(tc, slow_consumer_json);
     tcase_add_test(tc, generate_and_save);
     tcase_add_test(tc, generate_fps0_lapped);
+    tcase_add_test(tc, concurrent_runs);
     tcase_add_test(tc, usage_errors_exit_2);
     tcase_add_test(tc, missing_frames_exit_1);
     suite_add_tcase(s, tc);

@@ -150,6 +150,45 @@ static bool udp_port_free(unsigned n, unsigned host)
     return ok;
 }
 
+/* Sets MLXD_EMU_DEVICES to the first 127.0.<n>.1/.2 pair, n >= from, whose UDP port 4791 is free
+ * (n = 0: 127.0.0.1/.2), and MLXD_CAPTURE_AUTO_ADDR=n (this program chose it).  The probe only
+ * tells the pair was free a moment ago: the emulator binds when the device is opened, so two
+ * runs started together can pick the same pair; the loser retries (retry_next_addresses()). */
+static void pick_emu_addresses(unsigned from)
+{
+    char devs[160], num[16];
+    unsigned n = from;
+    for (; n < 250; n++)
+        if (udp_port_free(n, 1) && udp_port_free(n, 2))
+            break;
+    if (n >= 250) n = from < 250 ? from : 0;
+    if (n)
+        snprintf(devs, sizeof devs, "mlx5_0:127.0.%u.1:mtu=4096,mlx5_1:127.0.%u.2:mtu=4096", n, n);
+    else
+        snprintf(devs, sizeof devs, "%s", EMU_DEFAULT_DEVICES);
+    snprintf(num, sizeof num, "%u", n);
+    setenv("MLXD_EMU_DEVICES", devs, 1);
+    setenv("MLXD_CAPTURE_AUTO_ADDR", num, 1);
+}
+
+static char **g_argv;
+
+/* The emulated device could not bind its address (another run took the pair after our probe):
+ * re-executes with the next free pair when this program chose the addresses.  Returns only
+ * when it does not retry. */
+static void retry_next_addresses(void)
+{
+    const char *cur = getenv("MLXD_CAPTURE_AUTO_ADDR");
+    if (!cur || !*cur || !g_argv) return;
+    unsigned n = (unsigned)atoi(cur);
+    if (n + 1 >= 250) return;
+    pick_emu_addresses(n + 1);
+    /* the emulator of the new image builds its own sysfs tree for the new addresses (this one
+     * is swept once this process is gone, emu/sysfs.c) */
+    unsetenv("SYSFS_PATH");
+    execv("/proc/self/exe", g_argv);
+}
+
 /* Re-executes this program under the emulator (LD_PRELOAD of <exe dir>/../lib/libmlx5direct-emu.so). */
 static int reexec_emulated(char **argv)
 {
@@ -194,16 +233,7 @@ static int reexec_emulated(char **argv)
     if (!getenv("MLXD_EMU_DEVICES") && !getenv("MLXD_EMU_CONFIG")) {
         /* 127.0.0.1/.2 unless another emulated port already holds UDP 4791 there: then the
          * first free 127.0.<n>.1/.2 (all of 127/8 is this host's loopback) */
-        char devs[160];
-        snprintf(devs, sizeof devs, "%s", EMU_DEFAULT_DEVICES);
-        for (unsigned n = 0; n < 250; n++) {
-            if (udp_port_free(n, 1) && udp_port_free(n, 2)) {
-                if (n)
-                    snprintf(devs, sizeof devs, "mlx5_0:127.0.%u.1:mtu=4096,mlx5_1:127.0.%u.2:mtu=4096", n, n);
-                break;
-            }
-        }
-        setenv("MLXD_EMU_DEVICES", devs, 1);
+        pick_emu_addresses(0);
     }
     execv(exe, argv);
     fprintf(stderr, "mlxd-capture: exec %s: %s\n", exe, strerror(errno));
@@ -422,6 +452,8 @@ static int run(struct cfg *c)
         .memory = MLXD_RECEIVER_MEM_HOST, .no_metadata = c->no_metadata,
     };
     int rc = mlxd_receiver_start(R.rx, &o);
+    if (rc == -EADDRINUSE && emulated_now())
+        retry_next_addresses();
     if (rc < 0) {
         fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
         status = rc == -EINVAL ? 2 : 1;
@@ -785,6 +817,7 @@ int main(int argc, char **argv)
             setenv("SYSFS_PATH", root, 1);
     }
 
+    g_argv = argv;
     struct sigaction sa = { .sa_handler = on_signal };
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
