@@ -499,7 +499,7 @@ int mlxd_capture_replay(const struct mlxd_capture *c, const struct mlxd_replay_m
         lm.psn_offset = (uint32_t)(base + (uint64_t)loop * span) & 0xFFFFF;
         uint64_t t0 = now_ns(CLOCK_MONOTONIC), c0 = c->pkts[0].ts_ns;
         for (size_t i = 0; i < c->npackets && !done; i++) {
-            if (o && o->stop && atomic_load(o->stop)) {
+            if (o && o->stop && __atomic_load_n(o->stop, __ATOMIC_ACQUIRE)) {
                 done = true;
                 break;
             }
@@ -595,7 +595,7 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
     p.reth_rkey = m->rkey;
     for (uint64_t k = 0; !g->frames || k < g->frames; k++) {
         uint64_t f = g->first_frame + k;
-        if (so && so->stop && atomic_load(so->stop))
+        if (so && so->stop && __atomic_load_n(so->stop, __ATOMIC_ACQUIRE))
             break;
         if (interval)
             sleep_until(t0 + k * interval);

@@ -23,7 +23,6 @@
 #ifndef MLXD_CAPTURE_H
 #define MLXD_CAPTURE_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -136,7 +135,11 @@ struct mlxd_send_opts {
     uint64_t max_frames;        /* stop after this many frames; 0 = no limit */
     mlxd_sent_frame_fn sent_frame;
     void    *ctx;
-    _Atomic bool *stop;         /* checked between packets; may be NULL */
+    /* checked between packets; may be NULL.  Non-zero = stop.  A plain int (C and C++ both
+     * accept it, unlike _Atomic bool): the sender reads it with __atomic_load_n(stop,
+     * __ATOMIC_ACQUIRE); set it from another thread or a signal handler with
+     * __atomic_store_n(stop, 1, __ATOMIC_RELEASE) (or a volatile store). */
+    volatile int *stop;
 };
 
 struct mlxd_send_stats {

@@ -103,10 +103,10 @@ struct cfg {
     unsigned consumer_delay_ms, timeout_ms;
 };
 
-static _Atomic bool g_stop;
+static volatile int g_stop;      /* mlxd_send_opts.stop: __atomic_load_n/__atomic_store_n */
 static _Atomic uint64_t g_ready;     /* frames the monitor has queued (frame-ready callback) */
 
-static void on_signal(int sig) { (void)sig; atomic_store(&g_stop, true); }
+static void on_signal(int sig) { (void)sig; __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE); }
 static void on_frame_ready(void *ctx) { (void)ctx; atomic_fetch_add(&g_ready, 1); }
 
 static double now_s(void)
@@ -275,12 +275,12 @@ static bool lockstep_wait(void *ctx, uint64_t frame)
     struct run *r = ctx;
     double deadline = now_s() + 1.0;
     _Atomic uint64_t *count = r->c->consumer_delay_ms ? &g_ready : &g_taken;
-    while (atomic_load(count) < frame + 1 && now_s() < deadline && !atomic_load(&g_stop)) {
+    while (atomic_load(count) < frame + 1 && now_s() < deadline && !__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
         struct timespec ts = { 0, 100000 };
         nanosleep(&ts, NULL);
     }
     (void)r;
-    return !atomic_load(&g_stop);
+    return !__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE);
 }
 
 static void *monitor_main(void *arg)
@@ -518,7 +518,7 @@ static int run(struct cfg *c)
     uint64_t got = 0, bad_payload = 0, bad_overwritten = 0, checked = 0, bytes = 0, last_fn = 0, overwritten_read = 0;
     bool feeding = c->replay || c->generate;
     for (;;) {
-        if (atomic_load(&g_stop)) break;
+        if (__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) break;
         if (c->frames && got >= c->frames) break;
         if (c->duration > 0 && now_s() - t0 >= c->duration) break;
         if (R.monitor_rc < 0) break;
@@ -641,7 +641,7 @@ static int run(struct cfg *c)
     }
     double elapsed = now_s() - t0;
     if (live) fprintf(stderr, "\r\033[K");
-    atomic_store(&g_stop, true);
+    __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
     if (feed_started) { pthread_join(feed, NULL); feed_started = false; }
     struct mlxd_receiver_stats st;
     mlxd_receiver_stats(R.rx, &st);
@@ -704,7 +704,7 @@ static int run(struct cfg *c)
     fflush(stdout);
     status = ok ? 0 : 1;
 out:
-    if (feed_started) { atomic_store(&g_stop, true); pthread_join(feed, NULL); }
+    if (feed_started) { __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE); pthread_join(feed, NULL); }
     if (mon_started) { mlxd_receiver_close(R.rx); pthread_join(mon, NULL); }
     mlxd_receiver_destroy(R.rx);
     mlxd_capture_free(R.cap);
