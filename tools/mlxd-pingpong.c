@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "mlxd_error.h"
+#include "mlxd_names.h"    /* before mlxd_mlx5.h: its MLXD_WC_SUCCESS macro would break the enum here */
 #include "mlxd_mlx5.h"
 #include "mlxd_uverbs.h"
 
@@ -63,10 +64,35 @@ static double now_us(void)
     return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
 }
 
-static int die(const char *what, int rc)
+/* A failing library call (rc: its negative errno): its per-thread message, else the errno text.
+ * Only right after the call, so the message is the one that call set. */
+static void die(const char *what, int rc)
 {
-    fprintf(stderr, "mlxd-pingpong: %s: %s\n", what, rc < 0 && *mlxd_errmsg() ? mlxd_errmsg() : strerror(rc < 0 ? -rc : rc));
+    const char *m = mlxd_errmsg();
+    fprintf(stderr, "mlxd-pingpong: %s: %s\n", what, rc < 0 && m && *m ? m : strerror(rc < 0 ? -rc : rc));
     exit(1);
+}
+
+/* A system error (TCP, exec, the peer's protocol): err is a negative or positive errno value;
+ * never the library's message, which may be left over from an earlier, handled call. */
+static void die_sys(const char *what, int err)
+{
+    fprintf(stderr, "mlxd-pingpong: %s: %s\n", what, strerror(err < 0 ? -err : err));
+    exit(1);
+}
+
+/* Parses option -opt's value as an integer in [min, max]; anything else exits 2 naming both. */
+static long num_arg(const char *argv0, int opt, const char *val, long min, long max)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(val, &end, 0);
+    if (errno || end == val || *end || v < min || v > max) {
+        fprintf(stderr, "mlxd-pingpong: -%c '%s': expected an integer in %ld..%ld\n", opt, val, min, max);
+        usage(argv0);
+        exit(2);
+    }
+    return v;
 }
 
 /* ---- --emulate: re-exec with the emulator preloaded ---- */
@@ -95,7 +121,7 @@ static void maybe_emulate(char **argv)
     }
     char exe[PATH_MAX], lib[PATH_MAX + 64];
     ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (k < 0) die("--emulate: /proc/self/exe", -errno);
+    if (k < 0) die_sys("--emulate: /proc/self/exe", errno);
     exe[k] = 0;
     char *slash = strrchr(exe, '/');
     *slash = 0;
@@ -136,7 +162,7 @@ static void maybe_emulate(char **argv)
         }
     }
     execv(exe, argv);
-    die("--emulate: execv", -errno);
+    die_sys("--emulate: execv", errno);
 }
 
 /* After the re-exec: a sanitizer build runs the emulator's constructor before the environment
@@ -182,7 +208,7 @@ static int tcp_connect(const char *host, int port)
         if (s < 0) usleep(100000);     /* the server may not be listening yet */
     }
     freeaddrinfo(res);
-    if (s < 0) die("connect to the server", -errno);
+    if (s < 0) die_sys("connect to the server", errno);
     return s;
 }
 
@@ -192,20 +218,20 @@ static int tcp_accept(int port)
     setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
     a.sin_addr.s_addr = htonl(INADDR_ANY);
-    if (bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 1) < 0) die("listen", -errno);
+    if (bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 1) < 0) die_sys("listen", errno);
     int s = accept(l, NULL, NULL);
-    if (s < 0) die("accept", -errno);
+    if (s < 0) die_sys("accept", errno);
     close(l);
     return s;
 }
 
 static void send_all(int s, const void *p, size_t n)
 {
-    while (n) { ssize_t k = write(s, p, n); if (k <= 0) die("TCP write", -errno); p = (const char *)p + k; n -= (size_t)k; }
+    while (n) { ssize_t k = write(s, p, n); if (k <= 0) die_sys("TCP write", k < 0 ? errno : EPIPE); p = (const char *)p + k; n -= (size_t)k; }
 }
 static void recv_all(int s, void *p, size_t n)
 {
-    while (n) { ssize_t k = read(s, p, n); if (k <= 0) die("TCP read (peer gone?)", k < 0 ? -errno : -ECONNRESET); p = (char *)p + k; n -= (size_t)k; }
+    while (n) { ssize_t k = read(s, p, n); if (k <= 0) die_sys("TCP read (peer gone?)", k < 0 ? errno : ECONNRESET); p = (char *)p + k; n -= (size_t)k; }
 }
 
 static void exchange(int s, const struct wire *mine, struct wire *peer)
@@ -223,7 +249,7 @@ static void exchange(int s, const struct wire *mine, struct wire *peer)
     char gid[33];
     if (sscanf(in, "%x %x %32s %llx %x", &peer->qpn, &peer->psn, gid, &addr, &peer->rkey) != 5 ||
         strlen(gid) != 32)
-        die("malformed endpoint from the peer", -EPROTO);
+        die_sys("malformed endpoint from the peer", EPROTO);
     for (int i = 0; i < 16; i++) { unsigned b; sscanf(gid + 2 * i, "%2x", &b); peer->gid[i] = (uint8_t)b; }
     peer->addr = addr;
 }
@@ -264,20 +290,25 @@ int main(int argc, char **argv)
     while ((o = getopt_long(argc, argv, "d:p:c:o:s:n:g:eh", lo, NULL)) != -1) {
         switch (o) {
         case 'd': c.dev = optarg; break;
-        case 'p': c.port = atoi(optarg); break;
+        case 'p': c.port = (int)num_arg(argv[0], o, optarg, 1, 65535); break;
         case 'c': if (!strcmp(optarg, "rc")) c.type = MLXD_QP_RC; else if (!strcmp(optarg, "uc")) c.type = MLXD_QP_UC;
-                  else { usage(argv[0]); return 2; } break;
+                  else { fprintf(stderr, "mlxd-pingpong: -c '%s': expected rc or uc\n", optarg); usage(argv[0]); return 2; } break;
         case 'o': if (!strcmp(optarg, "send")) c.use_send = true; else if (!strcmp(optarg, "write_imm")) c.use_send = false;
-                  else { usage(argv[0]); return 2; } break;
-        case 's': c.size = (uint32_t)strtoul(optarg, NULL, 0); break;
-        case 'n': c.iters = (uint32_t)strtoul(optarg, NULL, 0); break;
-        case 'g': c.gid_idx = atoi(optarg); break;
+                  else { fprintf(stderr, "mlxd-pingpong: -o '%s': expected write_imm or send\n", optarg); usage(argv[0]); return 2; } break;
+        case 's': c.size = (uint32_t)num_arg(argv[0], o, optarg, 1, 0x7fffffffL); break;
+        case 'n': c.iters = (uint32_t)num_arg(argv[0], o, optarg, 1, 100000000L); break;
+        case 'g': c.gid_idx = (int)num_arg(argv[0], o, optarg, 0, 0xffff); break;
         case 'e': c.emulate = 1; break;
         case 'h': usage(argv[0]); return 0;
         default: usage(argv[0]); return 2;
         }
     }
-    if (optind < argc) c.server = argv[optind];
+    if (optind < argc) c.server = argv[optind++];
+    if (optind < argc) {
+        fprintf(stderr, "mlxd-pingpong: unexpected argument '%s' (one server host at most)\n", argv[optind]);
+        usage(argv[0]);
+        return 2;
+    }
     if (!c.size || !c.iters || c.port <= 0 || c.port > 65535) { usage(argv[0]); return 2; }
     if (c.emulate) maybe_emulate(argv);
     emulated_setup();
@@ -293,19 +324,21 @@ int main(int argc, char **argv)
     }
     mlxd_names_free(names, nn);
 
+    /* the device first: a bad -d fails before any connection is made */
+    struct mlxd_nic *nic;
+    if ((rc = mlxd_open(c.dev, NULL, &nic))) die(c.dev, rc);
+    if (c.size > mlxd_max_message(nic)) { fprintf(stderr, "mlxd-pingpong: size %u exceeds the port's maximum message %u\n", c.size, mlxd_max_message(nic)); return 1; }
+
     int s = c.server ? tcp_connect(c.server, c.port) : tcp_accept(c.port);
     int one = 1;
     setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-
-    struct mlxd_nic *nic;
-    if ((rc = mlxd_open(c.dev, NULL, &nic))) die("open", rc);
-    if (c.size > mlxd_max_message(nic)) { fprintf(stderr, "mlxd-pingpong: size %u exceeds the port's maximum message %u\n", c.size, mlxd_max_message(nic)); return 1; }
     struct sockaddr_in peer_addr;
     socklen_t pl = sizeof peer_addr;
     int gid_idx = c.gid_idx;
     if (gid_idx < 0 && getpeername(s, (struct sockaddr *)&peer_addr, &pl) == 0) {
         int g = mlxd_gid_for_peer(nic, (struct sockaddr *)&peer_addr, pl, NULL);
         if (g >= 0) gid_idx = g;
+        else mlxd_err_clear();        /* handled: the default GID is used */
     }
     uint8_t *sbuf = aligned_alloc(4096, (c.size + 4095) & ~4095u);
     uint8_t *rbuf = aligned_alloc(4096, (c.size + 4095) & ~4095u);
@@ -376,8 +409,10 @@ int main(int argc, char **argv)
                 if (n == 0 && yield) sched_yield();
                 for (int i = 0; i < n; i++) {
                     if (wc[i].status) {
-                        fprintf(stderr, "mlxd-pingpong: iteration %u: completion error status %u syndrome 0x%02x vendor 0x%02x (opcode %u)\n",
-                                it, wc[i].status, wc[i].syndrome, wc[i].vendor_syndrome, wc[i].opcode);
+                        fprintf(stderr, "mlxd-pingpong: iteration %u: completion error %s (%u), syndrome %s (0x%02x), vendor syndrome 0x%02x, CQE opcode %s\n",
+                                it, mlxd_wc_status_name((int)wc[i].status), wc[i].status,
+                                mlxd_syndrome_name(wc[i].syndrome), wc[i].syndrome, wc[i].vendor_syndrome,
+                                mlxd_cqe_opcode_name(wc[i].cqe_opcode));
                         failed = 1;
                         got = true;
                         break;
