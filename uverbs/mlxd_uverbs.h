@@ -163,7 +163,9 @@ const char *mlxd_nic_name(const struct mlxd_nic *nic);
 struct mlxd_gid {
     uint8_t  raw[16];           /* network order; IPv4 addresses as ::ffff:a.b.c.d */
     uint32_t index;             /* GID table index (the sgid_index of a connection) */
-    uint32_t type;              /* 0 IB/RoCE v1 (IB_UVERBS_GID_TYPE_IB), 1 RoCE v1, 2 RoCE v2 */
+    uint32_t type;              /* enum ib_uverbs_gid_type (rdma/ib_user_ioctl_verbs.h), copied as
+                                 * is: 0 IB, 1 RoCE v1, 2 RoCE v2 (MLXD_GID_TYPE_ROCE_V2).  Sysfs
+                                 * gid_attrs/types prints both 0 and 1 as "IB/RoCE v1". */
     uint32_t ifindex;           /* netdev ifindex (0 if none) */
 };
 #define MLXD_GID_TYPE_ROCE_V2 2
