@@ -202,7 +202,7 @@ install: all
 	ln -sf libmlx5direct.so.0 $(DESTDIR)$(PREFIX)/lib/libmlx5direct.so
 	install -m 755 $(EMU) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/mlx5direct.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/mlx5direct.pc
+	for pc in mlx5direct mlx5direct-emu; do sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/$$pc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc; done
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-aarch64
