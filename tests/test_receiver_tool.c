@@ -251,6 +251,11 @@ START_TEST(usage_errors_exit_2)
     ck_assert_int_eq(run_tool(out, sizeof out, a2), 2);
     const char *a3[] = { "--generate", "--queue-size", "9", "--pages", "2", "-q", NULL };
     ck_assert_int_eq(run_tool(out, sizeof out, a3), 2);       /* queue_size > pages */
+    /* pages and queue_size are in 1..4096 (mlxd_receiver.h: pages 1..4096, queue 1..pages) */
+    const char *a5[] = { "--generate", "--pages", "0", "-q", NULL };
+    ck_assert_int_eq(run_tool(out, sizeof out, a5), 2);
+    const char *a6[] = { "--generate", "--queue-size", "0", "-q", NULL };
+    ck_assert_int_eq(run_tool(out, sizeof out, a6), 2);
     const char *a4[] = { "--help", NULL };
     ck_assert_int_eq(run_tool(out, sizeof out, a4), 0);
     ck_assert(strstr(out, "--replay") != NULL);
@@ -268,6 +273,19 @@ START_TEST(missing_frames_exit_1)
 }
 END_TEST
 
+/* A 3-page capture into 1 page: the writes to pages 1 and 2 fall outside the region, so
+ * those frames never come; the FAILED line says how many of the expected came. */
+START_TEST(too_few_pages_explained)
+{
+    static char out[1 << 16];
+    char path[1024];
+    snprintf(path, sizeof path, "%s", mlxd_test_path("fixtures/roce-pcaps/hsb_small_4k_3pages.pcap"));
+    const char *args[] = { "--replay", path, "--pages", "1", "--timeout-ms", "300", "-q", NULL };
+    ck_assert_int_eq(run_tool(out, sizeof out, args), 1);
+    ck_assert_msg(strstr(out, "FAILED:") && strstr(out, "expected frames received"), "%s", out);
+}
+END_TEST
+
 Suite *receiver_tool_suite(void)
 {
     Suite *s = suite_create("receiver_tool");
@@ -280,6 +298,7 @@ Suite *receiver_tool_suite(void)
     tcase_add_test(tc, generate_fps0_lapped);
     tcase_add_test(tc, concurrent_runs);
     tcase_add_test(tc, usage_errors_exit_2);
+    tcase_add_test(tc, too_few_pages_explained);
     tcase_add_test(tc, missing_frames_exit_1);
     suite_add_tcase(s, tc);
     return s;

@@ -106,7 +106,8 @@ struct cfg {
 static volatile int g_stop;      /* mlxd_send_opts.stop: __atomic_load_n/__atomic_store_n */
 static _Atomic uint64_t g_ready;     /* frames the monitor has queued (frame-ready callback) */
 
-static void on_signal(int sig) { (void)sig; __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE); }
+static volatile sig_atomic_t g_interrupted;   /* SIGINT/SIGTERM came */
+static void on_signal(int sig) { (void)sig; g_interrupted = 1; __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE); }
 static void on_frame_ready(void *ctx) { (void)ctx; atomic_fetch_add(&g_ready, 1); }
 
 static double now_s(void)
@@ -411,6 +412,16 @@ static int run(struct cfg *c)
                     R.cap->npackets, R.cap->nframes, g->frame_size, g->page_size, g->pages,
                     g->has_metadata ? (g->separate_metadata ? "separate" : "embedded") : "none",
                     g->metadata_offset, g->first_page);
+        if (c->frame_size_set && c->frame_size < g->frame_size)
+            fprintf(stderr, "mlxd-capture: warning: the capture's frames are %" PRIu64 " bytes, more than "
+                    "--frame-size %" PRIu64 ": the device writes past the frame the receiver expects "
+                    "(only the first %" PRIu64 " bytes of each frame are checked)\n",
+                    g->frame_size, c->frame_size, c->frame_size);
+        if (c->pages_set && c->pages < g->pages)
+            fprintf(stderr, "mlxd-capture: warning: the capture writes %u pages (0..%u) but --pages %u: "
+                    "writes to pages %u and up fall outside the receiver's memory region, so the "
+                    "port rejects them and their frames do not arrive\n",
+                    g->pages, g->pages - 1, c->pages, c->pages);
         if (R.cap->nframes == 0)
             fprintf(stderr, "mlxd-capture: this capture has no RDMA WRITE with immediate (metadata "
                     "disabled in the sender): the receiver gets no completion, so no frame; the %zu "
@@ -699,10 +710,33 @@ static int run(struct cfg *c)
         if (image >= 0)
             printf("buffer image: the %" PRIu64 " bytes the capture writes are %s\n", image_bytes,
                    image == 0 ? "in place, byte for byte" : "NOT all in place");
-        printf("%s\n", ok ? "OK: all expected frames received and verified" : "FAILED");
+        if (g_interrupted)
+            printf("interrupted: %" PRIu64 " frames received%s\n", st.frames,
+                   R.expected && st.frames < R.expected ? ", fewer than expected" : "");
+        else if (ok)
+            printf("OK: all expected frames received and verified\n");
+        else {
+            printf("FAILED:");
+            if (R.monitor_rc < 0) printf(" the monitor failed;");
+            if (R.feed_rc < 0) printf(" the %s failed;", c->replay ? "replay" : "generator");
+            if (st.frames < R.expected)
+                printf(" %" PRIu64 " of %" PRIu64 " expected frames received;", st.frames, R.expected);
+            if (!R.expected && !c->replay && got == 0) printf(" no frame received;");
+            if (bad_payload) printf(" %" PRIu64 " frames failed the payload check;", bad_payload);
+            if (st.errors) printf(" %" PRIu64 " error completions;", st.errors);
+            if (image > 0) printf(" the buffer image differs from the capture;");
+            printf("\n");
+        }
     }
     fflush(stdout);
     status = ok ? 0 : 1;
+    if (g_interrupted) {
+        /* stopped by the user: a failure only when frames were expected and did not all come
+         * (or something else failed) */
+        bool iok = R.monitor_rc >= 0 && R.feed_rc >= 0 && bad_payload == 0 && st.errors == 0 &&
+                   st.frames >= R.expected && image <= 0;
+        status = iok ? 0 : 1;
+    }
 out:
     if (feed_started) { __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE); pthread_join(feed, NULL); }
     if (mon_started) { mlxd_receiver_close(R.rx); pthread_join(mon, NULL); }
@@ -741,10 +775,16 @@ int main(int argc, char **argv)
         case 'P': NUM("--port"); if (v > 1) return usage_error("--port %s: only port 1", optarg); c.port = (unsigned)v; break;
         case O_FRAME: NUM("--frame-size"); c.frame_size = v; c.frame_size_set = true; break;
         case O_PAGE: NUM("--page-size"); c.page_size = v; c.page_size_set = true; break;
-        case O_PAGES: NUM("--pages"); if (v > UINT_MAX) return usage_error("--pages too large"); c.pages = (unsigned)v; c.pages_set = true; break;
+        case O_PAGES: NUM("--pages");
+            if (v == 0 || v > MLXD_HSB_MAX_PAGES)
+                return usage_error("--pages %s: must be in 1..%u (1..256 with --legacy-imm)", optarg, MLXD_HSB_MAX_PAGES);
+            c.pages = (unsigned)v; c.pages_set = true; break;
         case O_MDOFF: NUM("--metadata-offset"); c.metadata_offset = v; c.md_off_set = true; break;
         case O_PEER: c.peer_ip = optarg; break;
-        case O_QUEUE: NUM("--queue-size"); if (v > UINT_MAX) return usage_error("--queue-size too large"); c.queue_size = (unsigned)v; break;
+        case O_QUEUE: NUM("--queue-size");
+            if (v == 0 || v > MLXD_HSB_MAX_PAGES)
+                return usage_error("--queue-size %s: must be in 1..pages (at most %u)", optarg, MLXD_HSB_MAX_PAGES);
+            c.queue_size = (unsigned)v; break;
         case 'n': NUM("--frames"); c.frames = v; break;
         case O_DURATION: c.duration = atof(optarg); if (c.duration <= 0) return usage_error("--duration %s", optarg); break;
         case O_BUSY: c.mode = MLXD_RECEIVER_BUSY_POLL; break;
