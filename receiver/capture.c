@@ -203,7 +203,14 @@ int mlxd_capture_load(const char *path, struct mlxd_capture **out)
     pcap_t *pc = pcap_open_offline_with_tstamp_precision(path, PCAP_TSTAMP_PRECISION_NANO, ebuf);
     if (!pc) {
         int e = access(path, R_OK) ? errno : EIO;
-        return mlxd_err(e, "mlxd_capture_load: %s: %s", path, ebuf);
+        /* libpcap's message may begin with the path itself: name it once */
+        const char *why = ebuf;
+        size_t pl = strlen(path);
+        if (e != EIO)
+            why = strerror(e);
+        else if (!strncmp(ebuf, path, pl) && ebuf[pl] == ':' && ebuf[pl + 1] == ' ')
+            why = ebuf + pl + 2;
+        return mlxd_err(e, "mlxd_capture_load: %s: %s", path, why);
     }
     int dlt = pcap_datalink(pc);
     if (!dlt_supported(dlt)) {
@@ -279,8 +286,8 @@ int mlxd_capture_load(const char *path, struct mlxd_capture **out)
         goto fail;
     }
     if (c->npackets == 0) {
-        rc = mlxd_err(ENODATA, "mlxd_capture_load: %s: no RoCE v2 packet (UDP port 4791) among %zu",
-                      path, c->skipped);
+        rc = mlxd_err(ENODATA, "mlxd_capture_load: %s: no RoCE v2 packet (UDP port 4791) among %zu packet%s",
+                      path, c->skipped, c->skipped == 1 ? "" : "s");
         goto fail;
     }
     /* storage is final: point the packets into it and parse again for the payload pointers */

@@ -144,7 +144,9 @@ START_TEST(load_errors)
     struct mlxd_capture *c = NULL;
     ck_assert_int_eq(mlxd_capture_load(NULL, &c), -EINVAL);
     ck_assert_int_eq(mlxd_capture_load("/nonexistent/x.pcap", &c), -ENOENT);
-    ck_assert(strstr(mlxd_errmsg(), "/nonexistent/x.pcap") != NULL);
+    const char *m = strstr(mlxd_errmsg(), "/nonexistent/x.pcap");
+    ck_assert(m != NULL);
+    ck_assert_msg(strstr(m + 1, "/nonexistent/x.pcap") == NULL, "path named twice: %s", mlxd_errmsg());
     /* a pcap with a non-RoCE packet only: link type raw IPv4 (101 = LINKTYPE_RAW), one UDP/53 */
     char path[] = "/tmp/mlxd-test-XXXXXX";
     int fd = mkstemp(path);
@@ -158,6 +160,7 @@ START_TEST(load_errors)
     ck_assert_int_eq(write(fd, ip, sizeof ip), sizeof ip);
     close(fd);
     ck_assert_int_eq(mlxd_capture_load(path, &c), -ENODATA);
+    ck_assert_msg(strstr(mlxd_errmsg(), "among 1 packet") != NULL, "%s", mlxd_errmsg());
     unlink(path);
 }
 END_TEST
