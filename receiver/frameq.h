@@ -27,6 +27,18 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Library-internal: the linked symbols carry the library's internal prefix mlxd__ so that
+ * libmlx5direct.{a,so} exports nothing outside mlxd_* (the source keeps the short names). */
+#define frameq_init           mlxd__frameq_init
+#define frameq_fini           mlxd__frameq_fini
+#define frameq_reset          mlxd__frameq_reset
+#define frameq_push           mlxd__frameq_push
+#define frameq_pop            mlxd__frameq_pop
+#define frameq_wait_pop       mlxd__frameq_wait_pop
+#define frameq_consumer_ready mlxd__frameq_consumer_ready
+#define frameq_nonempty       mlxd__frameq_nonempty
+#define frameq_close          mlxd__frameq_close
+
 #define FRAMEQ_WORDS 16
 
 struct frameq_slot {
