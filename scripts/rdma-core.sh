@@ -21,6 +21,16 @@ lib=$(cd "$(dirname "$0")/.." && pwd)/$build/lib/libmlx5direct-emu.so
 command -v "$prog" >/dev/null || { echo "rdma-core.sh: $prog is not installed (sh scripts/deps.sh test)" >&2; exit 2; }
 # a sanitizer build's emulator needs its runtime first in LD_PRELOAD (uninstrumented programs)
 san=$(ldd "$lib" 2>/dev/null | awk '/lib[at]san\.so/ {print $3; exit}')
+# An instrumented emulator preloaded without its runtime first crashes in libasan's own set-up
+# (its mmap is the emulator's, whose instrumented code touches shadow memory not yet mapped):
+# refuse rather than segfault when the runtime cannot be found (e.g. clang, ldd "not found").
+if [ -z "$san" ] || [ ! -f "$san" ]; then
+  if nm -D --undefined-only "$lib" 2>/dev/null | grep -q ' __[at]san_init'; then
+    echo "rdma-core.sh: $lib is a sanitizer build but its runtime (libasan/libtsan) was not found by ldd; it cannot be preloaded without the runtime first (use a plain build: -b build)" >&2
+    exit 2
+  fi
+  san=
+fi
 [ -n "$san" ] && { lib="$san $lib"; export ASAN_OPTIONS="verify_asan_link_order=0:detect_leaks=0"; }
 case $prog in
   ibv_*) gid="-g 3" ;;
