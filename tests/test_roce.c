@@ -1,6 +1,7 @@
 /* The RoCE v2 codec (abi/mlxd_roce.h) against real captures and against hand-built packets.
  *
- * Captures: ../shared/fixtures/roce-pcaps (NVIDIA sensor-bridge emulator, every iCRC valid per
+ * Captures: fixtures/roce-pcaps (copies, see its PROVENANCE.md and SHA256SUMS; NVIDIA sensor-bridge
+ * emulator, every iCRC valid per
  * their README).  Every packet is parsed with its iCRC verified and rebuilt from the parsed
  * fields to the identical bytes.  Hand-built packets check the layouts of IB spec 9.2/9.3. */
 #include <check.h>
@@ -17,7 +18,7 @@
 static const char *pcap_dir(void)
 {
     const char *d = getenv("MLXD_ROCE_PCAPS");
-    return d && *d ? d : mlxd_test_path("../shared/fixtures/roce-pcaps");
+    return d && *d ? d : mlxd_test_path("fixtures/roce-pcaps");
 }
 
 struct cap_stats { unsigned pkts, reth, imm; };
