@@ -18,11 +18,13 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -310,6 +312,94 @@ START_TEST(asan_preloaded_into_timeout)
 }
 END_TEST
 
+
+/* Stale sysfs trees (emu/sysfs.c sweep_stale, docs/emulator.md "sysfs"): building a tree removes
+ * the mlxd-emu.* trees in $TMPDIR whose .mlxd-owner names a process that is gone (an exited,
+ * reaped child) or a pid whose start time differs (reuse); a live owner, a tree without the
+ * marker and a symlink (and what it points to) stay. */
+static void mk_tree(const char *dir, const char *name, const char *owner)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    snprintf(p, sizeof p, "%s/%s/class", dir, name);
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    snprintf(p, sizeof p, "%s/%s/class/abi_version", dir, name);
+    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0444);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    if (!owner) return;
+    snprintf(p, sizeof p, "%s/%s/.mlxd-owner", dir, name);
+    FILE *f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(owner, f);
+    fclose(f);
+}
+
+static bool exists(const char *dir, const char *name)
+{
+    char p[1024];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return lstat(p, &st) == 0;
+}
+
+START_TEST(stale_trees_swept)
+{
+    char dir[] = "/tmp/mlxd-sweep.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) _exit(0);
+    ck_assert_int_eq(waitpid(child, NULL, 0), child);          /* gone: ESRCH from now on */
+    char owner[64];
+    snprintf(owner, sizeof owner, "%ld 1\n", (long)child);
+    mk_tree(dir, "mlxd-emu.dead", owner);
+    snprintf(owner, sizeof owner, "%ld 0\n", (long)getppid());  /* alive; start time unknown */
+    mk_tree(dir, "mlxd-emu.live", owner);
+    snprintf(owner, sizeof owner, "%ld 1\n", (long)getppid());  /* alive, but started at another time */
+    mk_tree(dir, "mlxd-emu.reused", owner);
+    mk_tree(dir, "mlxd-emu.nomarker", NULL);
+    snprintf(owner, sizeof owner, "%ld 1\n", (long)child);
+    mk_tree(dir, "target", owner);
+    char link[1024], target[1024];
+    snprintf(link, sizeof link, "%s/mlxd-emu.link", dir);
+    snprintf(target, sizeof target, "%s/target", dir);
+    ck_assert_int_eq(symlink(target, link), 0);
+
+    char *old = getenv("TMPDIR") ? strdup(getenv("TMPDIR")) : NULL;
+    setenv("TMPDIR", dir, 1);
+    unsigned v = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
+    char spec[64];
+    snprintf(spec, sizeof spec, "mlx5_0:127.%u.%u.9", 1 + (v >> 8) % 250, (v >> 16) & 0xff);
+    int rc = mlxd_emu_configure(spec);
+    if (old) { setenv("TMPDIR", old, 1); free(old); } else unsetenv("TMPDIR");
+    ck_assert_int_eq(rc, 0);
+    const char *root = mlxd_emu_sysfs_path();
+    ck_assert_msg(!strncmp(root, dir, strlen(dir)), "tree %s not under %s", root, dir);
+
+    ck_assert_msg(!exists(dir, "mlxd-emu.dead"), "tree of an exited process kept");
+    ck_assert_msg(!exists(dir, "mlxd-emu.reused"), "tree of a reused pid kept");
+    ck_assert_msg(exists(dir, "mlxd-emu.live"), "tree of a live process removed");
+    ck_assert_msg(exists(dir, "mlxd-emu.nomarker"), "tree without .mlxd-owner removed");
+    ck_assert_msg(exists(dir, "mlxd-emu.link"), "symlink removed");
+    ck_assert_msg(exists(dir, "target/class/abi_version"), "symlink followed");
+    /* the new tree names this process */
+    char p[1024];
+    snprintf(p, sizeof p, "%s/.mlxd-owner", root);
+    FILE *f = fopen(p, "r");
+    ck_assert_ptr_nonnull(f);
+    long pid = 0;
+    unsigned long long start = 0;
+    ck_assert_int_eq(fscanf(f, "%ld %llu", &pid, &start), 2);
+    fclose(f);
+    ck_assert_int_eq(pid, getpid());
+    ck_assert(start > 0);
+    snprintf(p, sizeof p, "rm -rf '%s'", dir);      /* this process's tree included: it ends here */
+    ck_assert_int_eq(system(p), 0);
+}
+END_TEST
+
 Suite *emu_gaps_suite(void)
 {
     Suite *s = suite_create("emu_gaps");
@@ -318,6 +408,7 @@ Suite *emu_gaps_suite(void)
     tcase_add_test(tc, rx_write_requests_live);
     tcase_add_test(tc, port_event_context_without_objects);
     tcase_add_test(tc, asan_preloaded_into_timeout);
+    tcase_add_test(tc, stale_trees_swept);
     suite_add_tcase(s, tc);
     return s;
 }
