@@ -296,7 +296,7 @@ Suite *receiver_tool_suite(void)
     tcase_add_test(tc, slow_consumer_json);
     tcase_add_test(tc, generate_and_save);
     tcase_add_test(tc, generate_fps0_lapped);
-    tcase_add_test(tc, concurrent_runs);
+    tcase_add_loop_test(tc, concurrent_runs, 0, 3);
     tcase_add_test(tc, usage_errors_exit_2);
     tcase_add_test(tc, too_few_pages_explained);
     tcase_add_test(tc, missing_frames_exit_1);
