@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -286,6 +287,37 @@ START_TEST(too_few_pages_explained)
 }
 END_TEST
 
+/* Ctrl-C: the summary, then "interrupted" (not FAILED); exit 1 when frames were expected (-n)
+ * and not all came, 0 when no count was expected (--duration only). */
+static void interrupt_case(const char *const *args, int want_rc)
+{
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        static char out[1 << 16];
+        setpgid(0, 0);
+        signal(SIGINT, SIG_IGN);        /* the tool installs its own handler */
+        int rc = run_tool(out, sizeof out, args);
+        bool said = strstr(out, "summary:") && strstr(out, "interrupted") && !strstr(out, "FAILED");
+        _exit(said ? rc : 100 + rc);
+    }
+    setpgid(child, child);
+    usleep(1500 * 1000);
+    ck_assert_int_eq(killpg(child, SIGINT), 0);
+    int st;
+    ck_assert_int_eq(waitpid(child, &st, 0), child);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == want_rc, "status 0x%x, want exit %d", st, want_rc);
+}
+
+START_TEST(interrupted)
+{
+    const char *a1[] = { "--generate", "-n", "1000", "--fps", "20", "-q", NULL };
+    interrupt_case(a1, 1);
+    const char *a2[] = { "--generate", "--duration", "100", "--fps", "20", "-q", NULL };
+    interrupt_case(a2, 0);
+}
+END_TEST
+
 Suite *receiver_tool_suite(void)
 {
     Suite *s = suite_create("receiver_tool");
@@ -299,6 +331,7 @@ Suite *receiver_tool_suite(void)
     tcase_add_loop_test(tc, concurrent_runs, 0, 3);
     tcase_add_test(tc, usage_errors_exit_2);
     tcase_add_test(tc, too_few_pages_explained);
+    tcase_add_test(tc, interrupted);
     tcase_add_test(tc, missing_frames_exit_1);
     suite_add_tcase(s, tc);
     return s;
