@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "mlxd_names.h"
 #include "mlxd_uverbs.h"
 
 #ifdef __cplusplus
@@ -120,12 +121,9 @@ enum mlxd_wc_opcode {
     MLXD_WC_RECV_RDMA_WITH_IMM = 129, /* a WRITE_IMM consumed a receive */
 };
 
-/* Status: the values of enum ibv_wc_status (infiniband/verbs.h): 0 IBV_WC_SUCCESS,
- * 1 LOC_LEN_ERR, 2 LOC_QP_OP_ERR, 4 LOC_PROT_ERR, 5 WR_FLUSH_ERR, 6 MW_BIND_ERR,
- * 7 BAD_RESP_ERR, 8 LOC_ACCESS_ERR, 9 REM_INV_REQ_ERR, 10 REM_ACCESS_ERR, 11 REM_OP_ERR,
- * 12 RETRY_EXC_ERR, 13 RNR_RETRY_EXC_ERR, 16 REM_ABORT_ERR, 19 GENERAL_ERR; mapped from the
- * error CQE's syndrome as libmlx5 does (abi doc 6.4). */
-#define MLXD_WC_SUCCESS 0
+/* Status: the values of enum ibv_wc_status (infiniband/verbs.h), named MLXD_WC_SUCCESS (0) ...
+ * MLXD_WC_GENERAL_ERR (21) in abi/mlxd_names.h (enum mlxd_wc_status, with mlxd_wc_status_name());
+ * mapped from the error CQE's syndrome as libmlx5 does (mlxd_syndrome_to_wc_status()). */
 
 enum mlxd_wc_flags {
     MLXD_WC_WITH_IMM = 1,      /* imm is valid (RESP_WR_IMM / RESP_SEND_IMM) */
