@@ -22,21 +22,7 @@
 
 #define SUITE "receiver_replay"
 
-/* Gives this test process emulated devices of its own (127.<a>.<b>.1/.2, MTU 4096), so that
- * suites running at the same time on this machine do not share UDP ports, and re-exports the
- * emulator's sysfs tree as SYSFS_PATH (emu/mlxd_emu.h). */
-static void private_devices(void)
-{
-    unsigned a = 20 + (unsigned)getpid() % 200, b = 1 + ((unsigned)getpid() / 200) % 250;
-    char devs[256];
-    snprintf(devs, sizeof devs, "mlx5_0:127.%u.%u.1:mtu=4096,mlx5_1:127.%u.%u.2:mtu=4096", a, b, a, b);
-    int rc = mlxd_emu_configure(devs);
-    ck_assert_msg(rc == 0, "mlxd_emu_configure(%s): %d", devs, rc);
-    const char *root = mlxd_emu_sysfs_path();
-    ck_assert_msg(root && *root, "the emulator is not active (MLXD_EMU=0?)");
-    setenv("SYSFS_PATH", root, 1);
-}
-#define CHILD_ONLY(tc) private_devices()
+#define CHILD_ONLY(tc) mlxd_test_private_devices()
 
 static double now_s(void)
 {

@@ -10,4 +10,10 @@ const char *mlxd_test_src_dir(void);
 /* path = <src>/<rel>; returns a static buffer (one per thread is not needed: tests are serial). */
 const char *mlxd_test_path(const char *rel);
 
+/* Gives this test process emulated devices of its own (mlx5_0 on 127.<a>.<b>.1, mlx5_1 on
+ * 127.<a>.<b>.2, MTU 4096, a and b from the pid), so that suites running at the same time on this
+ * machine do not share UDP ports, and re-exports the emulator's sysfs tree as SYSFS_PATH
+ * (emu/mlxd_emu.h).  Fails the test if the emulator is not active. */
+void mlxd_test_private_devices(void);
+
 #endif
