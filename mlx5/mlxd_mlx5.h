@@ -72,7 +72,8 @@ struct mlxd_entry {
  * call mlxd_qp_ring after a batch.  Records wr_id for the completion.
  * At least one entry in every send_depth entries must be MLXD_SIGNALED, else the ring cannot be
  * reclaimed (IB rule: completions free the ring).
- * Errors: -EAGAIN the ring is full (nothing written); -EINVAL misuse: qp invalid/destroyed, a
+ * Errors: -EAGAIN the ring is full: its WQEBBs are used up, or send_depth entries are
+ * outstanding (nothing written); -EINVAL misuse: qp invalid/destroyed, a
  * QP with no send ring, unknown op/flags, READ on UC, READ with MLXD_INLINE, inline longer than
  * max_inline, num_local > 1.  The state (RTS) is not checked: the NIC ignores entries of a QP
  * that is not in RTS until it gets there, and flushes them in ERR.
@@ -97,13 +98,16 @@ struct mlxd_recv {
 };
 
 /* Posts n receives (in order) and writes the receive doorbell record once.  All-or-nothing:
- * when fewer than n slots are free nothing is posted and -EAGAIN is returned.
+ * when fewer than n slots are free (recv_depth receives outstanding at most) nothing is
+ * posted and -EAGAIN is returned.
  * Returns n (>= 0).  Errors: -EAGAIN; -EINVAL qp invalid, no receive ring, n and r NULL,
  * num_local above max_recv_sge.
  * Thread rules: one mlxd_qp_receive of qp at a time; may run while another thread polls. */
 int mlxd_qp_receive(struct mlxd_qp *qp, const struct mlxd_recv *r, size_t n);
 
-/* Free slots: send WQEBBs (64 B each) / receives.  -EINVAL when qp is invalid.
+/* Free slots.  Send: the entries of one WQEBB (64 B) mlxd_qp_post would accept now, the
+ * smaller of the free WQEBBs and send_depth minus the entries outstanding; receive: recv_depth
+ * minus the receives outstanding.  -EINVAL when qp is invalid.
  * Thread rules: any thread (a snapshot: a concurrent poll may free more). */
 int mlxd_qp_send_room(const struct mlxd_qp *qp);
 int mlxd_qp_recv_room(const struct mlxd_qp *qp);
@@ -152,8 +156,11 @@ struct mlxd_completion {
 };
 
 /* Consumes up to max ready CQEs of cq into out[0..n) and returns n (0 when none is ready).
- * Writes the consumer-index doorbell record once when n > 0.  For requester completions it
- * frees the send ring up to the completed WQE; for responder ones, one receive slot each.
+ * Writes the consumer-index doorbell record once when n > 0 (once more at each change of QP
+ * inside the batch).  For requester completions it frees the send ring up to the completed
+ * WQE; for responder ones, one receive slot each; ring slots are freed only after the CQE
+ * slots of their completions are back with the NIC, so a CQ of at least the send_depth +
+ * recv_depth of its QPs never overruns (the sizing rule of ibv_create_cq(3)).
  * An error CQE is one completion among the others: the CQEs after it in the same batch are
  * returned too.
  * Errors: -EINVAL cq invalid/destroyed, out NULL with max > 0.

@@ -6,13 +6,15 @@
  *     returns 0 when the CQ is empty, without a call, a barrier or a saved register;
  *   - mlxd__cq_poll_ready (here) consumes a batch: it counts the consecutive CQEs the software
  *     owns (owner bytes only), issues ONE read barrier, then decodes them all; the consumer-index
- *     doorbell record is written once per batch;
+ *     doorbell record is written once per batch (and at a change of QP inside a batch when the
+ *     earlier QP's run freed ring slots);
  *   - a CQE is read with four loads: the 8-byte tail (sop_drop_qpn, wqe_counter, signature,
  *     op_own) once, byte-swapped, every field of it taken from that word; then the timestamp,
  *     imm and byte_cnt (srqn_uidx only when the QP changes);
  *   - the QP of a run of CQEs is looked up once (user index -> nic->qp_table, QPN checked) and
  *     its wr_id table, mask and receive count stay in registers; the QP's rq_ci / sq_ci are
- *     published once per run, not once per CQE;
+ *     published once per run, not once per CQE, and only after the CQ's doorbell record has
+ *     handed the run's CQE slots back (struct release: why a CQ as deep as its rings suffices);
  *   - each completion is written with seven 8-byte stores; error CQEs and rare opcodes go to
  *     an out-of-line function, so the common path has no per-opcode branch but one.
  */
@@ -150,15 +152,46 @@ static __attribute__((noinline, cold)) enum side decode_rare(struct mlxd_complet
     return SIDE_NONE;
 }
 
-/* A requester CQE (or a requester error's accounting): wr_id of the WQE, and the send ring
- * freed up to its end (release: the wr_id read happens before a poster reuses the slot). */
-static inline uint64_t send_done(struct mlxd_qp *qp, uint32_t wc)
+/* A requester CQE (or a requester error's accounting): the wr_id of the WQE; the send ring is
+ * freed up to the WQE's end when the run is released (see struct release). */
+static inline uint64_t send_done(struct mlxd_qp *qp, uint32_t wc, const uint64_t **sq_next)
 {
     if (!qp || !qp->sq_wrid) return wc;
     uint32_t i = wc & (qp->sq_wqebbs - 1);
-    uint64_t wr_id = qp->sq_wrid[i];          /* read before the slot is released, not after */
-    atomic_store_explicit(&qp->sq_ci, qp->sq_next[i], memory_order_release);
-    return wr_id;
+    *sq_next = &qp->sq_next[i];
+    return qp->sq_wrid[i];
+}
+
+/* What a run of CQEs of one QP frees in that QP's rings.  It is published only after the CQ's
+ * doorbell record has handed the run's CQE slots back to the NIC.  In the other order a poster
+ * could reuse a freed WQE or receive slot while the NIC still counts the CQE slot of its
+ * completion as occupied, so a CQ exactly as deep as its QPs' rings would overrun (CQ error,
+ * the QP to ERR, the rest flushed: seen with one thread posting RC WRITEs while another polls,
+ * under TSan).  In this order every entry the NIC can still complete has a free CQE slot
+ * whenever the CQ has at least send_depth + recv_depth entries per QP (the sizing rule of
+ * ibv_create_cq(3)). */
+struct release {
+    struct mlxd_qp *qp;            /* the run's QP (NULL: none yet, or a CQE of no known QP) */
+    uint32_t rq_done;              /* receives the run completed */
+    const uint64_t *sq_next;       /* sq_next[] of the run's last requester CQE; NULL: none */
+};
+
+static inline void release_rings(const struct release *r)
+{
+    if (r->rq_done)
+        atomic_store_explicit(&r->qp->rq_ci, atomic_load_explicit(&r->qp->rq_ci, memory_order_relaxed) + r->rq_done,
+                              memory_order_release);
+    if (r->sq_next) atomic_store_explicit(&r->qp->sq_ci, *r->sq_next, memory_order_release);
+}
+
+/* A run ended inside a batch (the next CQE is another QP's): the CQE slots up to the run's end
+ * go back to the NIC first, then the run's ring slots are freed. */
+static __attribute__((noinline)) void release_mid_batch(const struct mlxd_cq *cq, uint32_t consumed,
+                                                        struct release r)
+{
+    mlxd_wmb();                               /* CQE reads before the slots are handed back */
+    mlxd_shared_store(&cq->dbrec[MLXD_CQ_SET_CI], htobe32((cq->ci + consumed) & MLXD_CQ_CI_MASK));
+    release_rings(&r);
 }
 
 /* Responder CQEs (opcodes 1..4: MLX5_CQE_RESP_WR_IMM, _SEND, _SEND_IMM, _SEND_INV) are looked
@@ -195,15 +228,18 @@ static inline bool sw_owned(const uint8_t *p, uint32_t par)
     return (uint8_t)(x >> 1 | x << 7) < 0x78;
 }
 
-/* Decodes cnt owned CQEs from c (no ring end in between) into w.  The QP of the current run of
- * CQEs (key = its QPN; ~0: none yet), its receive wr_id table and the receives completed in
- * the run are kept in registers; rq_ci is published when the run ends. */
+/* Decodes cnt owned CQEs from c (no ring end in between) into w; w0 is the batch's first
+ * completion (w - w0 CQEs of the batch precede c).  The QP of the current run of CQEs (key =
+ * its QPN; ~0: none yet), its receive wr_id table and what the run frees (*rel, carried from
+ * one call to the next across the ring's end) are kept in registers. */
 static inline __attribute__((always_inline)) void decode_run(const struct mlxd_cq *cq, const uint8_t *c,
-                                                             struct mlxd_completion *w, uint32_t cnt)
+                                                             struct mlxd_completion *w, uint32_t cnt,
+                                                             const struct mlxd_completion *w0,
+                                                             struct release *rel)
 {
-    uint32_t key = ~0u, rq_mask = 0, rq_done = 0;
-    struct mlxd_qp *qp = NULL;
-    const uint64_t *rq_wrid = NULL;
+    uint32_t key = ~0u, rq_mask = 0, rq_done = rel->rq_done;
+    struct mlxd_qp *qp = rel->qp;
+    const uint64_t *rq_wrid = NULL, *sq_next = rel->sq_next;
     for (const uint8_t *const c_end = c + ((size_t)cnt << 6); c != c_end; c += 64, w++) {
         /* host-order words of the CQE's last 32 bytes: sop_drop_qpn|wqe_counter|signature|op_own
          * (8 bytes at 56) first, then timestamp (48), imm (36), byte_cnt (44), srqn_uidx (32,
@@ -212,9 +248,8 @@ static inline __attribute__((always_inline)) void decode_run(const struct mlxd_c
         uint32_t op_own = (uint8_t)tail;
         uint32_t qpn = (uint32_t)(tail >> 32) & MLXD_QPN_MASK, wc = (uint16_t)(tail >> 16);
         if (mlxd_unlikely(qpn != key)) {
-            if (rq_done)
-                atomic_store_explicit(&qp->rq_ci, atomic_load_explicit(&qp->rq_ci, memory_order_relaxed) + rq_done,
-                                      memory_order_release);
+            if (rq_done | (sq_next != NULL))
+                release_mid_batch(cq, (uint32_t)(w - w0), (struct release){ qp, rq_done, sq_next });
             /* cqe_version 1: the user index the QP was created with indexes nic->qp_table
              * (cq->qp_table); the QPN confirms it.  With cqe_version 0 the field is an SRQN
              * (0 without SRQ): the QPN check fails, and the QP is found by its QPN. */
@@ -227,6 +262,7 @@ static inline __attribute__((always_inline)) void decode_run(const struct mlxd_c
             rq_wrid = qp ? qp->rq_wrid : NULL;
             rq_mask = qp ? qp->rq_wqe_cnt - 1 : 0;
             rq_done = 0;
+            sq_next = NULL;
         }
         uint64_t ts = mlxd_load_be64(c + MLXD_CQE_OFF_TIMESTAMP);
         memcpy((char *)w + offsetof(struct mlxd_completion, timestamp), &ts, sizeof ts);
@@ -269,7 +305,7 @@ static inline __attribute__((always_inline)) void decode_run(const struct mlxd_c
                 side = decode_rare(w, c, tail, qpn);
             }
             if (side == SIDE_SEND) {
-                wr_id = send_done(qp, wc);
+                wr_id = send_done(qp, wc, &sq_next);
             } else if (side == SIDE_RECV && rq_wrid) {
                 wr_id = rq_wrid[wc & rq_mask];
                 rq_done++;
@@ -277,18 +313,18 @@ static inline __attribute__((always_inline)) void decode_run(const struct mlxd_c
         }
         w->wr_id = wr_id;
     }
-    if (rq_done)
-        atomic_store_explicit(&qp->rq_ci, atomic_load_explicit(&qp->rq_ci, memory_order_relaxed) + rq_done,
-                              memory_order_release);
+    *rel = (struct release){ qp, rq_done, sq_next };
 }
 
-/* Step 4 of a batch: hand the n slots back: the consumer index, then its doorbell record, once. */
-static inline int hand_back(struct mlxd_cq *cq, uint32_t n)
+/* Step 4 of a batch: hand the n slots back (the consumer index, then its doorbell record,
+ * once), then free the ring slots of the last run (struct release). */
+static inline int hand_back(struct mlxd_cq *cq, uint32_t n, const struct release *rel)
 {
     const uint32_t nci = cq->ci + n;
     cq->ci = nci;
     mlxd_wmb();                               /* CQE reads before the slots are handed back */
     mlxd_shared_store(&cq->dbrec[MLXD_CQ_SET_CI], htobe32(nci & MLXD_CQ_CI_MASK));
+    release_rings(rel);
     return (int)n;
 }
 
@@ -298,9 +334,10 @@ static __attribute__((noinline)) int poll_straddle(struct mlxd_cq *cq, struct ml
 {
     const uint8_t *buf = (const uint8_t *)(uintptr_t)cq->buf;
     mlxd_rmb();                               /* see mlxd__cq_poll_ready */
-    decode_run(cq, buf + ((size_t)(cq->ci & (cq->ncqe - 1)) << 6), out, n1);
-    decode_run(cq, buf, out + n1, n2);
-    return hand_back(cq, n1 + n2);
+    struct release rel = { NULL, 0, NULL };
+    decode_run(cq, buf + ((size_t)(cq->ci & (cq->ncqe - 1)) << 6), out, n1, out, &rel);
+    decode_run(cq, buf, out + n1, n2, out, &rel);
+    return hand_back(cq, n1 + n2, &rel);
 }
 
 int mlxd__cq_poll_ready(struct mlxd_cq *cq, struct mlxd_completion *out, int max)
@@ -337,8 +374,9 @@ int mlxd__cq_poll_ready(struct mlxd_cq *cq, struct mlxd_completion *out, int max
      *    caller, before this call, so before the barrier too. */
     mlxd_rmb();
     /* 3. Decode, 4. hand the slots back. */
-    decode_run(cq, c, out, n);
-    return hand_back(cq, n);
+    struct release rel = { NULL, 0, NULL };
+    decode_run(cq, c, out, n, out, &rel);
+    return hand_back(cq, n, &rel);
 }
 
 int mlxd__cq_poll_checked(struct mlxd_cq *cq, struct mlxd_completion *out, int max)

@@ -110,13 +110,18 @@ int mlxd_qp_post(struct mlxd_qp *qp, const struct mlxd_entry *e)
                         "length %u, max_inline %u%s)", qp->qpn, e->op, e->flags, e->num_local,
                         e->local.length, qp->max_inline, qp->type == MLXD_QP_UC ? ", UC has no READ" : "");
     uint32_t nbb = (bytes + MLXD_SEND_WQE_BB - 1) >> MLXD_SEND_WQE_SHIFT;
-    uint32_t ci = atomic_load_explicit(&qp->sq_ci, memory_order_acquire);
-    if (mlxd_unlikely(qp->sq_pi + nbb - ci > qp->sq_wqebbs)) return -EAGAIN;
+    /* full when the WQEBBs run out, or when send_depth entries are outstanding: the CQ was
+     * sized for send_depth completions, and small WQEs would fit more into the ring */
+    uint64_t ci = atomic_load_explicit(&qp->sq_ci, memory_order_acquire);
+    if (mlxd_unlikely(qp->sq_pi + nbb - (uint32_t)ci > qp->sq_wqebbs ||
+                      qp->sq_posted - (uint32_t)(ci >> 32) >= qp->sq_depth))
+        return -EAGAIN;
     uint32_t pi = qp->sq_pi;
     mlxd__wqe_build(qp->sq, qp->sq_wqebbs, pi, qp->qpn, e, bytes);
     uint32_t idx = pi & (qp->sq_wqebbs - 1);
     qp->sq_wrid[idx] = e->wr_id;
-    qp->sq_next[idx] = pi + nbb;
+    qp->sq_posted++;
+    qp->sq_next[idx] = (uint64_t)qp->sq_posted << 32 | (uint32_t)(pi + nbb);
     qp->last_pi = pi;
     qp->last_nbb = nbb;
     qp->pending++;
@@ -157,7 +162,7 @@ int mlxd_qp_receive(struct mlxd_qp *qp, const struct mlxd_recv *r, size_t n)
             return mlxd_err(EINVAL, "mlxd_qp_receive: QP 0x%x: receive %zu has %u scatter entries (max %u)",
                             qp->qpn, i, r[i].num_local, qp->max_recv_sge);
     uint32_t ci = atomic_load_explicit(&qp->rq_ci, memory_order_acquire);
-    if (mlxd_unlikely(n > (size_t)(qp->rq_wqe_cnt - (qp->rq_head - ci)))) return -EAGAIN;
+    if (mlxd_unlikely(n > (size_t)(qp->rq_depth - (qp->rq_head - ci)))) return -EAGAIN;
     if (!n) return 0;
     uint8_t *rq = (uint8_t *)(uintptr_t)qp->rq;
     uint32_t mask = qp->rq_wqe_cnt - 1, shift = qp->rq_wqe_shift;
@@ -188,11 +193,14 @@ int mlxd_qp_receive(struct mlxd_qp *qp, const struct mlxd_recv *r, size_t n)
 int mlxd_qp_send_room(const struct mlxd_qp *qp)
 {
     if (!qp || qp->state != OBJ_LIVE) return mlxd_err(EINVAL, "mlxd_qp_send_room: invalid or destroyed QP");
-    return (int)(qp->sq_wqebbs - (qp->sq_pi - atomic_load_explicit(&((struct mlxd_qp *)qp)->sq_ci, memory_order_acquire)));
+    uint64_t ci = atomic_load_explicit(&((struct mlxd_qp *)qp)->sq_ci, memory_order_acquire);
+    uint32_t wqebbs = qp->sq_wqebbs - (qp->sq_pi - (uint32_t)ci);
+    uint32_t entries = qp->sq_depth - (qp->sq_posted - (uint32_t)(ci >> 32));
+    return (int)(wqebbs < entries ? wqebbs : entries);
 }
 
 int mlxd_qp_recv_room(const struct mlxd_qp *qp)
 {
     if (!qp || qp->state != OBJ_LIVE) return mlxd_err(EINVAL, "mlxd_qp_recv_room: invalid or destroyed QP");
-    return (int)(qp->rq_wqe_cnt - (qp->rq_head - atomic_load_explicit(&((struct mlxd_qp *)qp)->rq_ci, memory_order_acquire)));
+    return (int)(qp->rq_depth - (qp->rq_head - atomic_load_explicit(&((struct mlxd_qp *)qp)->rq_ci, memory_order_acquire)));
 }

@@ -232,7 +232,7 @@ struct fake {
     struct mlxd_qp qp;
     uint8_t *ring, *rq;
     uint64_t wrid[16];
-    uint32_t next[16];
+    uint64_t next[16];
     uint64_t rwrid[16];
     uint32_t db[16] __attribute__((aligned(64)));
     uint8_t uar[4096] __attribute__((aligned(4096)));
@@ -249,6 +249,7 @@ static struct fake *fake_qp(uint32_t wqebbs, uint32_t max_inline, uint32_t bf_bu
     struct mlxd_qp *q = &f->qp;
     q->sq = f->ring;
     q->sq_wqebbs = wqebbs;
+    q->sq_depth = wqebbs;
     q->sq_wrid = f->wrid;
     q->sq_next = f->next;
     q->dbrec = f->db;
@@ -260,6 +261,7 @@ static struct fake *fake_qp(uint32_t wqebbs, uint32_t max_inline, uint32_t bf_bu
     q->type = MLXD_QP_RC;
     q->rq = f->rq;
     q->rq_wqe_cnt = 4;
+    q->rq_depth = 4;
     q->rq_wqe_shift = 4;
     q->max_recv_sge = 1;
     q->rq_wrid = f->rwrid;
@@ -396,6 +398,37 @@ START_TEST(send_ring_full_and_reclaim)
 }
 END_TEST
 
+START_TEST(depths_bound_outstanding_entries)
+{
+    /* a ring of 8 WQEBBs for send_depth 4 (as max_inline makes room for larger WQEs): 4 NOPs
+     * of one WQEBB each fill it, the CQ having been sized for 4 completions */
+    struct fake *f = fake_qp(8, 0, 0);
+    f->qp.sq_depth = 4;
+    struct mlxd_entry nop = { .op = MLXD_OP_NOP, .flags = MLXD_SIGNALED };
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(mlxd_qp_post(&f->qp, &nop), 0);
+    ck_assert_int_eq(mlxd_qp_send_room(&f->qp), 0);
+    ck_assert_int_eq(mlxd_qp_post(&f->qp, &nop), -EAGAIN);
+    ck_assert_uint_eq(f->qp.sq_pi, 4);                                 /* nothing written */
+    ck_assert_uint_eq(f->qp.sq_posted, 4);
+    ck_assert_uint_eq(f->next[3], (uint64_t)4 << 32 | 4);              /* entries << 32 | WQEBBs */
+    f->qp.sq_ci = f->next[1];                                          /* two completed */
+    ck_assert_int_eq(mlxd_qp_send_room(&f->qp), 2);
+    ck_assert_int_eq(mlxd_qp_post(&f->qp, &nop), 0);
+    ck_assert_int_eq(mlxd_qp_post(&f->qp, &nop), 0);
+    ck_assert_int_eq(mlxd_qp_post(&f->qp, &nop), -EAGAIN);
+    /* receives: a ring of 4 for recv_depth 3 */
+    f->qp.rq_depth = 3;
+    struct mlxd_recv r[4] = { { 1, 0, 0, NULL }, { 2, 0, 0, NULL }, { 3, 0, 0, NULL }, { 4, 0, 0, NULL } };
+    ck_assert_int_eq(mlxd_qp_receive(&f->qp, r, 4), -EAGAIN);
+    ck_assert_int_eq(mlxd_qp_receive(&f->qp, r, 3), 3);
+    ck_assert_int_eq(mlxd_qp_recv_room(&f->qp), 0);
+    ck_assert_int_eq(mlxd_qp_receive(&f->qp, r, 1), -EAGAIN);
+    f->qp.rq_ci = 1;
+    ck_assert_int_eq(mlxd_qp_recv_room(&f->qp), 1);
+    fake_free(f);
+}
+END_TEST
+
 START_TEST(doorbell_and_blueflame)
 {
     /* doorbell only (NC UAR): record, then the ctrl's first 8 bytes at UAR+0x800 */
@@ -501,6 +534,7 @@ Suite *mlx5_suite(void)
     tcase_add_test(tc, wqe_each_opcode);
     tcase_add_test(tc, wqe_inline_wraps);
     tcase_add_test(tc, send_ring_full_and_reclaim);
+    tcase_add_test(tc, depths_bound_outstanding_entries);
     tcase_add_test(tc, doorbell_and_blueflame);
     tcase_add_test(tc, receive_batches);
     tcase_add_test(tc, post_misuse);

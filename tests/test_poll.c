@@ -9,7 +9,10 @@
 #include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <infiniband/mlx5dv.h>
 #include "driver.h"
 #include "mlxd_error.h"
@@ -68,7 +71,7 @@ static uint32_t record_ci(struct mlxd_cq *cq)
 struct fq {
     struct mlxd_qp qp;
     uint64_t rwrid[8], swrid[8];
-    uint32_t snext[8];
+    uint64_t snext[8];   /* entries << 32 | WQEBBs after the WQE at each index */
 };
 
 static struct mlxd_qp *table[MLXD_MAX_QPS];
@@ -87,7 +90,7 @@ static void fq_init(struct fq *f, uint32_t qpn, uint32_t uidx, uint64_t base)
     for (int i = 0; i < 8; i++) {
         f->rwrid[i] = base + i;
         f->swrid[i] = base + 100 + i;
-        f->snext[i] = 1000 + (uint32_t)i;
+        f->snext[i] = (uint64_t)(50 + i) << 32 | (1000u + (uint32_t)i);
     }
     table[uidx] = &f->qp;
 }
@@ -230,7 +233,7 @@ START_TEST(error_in_the_middle_stops_nothing)
         ck_assert_uint_eq(wc[i].reserved, 0);
     }
     ck_assert_uint_eq(a.qp.rq_ci, 4);                          /* 3 receives + the flushed one */
-    ck_assert_uint_eq(a.qp.sq_ci, 1007);                       /* sq_next of the last send CQE */
+    ck_assert_uint_eq(a.qp.sq_ci, (uint64_t)57 << 32 | 1007);  /* sq_next of the last send CQE */
     ck_assert_uint_eq(record_ci(cq), 6);
     ck_assert_int_eq(mlxd_cq_poll(cq, wc, 8), 0);
     cq_done(cq);
@@ -260,7 +263,7 @@ START_TEST(runs_of_qps_in_one_batch)
     ck_assert_uint_eq(wc[8].opcode, 1);                        /* IBV_WC_RDMA_WRITE */
     ck_assert_uint_eq(a.qp.rq_ci, 4);
     ck_assert_uint_eq(b.qp.rq_ci, 3);
-    ck_assert_uint_eq(b.qp.sq_ci, 1002);                       /* sq_next[10 & 7] */
+    ck_assert_uint_eq(b.qp.sq_ci, (uint64_t)52 << 32 | 1002);  /* sq_next[10 & 7] */
     ck_assert_uint_eq(a.qp.sq_ci, 0);
     /* cqe_version 0: the user index means nothing, the QP is found by its QPN */
     cq->cqe_version = 0;
@@ -351,6 +354,76 @@ START_TEST(symbol_matches_inline)
 }
 END_TEST
 
+/* Ring slots are freed only after the CQ's doorbell record has handed the CQE slots of their
+ * completions back: otherwise a poster can reuse a slot while the NIC still sees the CQ full
+ * (an overrun, a CQ sized to the rings' depths is then not enough: see struct release in
+ * mlx5/poll.c).  Each QP lives on its own read-only page: the poll loop's first store into it
+ * (rq_ci or sq_ci, the only QP fields it writes) faults, and the handler records what the CQ's
+ * doorbell record said at that moment, then makes the page writable so that the store goes on. */
+static volatile uint32_t *order_dbrec;
+static void *order_page[2];
+static uint32_t order_seen[2];
+static int order_faults[2];
+
+static void order_segv(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig; (void)uc;
+    long pg = sysconf(_SC_PAGESIZE);
+    for (int i = 0; i < 2; i++) {
+        uintptr_t a = (uintptr_t)si->si_addr, p = (uintptr_t)order_page[i];
+        if (a >= p && a < p + (uintptr_t)pg) {
+            order_seen[i] = be32toh(*order_dbrec);
+            order_faults[i]++;
+            mprotect(order_page[i], (size_t)pg, PROT_READ | PROT_WRITE);
+            return;
+        }
+    }
+    signal(SIGSEGV, SIG_DFL);          /* a real fault: let it crash */
+}
+
+START_TEST(rings_freed_after_cq_slots_return)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    struct mlxd_cq *cq = cq_with_table(16);
+    struct fq *q[2];
+    for (int i = 0; i < 2; i++) {
+        order_page[i] = mmap(NULL, (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        ck_assert_ptr_ne(order_page[i], MAP_FAILED);
+        ck_assert_uint_le(sizeof(struct fq), (size_t)pg);
+        q[i] = order_page[i];
+        order_faults[i] = 0;
+    }
+    fq_init(q[0], 0x0a0a0a, 3, 100);
+    fq_init(q[1], 0x0b0b0b, 9, 200);
+    mlxd_cq_ring(cq, NULL, NULL, &order_dbrec);
+    /* a: two receives, b: one send, a: one receive */
+    struct spec s[4] = { recv_of(q[0], 0), recv_of(q[0], 1),
+                         { .opcode = MLX5_CQE_REQ, .top = MLX5_OPCODE_RDMA_WRITE, .qpn = 0x0b0b0b, .uidx = 9,
+                           .wqe_counter = 2 },
+                         recv_of(q[0], 2) };
+    for (uint32_t i = 0; i < 4; i++) put(cq, i, &s[i]);
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = order_segv;
+    sa.sa_flags = SA_SIGINFO;
+    ck_assert_int_eq(sigaction(SIGSEGV, &sa, &old), 0);
+    for (int i = 0; i < 2; i++) ck_assert_int_eq(mprotect(order_page[i], (size_t)pg, PROT_READ), 0);
+    struct mlxd_completion wc[4];
+    int n = mlxd_cq_poll(cq, wc, 4);
+    sigaction(SIGSEGV, &old, NULL);
+    ck_assert_int_eq(n, 4);
+    ck_assert_int_eq(order_faults[0], 1);
+    ck_assert_int_eq(order_faults[1], 1);
+    ck_assert_uint_eq(order_seen[0], 2);       /* a's first run (2 CQEs) freed once CI >= 2 */
+    ck_assert_uint_eq(order_seen[1], 3);       /* b's send freed once CI >= 3 */
+    ck_assert_uint_eq(q[0]->qp.rq_ci, 3);
+    ck_assert_uint_eq(q[1]->qp.sq_ci, (uint64_t)52 << 32 | 1002);   /* snext[2] */
+    ck_assert_uint_eq(record_ci(cq), 4);
+    cq_done(cq);
+    for (int i = 0; i < 2; i++) munmap(order_page[i], (size_t)pg);
+}
+END_TEST
+
 Suite *poll_suite(void)
 {
     Suite *s = suite_create("poll");
@@ -360,6 +433,7 @@ Suite *poll_suite(void)
     tcase_add_test(tc, batch_of_exactly_ncqe);
     tcase_add_test(tc, error_in_the_middle_stops_nothing);
     tcase_add_test(tc, runs_of_qps_in_one_batch);
+    tcase_add_test(tc, rings_freed_after_cq_slots_return);
     tcase_add_test(tc, responder_opcodes_formats_se);
     tcase_add_test(tc, symbol_matches_inline);
     suite_add_tcase(s, tc);

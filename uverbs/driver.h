@@ -46,10 +46,14 @@ struct mlxd_qp {
     volatile uint8_t *sq;           /* send ring: sq_wqebbs blocks of 64 bytes */
     uint32_t sq_pi;                 /* producer index in WQEBBs (free-running) */
     uint32_t sq_wqebbs;             /* power of two (0 = no send ring) */
-    _Atomic uint32_t sq_ci;         /* WQEBBs released by completions (written by poll) */
+    uint32_t sq_posted;             /* entries posted (free-running) */
+    uint32_t sq_depth;              /* entries outstanding at most: the send_depth asked for */
+    /* Released by completions (written by poll, read by post): entries << 32 | WQEBBs, both
+     * free-running, one 64-bit store so that a poster never sees one without the other. */
+    _Atomic uint64_t sq_ci;
     uint32_t qpn;
     uint64_t *sq_wrid;              /* [idx] wr_id of the WQE starting at idx */
-    uint32_t *sq_next;              /* [idx] sq_pi after the WQE starting at idx */
+    uint64_t *sq_next;              /* [idx] sq_ci after the WQE starting at idx (same packing) */
     volatile uint32_t *dbrec;       /* [0] RCV BE32, [1] SND BE32 */
     volatile uint8_t *bf_reg;       /* UAR + 0x800 */
     uint32_t bf_offset;             /* 0 or bf_buf_size, toggled per ring */
@@ -64,6 +68,7 @@ struct mlxd_qp {
     volatile uint8_t *rq;
     uint32_t rq_head;               /* receives posted (free-running) */
     uint32_t rq_wqe_cnt;            /* power of two (0 = no receive ring) */
+    uint32_t rq_depth;              /* receives outstanding at most: the recv_depth asked for */
     _Atomic uint32_t rq_ci;         /* receives completed (written by poll) */
     uint32_t rq_wqe_shift;          /* log2 of the receive WQE stride */
     uint32_t max_recv_sge;          /* data segments written per receive at most */

@@ -276,6 +276,10 @@ struct mlxd_cq_opts {
  * (page aligned, entries*64 bytes, every CQE's op_own = 0xF0: opcode INVALID, owner 0) and its
  * 8-byte doorbell record (page aligned, zeroed) are mapped and owned by the library,
  * MADV_DONTFORK (mlx5-uverbs-abi.md 5, 3.10).  opts NULL = no events, vector 0.
+ * Sizing: at least the send_depth + recv_depth of every QP completing into the CQ (the sizing
+ * rule of ibv_create_cq(3)); mlxd_qp_post/mlxd_qp_receive never let more entries be
+ * outstanding, and mlxd_cq_poll frees their slots only after handing the CQE slots back, so such
+ * a CQ never overruns.  A smaller one can: the NIC then reports a CQ error and moves the QPs to ERR.
  * Errors: -EINVAL misuse or entries 0; -EINVAL "exceeds the device's maximum N" when the
  * rounded size is above the device bound (mlxd_port_info.max_cqe); -ENOMEM; the kernel's
  * errno (message "CQ_CREATE" or "CREATE_COMP_CHANNEL").  Any thread. */
@@ -302,9 +306,9 @@ enum mlxd_qp_type {
 struct mlxd_qp_opts {
     size_t   sz;               /* sizeof(struct mlxd_qp_opts) */
     uint32_t type;             /* enum mlxd_qp_type; 0 = RC */
-    uint32_t send_depth;       /* work entries the send ring holds (each up to one 64-B WQEBB
-                                  unless inline data needs more); 0 = no sends (receive-only) */
-    uint32_t recv_depth;       /* receives the receive ring holds; 0 = no receive ring */
+    uint32_t send_depth;       /* work entries outstanding at most (the ring holds that many
+                                  of the largest size max_inline allows); 0 = no sends */
+    uint32_t recv_depth;       /* receives outstanding at most; 0 = no receive ring */
     uint32_t max_inline;       /* bytes of inline data one entry may carry; 0 = none */
     uint32_t max_recv_sge;     /* scatter entries per receive; 0 = 1 */
     struct mlxd_cq *recv_cq;   /* CQ for receive completions; NULL = the send CQ */

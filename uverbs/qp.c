@@ -131,7 +131,9 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     qp->rq = rq_cnt ? (uint8_t *)m : NULL;
     qp->sq = sq_wqebbs ? (uint8_t *)m + rq_bytes : NULL;
     qp->sq_wqebbs = sq_wqebbs;
+    qp->sq_depth = opts->send_depth;
     qp->rq_wqe_cnt = rq_cnt;
+    qp->rq_depth = opts->recv_depth;
     qp->rq_wqe_shift = rq_shift;
     qp->max_recv_sge = recv_sge;
     qp->max_inline = opts->max_inline;
