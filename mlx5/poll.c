@@ -4,17 +4,23 @@
  * Shape (docs/performance.md, issue 7):
  *   - mlxd_cq_poll is inline in mlxd_mlx5.h: it tests the ownership of the CQE at ci and
  *     returns 0 when the CQ is empty, without a call, a barrier or a saved register;
- *   - mlxd__cq_poll_ready (here) consumes a batch: it counts the consecutive CQEs the software
- *     owns (owner bytes only), issues ONE read barrier, then decodes them all; the consumer-index
- *     doorbell record is written once per batch (and at a change of QP inside a batch when the
- *     earlier QP's run freed ring slots);
- *   - a CQE is read with four loads: the 8-byte tail (sop_drop_qpn, wqe_counter, signature,
- *     op_own) once, byte-swapped, every field of it taken from that word; then the timestamp,
- *     imm and byte_cnt (srqn_uidx only when the QP changes);
- *   - the QP of a run of CQEs is looked up once (user index -> nic->qp_table, QPN checked) and
- *     its wr_id table, mask and receive count stay in registers; the QP's rq_ci / sq_ci are
- *     published once per run, not once per CQE, and only after the CQ's doorbell record has
- *     handed the run's CQE slots back (struct release: why a CQ as deep as its rings suffices);
+ *   - mlxd__cq_poll_ready (here) consumes the ready CQEs: a batch (poll_batch) counts the
+ *     consecutive CQEs the software owns (owner bytes only), issues ONE read barrier, then
+ *     decodes them all; a batch of one (max 1) skips the count; the consumer-index doorbell
+ *     record is written once per batch (and at a change of QP inside a batch when the earlier
+ *     QP's run freed ring slots);
+ *   - the hot path: receive completions of the CQ's hot QP (the QP of the previous batch's
+ *     last run, a receiver's only QP) are decoded with no QP lookup and no accounting per
+ *     CQE (the receives completed are the CQEs decoded); the first other CQE hands the rest
+ *     of the batch to the general path (poll_general), which takes any QP, opcode or error;
+ *   - in the general path the QP of a run of CQEs is looked up once (user index ->
+ *     nic->qp_table, QPN checked) and its wr_id table, mask and receive count stay in
+ *     registers; the QP's rq_ci / sq_ci are published once per run, not once per CQE, and
+ *     only after the CQ's doorbell record has handed the run's CQE slots back (struct release:
+ *     why a CQ as deep as its rings suffices);
+ *   - a CQE is read with five loads: the 8-byte tail (sop_drop_qpn, wqe_counter, signature,
+ *     op_own) once, byte-swapped, the QPN, wqe_counter and opcode taken from that word; then
+ *     the timestamp, imm, byte_cnt and the hw_drops byte (srqn_uidx only when the QP changes);
  *   - each completion is written with seven 8-byte stores; error CQEs and rare opcodes go to
  *     an out-of-line function, so the common path has no per-opcode branch but one.
  */
@@ -218,6 +224,33 @@ struct resp_words {
 static const struct resp_words resp_words[32] = { R4(0), R4(4), R4(8), R4(12), R4(16), R4(20), R4(24), R4(28) };
 #define RESP_INDEX_BASE ((MLXD_CQE_RESP_WR_IMM << MLXD_CQE_OPCODE_SHIFT) >> 1)   /* 8 */
 
+/* The words of a responder completion (success) but wr_id, timestamp and qp: seven 8-byte
+ * stores with the ones above, from the CQE's tail word and the table entry of its op_own. */
+static inline __attribute__((always_inline)) void put_resp(struct mlxd_completion *w, const uint8_t *c,
+                                                           uint64_t tail, uint32_t qpn, uint64_t wc,
+                                                           const struct resp_words *r)
+{
+    uint64_t v;
+    memcpy((char *)w + offsetof(struct mlxd_completion, status), &r->status_opcode, 8);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    v = mlxd_cqe_byte_cnt(c) | ((uint64_t)mlxd_cqe_imm(c) << 32 & r->imm_mask);
+    memcpy((char *)w + offsetof(struct mlxd_completion, byte_len), &v, 8);
+    v = qpn | r->flags_hi;
+    memcpy((char *)w + offsetof(struct mlxd_completion, qpn), &v, 8);
+    /* hw_drops (byte 56 of the CQE, the top byte of sop_drop_qpn) into byte 6: loaded as a
+     * byte, which needs no 64-bit mask constant in a register */
+    v = wc | (uint64_t)c[MLXD_CQE_OFF_SOP_DROP_QPN] << 48 | r->tail;
+    (void)tail;
+    memcpy((char *)w + offsetof(struct mlxd_completion, wqe_counter), &v, 8);
+#else
+    v = (uint64_t)mlxd_cqe_byte_cnt(c) << 32 | (mlxd_cqe_imm(c) & r->imm_mask);
+    memcpy((char *)w + offsetof(struct mlxd_completion, byte_len), &v, 8);
+    v = (uint64_t)qpn << 32 | r->flags_hi;
+    memcpy((char *)w + offsetof(struct mlxd_completion, qpn), &v, 8);
+    put_tail(w, (uint32_t)wc, 0, 0, (uint8_t)tail >> MLXD_CQE_OPCODE_SHIFT, 0, (uint32_t)(tail >> 56));
+#endif
+}
+
 /* ---- the batch ---------------------------------------------------------------------------- */
 
 /* The owner byte of CQE slot p is the software's for pass parity `par` (see the inline test in
@@ -230,16 +263,16 @@ static inline bool sw_owned(const uint8_t *p, uint32_t par)
 
 /* Decodes cnt owned CQEs from c (no ring end in between) into w; w0 is the batch's first
  * completion (w - w0 CQEs of the batch precede c).  The QP of the current run of CQEs (key =
- * its QPN; ~0: none yet), its receive wr_id table and what the run frees (*rel, carried from
- * one call to the next across the ring's end) are kept in registers. */
+ * its QPN; ~0: none yet), its receive wr_id table and what the run frees (*rel: carried in
+ * from the hot path or across the ring's end, and out) are kept in registers. */
 static inline __attribute__((always_inline)) void decode_run(const struct mlxd_cq *cq, const uint8_t *c,
                                                              struct mlxd_completion *w, uint32_t cnt,
                                                              const struct mlxd_completion *w0,
                                                              struct release *rel)
 {
-    uint32_t key = ~0u, rq_mask = 0, rq_done = rel->rq_done;
     struct mlxd_qp *qp = rel->qp;
-    const uint64_t *rq_wrid = NULL, *sq_next = rel->sq_next;
+    uint32_t key = qp ? qp->qpn : ~0u, rq_mask = qp ? qp->rq_wqe_cnt - 1 : 0, rq_done = rel->rq_done;
+    const uint64_t *rq_wrid = qp ? qp->rq_wrid : NULL, *sq_next = rel->sq_next;
     for (const uint8_t *const c_end = c + ((size_t)cnt << 6); c != c_end; c += 64, w++) {
         /* host-order words of the CQE's last 32 bytes: sop_drop_qpn|wqe_counter|signature|op_own
          * (8 bytes at 56) first, then timestamp (48), imm (36), byte_cnt (44), srqn_uidx (32,
@@ -270,23 +303,7 @@ static inline __attribute__((always_inline)) void decode_run(const struct mlxd_c
         uint64_t wr_id = wc;
         uint32_t ri = (op_own >> 1) - RESP_INDEX_BASE;
         if (mlxd_likely(ri < 32)) {                                      /* responder, success */
-            const struct resp_words *r = &resp_words[ri];
-            uint64_t v;
-            memcpy((char *)w + offsetof(struct mlxd_completion, status), &r->status_opcode, 8);
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-            v = mlxd_cqe_byte_cnt(c) | ((uint64_t)mlxd_cqe_imm(c) << 32 & r->imm_mask);
-            memcpy((char *)w + offsetof(struct mlxd_completion, byte_len), &v, 8);
-            v = qpn | r->flags_hi;
-            memcpy((char *)w + offsetof(struct mlxd_completion, qpn), &v, 8);
-            v = wc | (tail >> 56) << 48 | r->tail;                        /* hw_drops: byte 6 */
-            memcpy((char *)w + offsetof(struct mlxd_completion, wqe_counter), &v, 8);
-#else
-            v = (uint64_t)mlxd_cqe_byte_cnt(c) << 32 | (mlxd_cqe_imm(c) & r->imm_mask);
-            memcpy((char *)w + offsetof(struct mlxd_completion, byte_len), &v, 8);
-            v = (uint64_t)qpn << 32 | r->flags_hi;
-            memcpy((char *)w + offsetof(struct mlxd_completion, qpn), &v, 8);
-            put_tail(w, wc, 0, 0, op_own >> MLXD_CQE_OPCODE_SHIFT, 0, (uint32_t)(tail >> 56));
-#endif
+            put_resp(w, c, tail, qpn, wc, &resp_words[ri]);
             if (mlxd_likely(rq_wrid != NULL)) {
                 wr_id = rq_wrid[wc & rq_mask];
                 rq_done++;
@@ -328,19 +345,61 @@ static inline int hand_back(struct mlxd_cq *cq, uint32_t n, const struct release
     return (int)n;
 }
 
+/* The general path of a batch, from its k-th CQE on (the hot path decoded k, all receive
+ * completions of `hot`): any QP, opcode and error.  The last run's QP becomes the hot QP of the
+ * next batch when it has a receive ring. */
+static __attribute__((noinline)) int poll_general(struct mlxd_cq *cq, struct mlxd_completion *out, uint32_t n,
+                                                  uint32_t k, struct mlxd_qp *hot)
+{
+    const uint8_t *c = (const uint8_t *)(uintptr_t)cq->buf + ((size_t)(cq->ci & (cq->ncqe - 1)) << 6);
+    struct release rel = { k ? hot : NULL, k, NULL };
+    decode_run(cq, c + ((size_t)k << 6), out + k, n - k, out, &rel);
+    cq->hot_qp = rel.qp && rel.qp->rq_wrid ? rel.qp : NULL;
+    return hand_back(cq, n, &rel);
+}
+
 /* A batch that straddles the end of the ring (rare): n1 CQEs up to the end, n2 from the start. */
 static __attribute__((noinline)) int poll_straddle(struct mlxd_cq *cq, struct mlxd_completion *out, uint32_t n1,
                                                    uint32_t n2)
 {
     const uint8_t *buf = (const uint8_t *)(uintptr_t)cq->buf;
-    mlxd_rmb();                               /* see mlxd__cq_poll_ready */
+    mlxd_rmb();                               /* see poll_batch */
     struct release rel = { NULL, 0, NULL };
     decode_run(cq, buf + ((size_t)(cq->ci & (cq->ncqe - 1)) << 6), out, n1, out, &rel);
     decode_run(cq, buf, out + n1, n2, out, &rel);
+    cq->hot_qp = rel.qp && rel.qp->rq_wrid ? rel.qp : NULL;
     return hand_back(cq, n1 + n2, &rel);
 }
 
-int mlxd__cq_poll_ready(struct mlxd_cq *cq, struct mlxd_completion *out, int max)
+/* The hot path: receive completions (success) of the CQ's hot QP, the one of the last run of
+ * the previous batch (a receiver's only QP): no QP lookup, no per-opcode branch but the one,
+ * and the receives completed are the CQEs decoded.  Returns how many of the CQEs from c to
+ * c_end it decoded into w; stops at the first other one (another QP, a requester, error or
+ * rare CQE). */
+static inline __attribute__((always_inline)) uint32_t decode_hot(struct mlxd_qp *qp, const uint8_t *c,
+                                                                 const uint8_t *const c_end,
+                                                                 struct mlxd_completion *w)
+{
+    const uint32_t key = qp->qpn, rq_mask = qp->rq_wqe_cnt - 1;
+    const uint64_t *const rq_wrid = qp->rq_wrid;
+    const uint8_t *const c0 = c;
+    for (; c != c_end; c += 64, w++) {
+        uint64_t tail = mlxd_load_be64(c + MLXD_CQE_OFF_SOP_DROP_QPN);
+        const uint32_t qpn = (uint32_t)(tail >> 32) & MLXD_QPN_MASK;
+        const uint64_t wc = (tail >> 16) & 0xffff;      /* 64-bit: one register for both uses */
+        uint32_t ri = ((uint32_t)(uint8_t)tail >> 1) - RESP_INDEX_BASE;
+        if (mlxd_unlikely(qpn != key || ri >= 32)) break;
+        uint64_t ts = mlxd_load_be64(c + MLXD_CQE_OFF_TIMESTAMP);
+        memcpy((char *)w + offsetof(struct mlxd_completion, timestamp), &ts, sizeof ts);
+        memcpy((char *)w + offsetof(struct mlxd_completion, qp), &qp, sizeof qp);
+        put_resp(w, c, tail, qpn, wc, &resp_words[ri]);
+        w->wr_id = rq_wrid[wc & rq_mask];
+    }
+    return (uint32_t)((size_t)(c - c0) >> 6);
+}
+
+/* A batch of up to max (> 1) CQEs; the caller saw the one at ci. */
+static __attribute__((noinline)) int poll_batch(struct mlxd_cq *cq, struct mlxd_completion *out, int max)
 {
     const uint8_t *buf = (const uint8_t *)(uintptr_t)cq->buf;
     const uint32_t ncqe = cq->ncqe, ci = cq->ci, idx = ci & (ncqe - 1);
@@ -349,18 +408,15 @@ int mlxd__cq_poll_ready(struct mlxd_cq *cq, struct mlxd_completion *out, int max
      *    parity of ci's pass), then n2 from its start (a batch that straddles the end: the
      *    parity flips).  The caller saw the one at ci.  A full pass (n + n2 == ncqe) stops by
      *    itself: slot idx then still holds this pass's parity, not the next one's. */
-    uint32_t n = 1;
-    if ((uint32_t)max > 1) {
-        const uint32_t par = (ci & ncqe) != 0, room = ncqe - idx;
-        const uint32_t lim = (uint32_t)max < room ? (uint32_t)max : room;
-        const uint8_t *p = c + 64, *const p_end = c + ((size_t)lim << 6);
-        while (p != p_end && sw_owned(p, par)) p += 64;
-        n = (uint32_t)((size_t)(p - c) >> 6);
-        if (mlxd_unlikely(n == room) && n < (uint32_t)max && sw_owned(buf, par ^ 1)) {
-            uint32_t n2 = 1;
-            while (n + n2 < (uint32_t)max && sw_owned(buf + ((size_t)n2 << 6), par ^ 1)) n2++;
-            return poll_straddle(cq, out, n, n2);
-        }
+    const uint32_t par = (ci & ncqe) != 0, room = ncqe - idx;
+    const uint32_t lim = (uint32_t)max < room ? (uint32_t)max : room;
+    const uint8_t *p = c + 64, *const p_end = c + ((size_t)lim << 6);
+    while (p != p_end && sw_owned(p, par)) p += 64;
+    const uint32_t n = (uint32_t)((size_t)(p - c) >> 6);
+    if (mlxd_unlikely(n == room) && n < (uint32_t)max && sw_owned(buf, par ^ 1)) {
+        uint32_t n2 = 1;
+        while (n + n2 < (uint32_t)max && sw_owned(buf + ((size_t)n2 << 6), par ^ 1)) n2++;
+        return poll_straddle(cq, out, n, n2);
     }
     /* 2. One read barrier for the whole batch.  Every owner byte counted above was loaded
      *    before this barrier in program order, and every other field of those CQEs is loaded
@@ -373,10 +429,37 @@ int mlxd__cq_poll_ready(struct mlxd_cq *cq, struct mlxd_completion *out, int max
      *    (poll-loop-survey.md A.3).  The owner byte of the CQE at ci was loaded by the inline
      *    caller, before this call, so before the barrier too. */
     mlxd_rmb();
-    /* 3. Decode, 4. hand the slots back. */
-    struct release rel = { NULL, 0, NULL };
-    decode_run(cq, c, out, n, out, &rel);
-    return hand_back(cq, n, &rel);
+    /* 3. Decode: the hot path while it can, the general one for the rest.  4. Hand the slots
+     *    back, then free the receive slots (struct release: in this order). */
+    struct mlxd_qp *hot = cq->hot_qp;
+    if (mlxd_unlikely(!hot)) return poll_general(cq, out, n, 0, NULL);
+    uint32_t k = decode_hot(hot, c, p, out);
+    if (mlxd_unlikely(k != n)) return poll_general(cq, out, n, k, hot);
+    const uint32_t nci = cq->ci + n;          /* reloaded: fewer values live across the loop */
+    cq->ci = nci;
+    mlxd_wmb();                               /* CQE reads before the slots are handed back */
+    mlxd_shared_store(&cq->dbrec[MLXD_CQ_SET_CI], htobe32(nci & MLXD_CQ_CI_MASK));
+    atomic_store_explicit(&hot->rq_ci, atomic_load_explicit(&hot->rq_ci, memory_order_relaxed) + n,
+                          memory_order_release);
+    return (int)n;
+}
+
+/* Called by the inline mlxd_cq_poll when the CQE at ci is the software's.  A batch of one
+ * (max 1) has its own straight path: the same steps with no scan and no loop. */
+int mlxd__cq_poll_ready(struct mlxd_cq *cq, struct mlxd_completion *out, int max)
+{
+    if (max > 1) return poll_batch(cq, out, max);
+    const uint32_t ci = cq->ci;
+    const uint8_t *c = (const uint8_t *)(uintptr_t)cq->buf + ((size_t)(ci & (cq->ncqe - 1)) << 6);
+    mlxd_rmb();                               /* see poll_batch */
+    struct mlxd_qp *hot = cq->hot_qp;
+    if (mlxd_unlikely(!hot || decode_hot(hot, c, c + 64, out) != 1)) return poll_general(cq, out, 1, 0, NULL);
+    cq->ci = ci + 1;
+    mlxd_wmb();                               /* CQE reads before the slot is handed back */
+    mlxd_shared_store(&cq->dbrec[MLXD_CQ_SET_CI], htobe32((ci + 1) & MLXD_CQ_CI_MASK));
+    atomic_store_explicit(&hot->rq_ci, atomic_load_explicit(&hot->rq_ci, memory_order_relaxed) + 1,
+                          memory_order_release);
+    return 1;
 }
 
 int mlxd__cq_poll_checked(struct mlxd_cq *cq, struct mlxd_completion *out, int max)

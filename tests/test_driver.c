@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "mlxd_abi.h"
 #include "mlxd_emu.h"
 #include "mlxd_error.h"
 #include "mlxd_mlx5.h"
@@ -581,6 +582,52 @@ START_TEST(cq_overrun_events)
 }
 END_TEST
 
+/* A destroyed QP's completions still in its CQ come back with qp NULL and wr_id = wqe_counter,
+ * also when that QP was the poll loop's hot QP (the QP of the last batch, whose receives it
+ * decodes without a lookup): mlxd_qp_destroy forgets it (mlx5/poll.c, uverbs/qp.c). */
+START_TEST(destroyed_hot_qp_forgotten)
+{
+    struct side a, b;
+    pair(&a, &b, MLXD_QP_UC);
+    struct mlxd_endpoint eb;
+    ck_assert_int_eq(mlxd_qp_endpoint(b.qp, &eb), 0);
+    struct mlxd_recv rv[4];
+    for (int i = 0; i < 4; i++) rv[i] = (struct mlxd_recv){ .wr_id = 900 + i };
+    ck_assert_int_eq(mlxd_qp_receive(b.qp, rv, 4), 4);
+    struct mlxd_remote rb = mlxd_region_remote(b.reg);
+    for (uint32_t i = 0; i < 3; i++) {
+        struct mlxd_entry e = { .wr_id = i, .op = MLXD_OP_WRITE_IMM, .flags = MLXD_SIGNALED, .imm = 0x100 + i,
+                                .num_local = 0, .remote = { rb.addr, 0, rb.rkey, 0 } };
+        ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
+    }
+    ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+    struct mlxd_completion wc = wait_one(b.cq);
+    ck_assert_ptr_eq(wc.qp, b.qp);
+    ck_assert_uint_eq(wc.wr_id, 900);
+    /* the other two CQEs are written (owner bit of pass 0, opcode not INVALID): not polled */
+    volatile void *ring; uint32_t ncqe; volatile uint32_t *db;
+    ck_assert_int_eq(mlxd_cq_ring(b.cq, &ring, &ncqe, &db), 0);
+    uint8_t *r = (uint8_t *)(uintptr_t)ring;
+#define OP_OWN(i) __atomic_load_n(&r[(i) * 64 + 63], __ATOMIC_ACQUIRE)   /* as the NIC stores it */
+    for (int t = 0; t < 5000 && ((OP_OWN(2) >> 4) == 0xf || (OP_OWN(2) & 1)); t++) usleep(1000);
+    ck_assert_uint_eq(OP_OWN(1) >> 4, MLXD_CQE_RESP_WR_IMM);
+    ck_assert_uint_eq(OP_OWN(2) >> 4, MLXD_CQE_RESP_WR_IMM);
+#undef OP_OWN
+    ck_assert_int_eq(mlxd_qp_destroy(b.qp), 0);
+    struct mlxd_completion w[4];
+    ck_assert_int_eq(mlxd_cq_poll(b.cq, w, 1), 1);              /* the single-CQE path */
+    ck_assert_ptr_null(w[0].qp);
+    ck_assert_uint_eq(w[0].wr_id, 1);                            /* wqe_counter, no wr_id table */
+    ck_assert_uint_eq(w[0].qpn, eb.qpn);
+    ck_assert_uint_eq(w[0].imm, 0x101);
+    ck_assert_int_eq(mlxd_cq_poll(b.cq, w, 4), 1);              /* the batch path */
+    ck_assert_ptr_null(w[0].qp);
+    ck_assert_uint_eq(w[0].wr_id, 2);
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
 /* Thread rules: a QP may be posted while another thread polls its CQ.  The poster retries on
  * -EAGAIN until the poller's completions free the ring; every wr_id comes back once, in order. */
 struct poller { struct mlxd_cq *cq; unsigned want, got; bool in_order; struct mlxd_completion bad; unsigned bad_at; };
@@ -663,6 +710,7 @@ Suite *driver_suite(void)
     tcase_add_test(tc, dmabuf_region);
     tcase_add_test(tc, cq_overrun_events);
     tcase_add_test(tc, post_while_another_thread_polls);
+    tcase_add_test(tc, destroyed_hot_qp_forgotten);
     tcase_add_test(tc, two_processes_rc_write_imm);
     tcase_add_test(tc, two_processes_uc_send);
     tcase_add_test(tc, two_processes_rc_send);

@@ -354,6 +354,89 @@ START_TEST(symbol_matches_inline)
 }
 END_TEST
 
+/* The hot path (responder CQEs of the QP of the previous batch's last run) and the general
+ * path give the same completions: one stream of CQEs, mixing two QPs, requester, error, rare
+ * and unknown-QP CQEs and every responder opcode with SE and hw_drops, polled once in batches
+ * of 1, once of 3 and once of 32, must give identical completions and ring accounting. */
+START_TEST(hot_path_same_as_general)
+{
+    enum { N = 24 };
+    struct spec s[N];
+    for (uint32_t i = 0; i < N; i++) s[i] = (struct spec){ .opcode = MLX5_CQE_RESP_WR_IMM, .qpn = 0x0a0a0a, .uidx = 3,
+        .byte_cnt = 1000 + i, .imm_be = htobe32(0x5000 + i), .wqe_counter = (uint16_t)i, .ts = 77 + i };
+    s[3].opcode = MLX5_CQE_RESP_SEND; s[3].se = true;
+    s[4].opcode = MLX5_CQE_RESP_SEND_IMM; s[4].top = 3;          /* 3 packets dropped before it */
+    s[5] = (struct spec){ .opcode = MLX5_CQE_REQ, .top = MLX5_OPCODE_RDMA_WRITE, .qpn = 0x0a0a0a, .uidx = 3, .wqe_counter = 4 };
+    s[8].qpn = 0x0b0b0b; s[8].uidx = 4;                          /* b, then a again */
+    s[9].qpn = 0x0b0b0b; s[9].uidx = 4;
+    s[12] = (struct spec){ .opcode = MLX5_CQE_RESP_ERR, .syndrome = 0x05, .qpn = 0x0a0a0a, .uidx = 3, .wqe_counter = 12 };
+    s[13].opcode = MLX5_CQE_RESP_SEND_INV;
+    s[15].qpn = 0x777; s[15].uidx = 9;                           /* no such QP */
+    s[16].fmt = 1;                                               /* inline scatter format */
+    s[20] = (struct spec){ .opcode = MLX5_CQE_REQ, .top = MLX5_OPCODE_SEND, .qpn = 0x0b0b0b, .uidx = 4, .wqe_counter = 6 };
+    static const int batch[3] = { 1, 3, 32 };
+    struct mlxd_completion got[3][N];
+    uint64_t sq[3][2];
+    uint32_t rq[3][2];
+    for (int b = 0; b < 3; b++) {
+        struct mlxd_cq *cq = cq_with_table(32);
+        struct fq a, bq;
+        fq_init(&a, 0x0a0a0a, 3, 100);
+        fq_init(&bq, 0x0b0b0b, 4, 200);
+        for (uint32_t i = 0; i < N; i++) put(cq, i, &s[i]);
+        memset(got[b], 0xee, sizeof got[b]);
+        int n = 0;
+        while (n < N) {
+            int m = mlxd_cq_poll(cq, got[b] + n, batch[b]);
+            ck_assert_int_gt(m, 0);
+            n += m;
+        }
+        ck_assert_int_eq(n, N);
+        ck_assert_int_eq(mlxd_cq_poll(cq, got[b], batch[b]), 0);
+        for (int i = 0; i < N; i++)         /* QPs as indices: the objects differ per round */
+            got[b][i].qp = got[b][i].qp == &a.qp ? (struct mlxd_qp *)1 : got[b][i].qp == &bq.qp ? (struct mlxd_qp *)2 : NULL;
+        sq[b][0] = a.qp.sq_ci; sq[b][1] = bq.qp.sq_ci;
+        rq[b][0] = a.qp.rq_ci; rq[b][1] = bq.qp.rq_ci;
+        cq_done(cq);
+    }
+    for (int b = 1; b < 3; b++) {
+        for (int i = 0; i < N; i++)
+            ck_assert_msg(memcmp(&got[0][i], &got[b][i], sizeof got[0][i]) == 0,
+                          "completion %d differs between batches of 1 and %d", i, batch[b]);
+        ck_assert_uint_eq(sq[b][0], sq[0][0]);
+        ck_assert_uint_eq(sq[b][1], sq[0][1]);
+        ck_assert_uint_eq(rq[b][0], rq[0][0]);
+        ck_assert_uint_eq(rq[b][1], rq[0][1]);
+    }
+    /* and the values, from the CQEs (mlx5dv.h layout) and the wr_id tables of fq_init */
+    ck_assert_uint_eq(rq[0][0], 19);       /* a: 24 - 3 of b - 2 requester - 1 unknown + the flush */
+    ck_assert_uint_eq(rq[0][1], 2);
+    ck_assert_uint_eq(sq[0][0], (uint64_t)54 << 32 | 1004);     /* snext[4] of a */
+    ck_assert_uint_eq(sq[0][1], (uint64_t)56 << 32 | 1006);     /* snext[6] of b */
+    const struct mlxd_completion *w = got[0];
+    ck_assert_uint_eq(w[0].wr_id, 100);
+    ck_assert_uint_eq(w[0].opcode, 129);                        /* IBV_WC_RECV_RDMA_WITH_IMM */
+    ck_assert_uint_eq(w[0].imm, 0x5000);
+    ck_assert_uint_eq(w[0].byte_len, 1000);
+    ck_assert_uint_eq(w[0].timestamp, 77);
+    ck_assert_uint_eq(w[3].flags, MLXD_WC_SOLICITED);
+    ck_assert_uint_eq(w[3].imm, 0);                             /* SEND: no immediate */
+    ck_assert_uint_eq(w[4].hw_drops, 3);
+    ck_assert_uint_eq(w[4].flags, MLXD_WC_WITH_IMM);
+    ck_assert_uint_eq(w[5].wr_id, 204);                         /* a's send table: base 100 + 100 + 4 */
+    ck_assert_uint_eq(w[5].opcode, 1);                          /* IBV_WC_RDMA_WRITE */
+    ck_assert_ptr_eq(w[8].qp, (struct mlxd_qp *)2);
+    ck_assert_uint_eq(w[8].wr_id, 200);
+    ck_assert_uint_eq(w[12].status, 5);
+    ck_assert_uint_eq(w[12].wr_id, 100 + (12 & 7));
+    ck_assert_ptr_null(w[15].qp);
+    ck_assert_uint_eq(w[15].wr_id, 15);                         /* no QP: the wqe_counter */
+    ck_assert_uint_eq(w[20].wr_id, 306);
+    ck_assert_uint_eq(w[23].wr_id, 100 + (23 & 7));
+    ck_assert_ptr_eq(w[23].qp, (struct mlxd_qp *)1);
+}
+END_TEST
+
 /* Ring slots are freed only after the CQ's doorbell record has handed the CQE slots of their
  * completions back: otherwise a poster can reuse a slot while the NIC still sees the CQ full
  * (an overrun, a CQ sized to the rings' depths is then not enough: see struct release in
@@ -434,6 +517,7 @@ Suite *poll_suite(void)
     tcase_add_test(tc, error_in_the_middle_stops_nothing);
     tcase_add_test(tc, runs_of_qps_in_one_batch);
     tcase_add_test(tc, rings_freed_after_cq_slots_return);
+    tcase_add_test(tc, hot_path_same_as_general);
     tcase_add_test(tc, responder_opcodes_formats_se);
     tcase_add_test(tc, symbol_matches_inline);
     suite_add_tcase(s, tc);

@@ -27,6 +27,9 @@ struct mlxd_cq {
     bool     events;                /* armable (comp channel attached) */
     bool     detached;
     uint32_t cqn;
+    struct mlxd_qp *hot_qp;         /* the QP of the last batch's last run, when it has a receive
+                                       ring: the poll loop's hot path (mlx5/poll.c); written by
+                                       the poller, cleared by mlxd_qp_destroy (no poll running) */
     volatile uint64_t *arm_db;      /* NC UAR + 0x20 */
     _Atomic uint32_t arm_sn;        /* incremented per completion event read (mlxd_wait) */
     /* --- cold --- */

@@ -376,6 +376,8 @@ int mlxd_qp_destroy(struct mlxd_qp *qp)
     qp->state = OBJ_DEAD;
     qp->destroy_result = rc;
     if (nic->qp_table[qp->uidx] == qp) table_set(nic, qp->uidx, NULL);
+    if (qp->send_cq->hot_qp == qp) qp->send_cq->hot_qp = NULL;
+    if (qp->recv_cq->hot_qp == qp) qp->recv_cq->hot_qp = NULL;
     qp->send_cq->qps--;
     if (qp->recv_cq != qp->send_cq) qp->recv_cq->qps--;
     pthread_mutex_unlock(&nic->lock);
