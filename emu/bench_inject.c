@@ -86,3 +86,9 @@ out:
     pthread_mutex_unlock(&d->lock);
     return rc;
 }
+
+API int mlxd_emu_bench_park(int park)
+{
+    atomic_store_explicit(&nic_engines_parked, park != 0, memory_order_relaxed);
+    return 0;
+}

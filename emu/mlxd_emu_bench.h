@@ -1,10 +1,11 @@
-/* mlxd_emu_bench.h: a benchmark hook of the mlx5direct emulator (libmlx5direct-emu.so): write one
+/* mlxd_emu_bench.h: benchmark hooks of the mlx5direct emulator (libmlx5direct-emu.so): write one
  * receive completion into a QP's CQ ring now, from the calling thread, the way the NIC writes it
  * at the end of an RDMA WRITE with immediate, and tell the caller the TSC at which it became
- * valid.  Used by tools/mlxd-bench.c (hand-off latency, rings filled for the poll benchmarks,
- * rdma-core's libmlx5 fed the same CQEs) and tests/test_bench.c.
+ * valid; and park the emulator's engine threads while such a benchmark runs.  Used by
+ * tools/mlxd-bench.c (hand-off latency, rings filled for the poll benchmarks, rdma-core's libmlx5
+ * fed the same CQEs) and tests/test_bench.c.
  *
- * In a preloaded program find it with dlsym(RTLD_DEFAULT, "mlxd_emu_bench_write_imm").
+ * In a preloaded program find them with dlsym(RTLD_DEFAULT, "mlxd_emu_bench_write_imm").
  * Source of the CQE layout: struct mlx5_cqe64 (mlx5dv.h); ownership: the owner bit of the pass
  * (../shared/reference/mlx5-uverbs-abi.md section 6.3), written last with release semantics.
  */
@@ -37,6 +38,16 @@ extern "C" {
  * engine.  The device must stay open during the call. */
 int mlxd_emu_bench_write_imm(unsigned dev, uint32_t qpn, uint32_t imm, uint32_t byte_len,
                              uint64_t *tsc);
+
+/* park != 0: every engine thread of the emulator stops working and sleeps 10 ms at a time until
+ * called again with park == 0 (then it goes on within 10 ms).  While parked nothing is
+ * executed: doorbells, CQ arm requests and packets wait (packets in the socket's buffer).
+ * For measurements whose only producer is mlxd_emu_bench_write_imm in busy-poll mode: the
+ * engine's idle wake-ups (every 50 us to 1 ms, MLXD_EMU_POLL_US) would otherwise preempt the
+ * measured threads, which a real NIC does not do.  Not for event mode: arming needs the engine.
+ * In a preloaded program find it with dlsym(RTLD_DEFAULT, "mlxd_emu_bench_park").
+ * Returns 0.  Any thread. */
+int mlxd_emu_bench_park(int park);
 
 #ifdef __cplusplus
 }

@@ -139,6 +139,7 @@ struct nic_dev {
 /* nic_engine.c */
 uint64_t nic_now_ns(void);
 struct nic_dev *nic_dev_get(unsigned index);      /* registry (NULL if not open) */
+extern atomic_bool nic_engines_parked;             /* mlxd_emu_bench_park */
 void nic_qp_to_err(struct nic_qp *q, int event);  /* event < 0: none */
 
 /* nic_cq.c */

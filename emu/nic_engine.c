@@ -25,6 +25,8 @@
 #define API __attribute__((visibility("default")))
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+/* mlxd_emu_bench_park (bench_inject.c): every engine idles without looking at anything */
+atomic_bool nic_engines_parked;
 static struct nic_dev *registry[EMU_MAX_DEVICES];
 /* faults set through the API before a device is opened (or kept across reopen) */
 static struct mlxd_emu_fault pending_fault[EMU_MAX_DEVICES];
@@ -271,6 +273,15 @@ static void *engine_main(void *arg)
     uint64_t last_work = nic_now_ns();
     unsigned yield_slow = 0;    /* idle passes left that sleep instead of yielding */
     while (!atomic_load_explicit(&nd->stop, memory_order_acquire)) {
+        if (atomic_load_explicit(&nic_engines_parked, memory_order_relaxed)) {
+            /* parked (a benchmark that writes CQEs itself): no pass, no packet; packets wait in
+             * the socket's buffer.  Sleeping, not polling the socket: a packet must not wake
+             * the engine either.  Unparked, it goes on within 10 ms. */
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+            last_work = nic_now_ns();
+            continue;
+        }
         int work = 0;
         if (pthread_mutex_trylock(&nd->dev->lock) == 0) {
             work = engine_pass(nd);

@@ -200,7 +200,7 @@ static struct stats stats_of(double *v, size_t n)
 struct result {
     char name[48];
     char unit[16];
-    char what[160];
+    char what[240];
     size_t iters;
     bool available;
     char reason[400];
@@ -258,6 +258,7 @@ static char g_cmp_reason[600];
 
 struct cfg {
     bool json, csv, quiet;
+    bool no_park;                /* --no-park: the emulator's engine stays awake in busy hand-off */
     const char *json_out, *csv_out;   /* also write these files */
     const char *plot_dir;
     const char *fixture;
@@ -519,11 +520,13 @@ static void bench_ring_detached(void)
 /* 2b. rings of the emulated NIC filled by the emulator (what libmlx5 is compared on)         */
 
 static write_imm_fn g_write_imm;
+static int (*g_park)(int);          /* mlxd_emu_bench_park, when the emulator has it */
 
 static bool emu_hook(char *why, size_t len)
 {
     if (!g_write_imm)
         g_write_imm = (write_imm_fn)dlsym(RTLD_DEFAULT, "mlxd_emu_bench_write_imm");
+    if (!g_park) g_park = (int (*)(int))dlsym(RTLD_DEFAULT, "mlxd_emu_bench_park");
     if (!g_write_imm)
         snprintf(why, len, "the emulator's mlxd_emu_bench_write_imm is not loaded (not running on "
                  "libmlx5direct-emu.so: a real NIC writes its CQEs itself)");
@@ -689,6 +692,13 @@ static int ho_produce(struct handoff *h, uint64_t i)
     return 0;
 }
 
+/* One store per 4 KiB into [p, p + len): the pages exist before a timed loop writes them. */
+static void prefault(void *p, size_t len)
+{
+    volatile char *v = p;
+    for (size_t i = 0; v && i < len; i += 4096) v[i] = 0;
+}
+
 static void gap(double ns)
 {
     if (ns <= 0) return;
@@ -711,12 +721,13 @@ static void *ho_producer(void *arg)
 
 static void bench_handoff(bool event)
 {
-    char name[48], what[200];
+    char name[48], what[240];
     bool inl = C.producer_mode ? !strcmp(C.producer_mode, "inline") : C.ncpus < 3;
     snprintf(name, sizeof name, "handoff_%s", event ? "event" : "busy");
     snprintf(what, sizeof what, "CQE op_own store (TSC) -> mlxd_receiver_get_next_frame returns; %s monitor; "
-             "producer %s; consumer spins get_next_frame(timeout 0)", event ? "event" : "busy-poll",
-             inl ? "= the consumer thread (inline)" : "thread");
+             "producer %s; consumer spins get_next_frame(timeout 0)%s", event ? "event" : "busy-poll",
+             inl ? "= the consumer thread (inline)" : "thread",
+             event || C.no_park ? "" : "; emulator engine parked");
     struct result *r = result_new(name, "ns", what);
     char why[300];
     if (!emu_hook(why, sizeof why)) { result_unavailable(r, "%s", why); return; }
@@ -733,6 +744,11 @@ static void bench_handoff(bool event)
     memset(h.buf, 0, size);
     h.t0 = calloc(h.n, sizeof *h.t0);
     h.lat = calloc(h.n, sizeof *h.lat);
+    /* write every page now: calloc's fresh pages fault on their first write, which inside the
+     * loop put a ~1.5 us page fault into every 512th sample (4 KiB of 8-byte entries).  Volatile
+     * stores: a memset of zeros after calloc is removed by the compiler. */
+    prefault(h.t0, h.n * sizeof *h.t0);
+    prefault(h.lat, h.n * sizeof *h.lat);
     h.r = mlxd_receiver_new();
     struct mlxd_receiver_opts o = { .sz = sizeof o, .device = "mlx5_0", .port = 1, .buffer = (uintptr_t)h.buf,
         .buffer_size = size, .frame_size = HO_FRAME, .page_size = h.page_size, .pages = HO_PAGES,
@@ -753,6 +769,9 @@ static void bench_handoff(bool event)
     bool prod_started = false;
     if (!inl) prod_started = pthread_create(&prod, NULL, ho_producer, &h) == 0;
     bool failed = false;
+    /* busy-poll: the emulator's engine has nothing to do here (the producer writes the CQEs), and
+     * its idle wake-ups on the consumer's CPU would be counted as hand-off time; park it */
+    bool parked = !event && g_park && !C.no_park && g_park(1) == 0;
     for (uint64_t i = 0; i < h.n && !failed; i++) {
         if (inl) {
             gap(h.gap_ns);
@@ -760,9 +779,13 @@ static void bench_handoff(bool event)
         }
         uint64_t t1;
         double deadline = mono_raw_s() + 5;
-        for (;;) {
+        for (unsigned spin = 1;; spin++) {
             if (mlxd_receiver_get_next_frame(h.r, 0, &f)) { t1 = tsc(); break; }
-            if (atomic_load(&h.prod_rc) < 0 || mono_raw_s() > deadline) { failed = true; break; }
+            /* the clock only now and then: between two calls of get_next_frame is the resolution */
+            if ((spin & 1023) == 0 && (atomic_load(&h.prod_rc) < 0 || mono_raw_s() > deadline)) {
+                failed = true;
+                break;
+            }
             cpu_relax();
         }
         if (failed) break;
@@ -772,6 +795,7 @@ static void bench_handoff(bool event)
         h.lat[i] = ticks_ns((double)(int64_t)(t1 - t0));
         atomic_store_explicit(&h.consumed, i + 1, memory_order_release);
     }
+    if (parked) g_park(0);
     if (prod_started) {
         if (failed) atomic_store(&h.consumed, UINT64_MAX);
         pthread_join(prod, NULL);
@@ -1278,6 +1302,8 @@ static void usage(FILE *f)
 "                       overruns the emulated UC wire is lost (sent - received)\n"
 "  --no-emulate         do not re-execute under the emulator (a real ConnectX; hand-off and the\n"
 "                       emulated rings are then unavailable)\n"
+"  --no-park            keep the emulator's engine thread awake during the busy-poll hand-off (by\n"
+"                       default it is parked: its idle wake-ups would preempt the measured threads)\n"
 "  -q                   no progress lines\n");
 }
 
@@ -1298,6 +1324,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--emu-samples")) { NEEDV(); C.emu_samples = strtoull(v, NULL, 0); if (!C.emu_samples) C.emu_samples = 1; }
         else if (!strcmp(a, "--emu-passes")) { NEEDV(); C.emu_passes = strtoull(v, NULL, 0); if (!C.emu_passes) C.emu_passes = 1; }
         else if (!strcmp(a, "--no-emulate")) no_emulate = true;
+        else if (!strcmp(a, "--no-park")) C.no_park = true;
         else if (!strcmp(a, "--json-out")) { NEEDV(); C.json_out = v; }
         else if (!strcmp(a, "--csv-out")) { NEEDV(); C.csv_out = v; }
         else if (!strcmp(a, "--tests")) { NEEDV(); C.tests = v; }
