@@ -7,8 +7,8 @@
  *
  * Sources: rdma-core's <infiniband/mlx5dv.h> (struct mlx5_cqe64, struct mlx5_err_cqe,
  * struct mlx5_wqe_ctrl_seg / raddr / data / inl_data segments, MLX5_CQE_*, MLX5_OPCODE_*,
- * MLX5_CQE_SYNDROME_*, MLX5_RCV_DBR / MLX5_SND_DBR, MLX5_CQ_DOORBELL), and the project's
- * reference ../shared/reference/mlx5-uverbs-abi.md sections 5 to 7.
+ * MLX5_CQE_SYNDROME_*, MLX5_RCV_DBR / MLX5_SND_DBR, MLX5_CQ_DOORBELL), and rdma-core's
+ * providers/mlx5/cq.c, qp.c and verbs.c (how libmlx5 fills and reads them).
  *
  * This header does not include <infiniband/mlx5dv.h>: users need no rdma-core headers.  Every
  * value below is proven equal to its mlx5dv.h counterpart at compile time by abi/abi_assert.c
@@ -27,7 +27,7 @@ extern "C" {
 /* ---- Completion queue entries (mlx5dv.h struct mlx5_cqe64, 64 bytes) ----------------------
  * A CQ created with 128-byte CQEs holds the same 64-byte structure in the SECOND half of each
  * 128-byte slot (bytes 64..127); the first half then carries inline-scattered data (format 2).
- * (reference section 5 and 6.3: "for 128 B CQEs look at the second 64 B half"). */
+ * (rdma-core providers/mlx5/cq.c get_sw_cqe and mlx5_alloc_cq_buf use the second 64 B half). */
 #define MLXD_CQE_SIZE            64u
 #define MLXD_CQE128_SIZE         128u
 
@@ -72,11 +72,11 @@ extern "C" {
 #define MLXD_CQE_FORMAT_MASK     0x3u
 #define MLXD_CQE_OPCODE_SHIFT    4
 /* The value software writes into every op_own when it initialises a CQ ring: opcode INVALID,
- * owner 0 (reference section 5, "CQ ring"). */
+ * owner 0 (rdma-core providers/mlx5/cq.c mlx5_alloc_cq_buf). */
 #define MLXD_CQE_OP_OWN_INIT     0xF0u
 #define MLXD_QPN_MASK            0xFFFFFFu   /* QPNs, CQNs, SRQNs and user indexes are 24 bits */
 
-/* CQE formats (op_own bits 3:2; reference section 6.1). */
+/* CQE formats (op_own bits 3:2; mlx5dv.h MLX5_INLINE_SCATTER_32/64). */
 enum mlxd_cqe_format {
     MLXD_CQE_FORMAT_NORMAL      = 0,
     MLXD_CQE_FORMAT_SCATTER_32  = 1,  /* payload in this 64-byte CQE (MLX5_INLINE_SCATTER_32) */
@@ -119,7 +119,7 @@ enum mlxd_syndrome {
  * page fault abort (mlx5dv.h MLX5_CQE_VENDOR_SYNDROME_ODP_PFAULT). */
 #define MLXD_VENDOR_SYND_ODP_PFAULT 0x93u
 
-/* ---- Send WQEs (mlx5dv.h; reference section 7) ----------------------------------------------
+/* ---- Send WQEs (mlx5dv.h; rdma-core providers/mlx5/qp.c) ------------------------------------
  * A send WQE is made of 16-byte segments ("ds" units) inside 64-byte basic blocks (WQEBBs). */
 #define MLXD_SEND_WQE_BB         64u
 #define MLXD_SEND_WQE_SHIFT      6
@@ -170,7 +170,8 @@ enum mlxd_wqe_opcode {
 #define MLXD_WQE_RADDR_OFF_RADDR    0u     /* BE64 */
 #define MLXD_WQE_RADDR_OFF_RKEY     8u     /* BE32 */
 /* Data (scatter/gather) segment (struct mlx5_wqe_data_seg, 16 bytes).  byte_count 0 means 2 GiB
- * to the hardware (reference section 7.1). */
+ * to the hardware (rdma-core providers/mlx5/qp.c: 2 GB is written as 0, and zero-length SGEs
+ * are skipped). */
 #define MLXD_WQE_DATA_SIZE          16u
 #define MLXD_WQE_DATA_OFF_BYTE_COUNT 0u    /* BE32 */
 #define MLXD_WQE_DATA_OFF_LKEY      4u     /* BE32 */
@@ -182,7 +183,7 @@ enum mlxd_wqe_opcode {
 /* lkey of the terminating data segment of a receive WQE with fewer SGEs than its stride. */
 #define MLXD_INVALID_LKEY           0x100u
 
-/* ---- Doorbell records and the UAR (mlx5dv.h; reference sections 4.3, 5, 6.5) ----------------
+/* ---- Doorbell records and the UAR (mlx5dv.h; rdma-core providers/mlx5/cq.c, qp.c) -----------
  * A QP doorbell record is two BE32: [MLXD_RCV_DBR] = RQ head & 0xffff, [MLXD_SND_DBR] = SQ
  * cur_post & 0xffff.  A CQ doorbell record is two BE32: [MLXD_CQ_SET_CI] = consumer index &
  * 0xffffff, [MLXD_CQ_ARM_DB] = sn<<28 | cmd | ci. */

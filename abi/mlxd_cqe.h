@@ -8,10 +8,12 @@
  *
  * Layout: struct mlx5_cqe64 and struct mlx5_err_cqe in rdma-core's <infiniband/mlx5dv.h>
  * (offsets in mlxd_abi.h, proven by abi/abi_assert.c); field meanings from
- * ../shared/reference/mlx5-uverbs-abi.md sections 6.1 to 6.4.
+ * rdma-core providers/mlx5/cq.c (get_sw_cqe, mlx5_parse_cqe, handle_good_req, handle_responder,
+ * mlx5_handle_error_cqe).
  *
  * The poll loop must read op_own (mlxd_cqe_sw_owned) first and issue a read barrier before
- * any other accessor (reference section 6.3); these accessors contain no barrier.
+ * any other accessor (rdma-core providers/mlx5/cq.c mlx5_get_next_cqe,
+ * udma_from_device_barrier); these accessors contain no barrier.
  */
 #ifndef MLXD_CQE_H
 #define MLXD_CQE_H
@@ -89,7 +91,7 @@ static inline bool mlxd_cqe_is_error(const void *cqe)
 }
 /* True when the CQE at consumer index ci belongs to software: its opcode is not INVALID and its
  * owner bit equals the pass parity of ci, (ci & ncqe) != 0.  ncqe is the ring size in CQEs, a
- * power of two.  Reference section 6.3. */
+ * power of two.  Source: rdma-core providers/mlx5/cq.c get_sw_cqe. */
 static inline bool mlxd_cqe_sw_owned(const void *cqe, uint32_t ci, uint32_t ncqe)
 {
     uint8_t op_own = mlxd_cqe_u8(cqe, MLXD_CQE_OFF_OP_OWN);

@@ -7,7 +7,7 @@
  *
  * Sources: values from rdma-core <infiniband/mlx5dv.h> (MLX5_CQE_*, MLX5_OPCODE_*,
  * MLX5_CQE_SYNDROME_*) and <infiniband/verbs.h> (enum ibv_wc_status); the syndrome to status
- * mapping from ../shared/reference/mlx5-uverbs-abi.md section 6.4 (what libmlx5 does);
+ * mapping from rdma-core providers/mlx5/cq.c mlx5_handle_error_cqe (what libmlx5 does);
  * the explanations are the meanings of the completion statuses in the InfiniBand Architecture
  * Specification vol. 1 (verbs chapter, completion return status), in the project's own words,
  * plus causes stated in the public reports under fixtures/cqe-dumps/.
@@ -65,8 +65,9 @@ const char *mlxd_syndrome_name(unsigned syndrome);
 const char *mlxd_syndrome_text(unsigned syndrome);
 const char *mlxd_syndrome_explain(unsigned syndrome);
 
-/* The ibv_wc_status number libmlx5 reports for a syndrome: the table in reference section 6.4;
- * every syndrome not listed there maps to MLXD_WC_GENERAL_ERR (21), like libmlx5. */
+/* The ibv_wc_status number libmlx5 reports for a syndrome: the switch in rdma-core
+ * providers/mlx5/cq.c mlx5_handle_error_cqe; every syndrome not listed there maps to
+ * MLXD_WC_GENERAL_ERR (21), like libmlx5. */
 int mlxd_syndrome_to_wc_status(unsigned syndrome);
 
 /* ibv_wc_status number: enumerator name ("IBV_WC_LOC_PROT_ERR") and words ("local protection

@@ -13,7 +13,8 @@
  * holds it while it creates, modifies or destroys; the engine holds it while it processes (and
  * drops it while it sleeps).  The process's memory (rings, doorbell records, UAR pages) is read
  * and written by the engine the way hardware does it: with no lock, relying on the ownership
- * protocols of the mlx5 ABI (see ../shared/reference/mlx5-uverbs-abi.md sections 5-7).
+ * protocols of the mlx5 ABI (see rdma-core providers/mlx5/cq.c, qp.c and util/udma_barrier.h;
+ * kernel drivers/infiniband/hw/mlx5/doorbell.c for the doorbell records).
  *
  * Addresses: the emulator runs inside the process (LD_PRELOAD or linked), so a process virtual
  * address recorded at CQ/QP/MR creation is directly dereferenceable by the engine.  Two processes

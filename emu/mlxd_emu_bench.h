@@ -7,7 +7,7 @@
  *
  * In a preloaded program find them with dlsym(RTLD_DEFAULT, "mlxd_emu_bench_write_imm").
  * Source of the CQE layout: struct mlx5_cqe64 (mlx5dv.h); ownership: the owner bit of the pass
- * (../shared/reference/mlx5-uverbs-abi.md section 6.3), written last with release semantics.
+ * (rdma-core providers/mlx5/cq.c get_sw_cqe), written last with release semantics.
  */
 #ifndef MLXD_EMU_BENCH_H
 #define MLXD_EMU_BENCH_H

@@ -1,6 +1,6 @@
 /* nic_cq.c: writing CQEs into the process's CQ ring, and CQ arming.
  *
- * Layout: struct mlx5_cqe64 / struct mlx5_err_cqe (mlx5dv.h; the reference's section 6.1/6.4):
+ * Layout: struct mlx5_cqe64 / struct mlx5_err_cqe (mlx5dv.h; kernel include/linux/mlx5/device.h):
  *   @32 srqn_uidx BE32 (uidx, cqe_version 1)   @36 imm_inval_pkey (immediate, wire order)
  *   @44 byte_cnt BE32    @48 timestamp BE64    @54 vendor_err_synd  @55 syndrome (error CQEs)
  *   @56 sop_drop_qpn BE32 (WQE opcode << 24 | QPN)   @60 wqe_counter BE16   @62 signature
@@ -10,9 +10,11 @@
  * 32 B for a 64-byte CQE, 64 B for a 128-byte one): a received SEND that fits lands in bytes
  * 0..31 of the CQE (format 1) or in the first half of the 128-byte slot (format 2), not in the
  * receive buffers; libmlx5 copies it from there. 
- * Ownership (section 6.3): owner bit = (pi / ncqe) & 1 for the pass that writes the slot.
- * Arming (section 6.5): dbrec[1] = BE32(sn << 28 | cmd << 24 | ci) and the 64-bit UAR write
- * BE64(word << 32 | cqn) at UAR + 0x20; cmd 0 = next completion, 1 = solicited only. */
+ * Ownership (rdma-core providers/mlx5/cq.c get_sw_cqe): owner bit = (pi / ncqe) & 1 for the pass
+ * that writes the slot.
+ * Arming (rdma-core providers/mlx5/cq.c mlx5_arm_cq): dbrec[1] = BE32(sn << 28 | cmd << 24 | ci)
+ * and the 64-bit UAR write BE64(word << 32 | cqn) at UAR + 0x20; cmd 0 = next completion,
+ * 1 = solicited only. */
 #include <string.h>
 #include "nic.h"
 

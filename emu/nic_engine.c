@@ -9,7 +9,8 @@
  * us).  So a doorbell is noticed within a few microseconds while traffic flows, within ~50 us
  * after a pause, and within ~1 ms after a long idle period; a packet wakes the engine at once.
  *
- * Memory ordering with the process (mlx5 ABI, ../shared/reference/mlx5-uverbs-abi.md sec. 6-7):
+ * Memory ordering with the process (mlx5 ABI: rdma-core providers/mlx5/cq.c and qp.c,
+ * util/udma_barrier.h):
  * doorbell records are read with acquire semantics before the WQEs they announce; a CQE's
  * fields are stored before its op_own byte, which is stored with release semantics. */
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* nic_req.c: the requester: send WQEs -> packets, RC acknowledgement, retransmission, RNR.
  *
- * WQE format: ../shared/reference/mlx5-uverbs-abi.md section 7 (mlx5dv.h mlx5_wqe_ctrl_seg,
+ * WQE format: rdma-core providers/mlx5/qp.c _mlx5_post_send (mlx5dv.h mlx5_wqe_ctrl_seg,
  * mlx5_wqe_raddr_seg, mlx5_wqe_data_seg, mlx5_wqe_inl_data_seg).  Transport rules: IB spec
  * vol. 1 chapter 9.7 (RC requester: PSNs, ACK/NAK handling, retry and RNR counters; UC: no
  * acknowledgement, completion once sent).
@@ -382,7 +382,8 @@ void nic_req_reset(struct nic_qp *q)
 /* A doorbell or BlueFlame write in the QP's UAR page (any of the 256-byte slots from 0x800)
  * that announces exactly the next WQE, with the same first 8 bytes as that WQE in the ring,
  * starts it even though the doorbell record has not moved (the hardware acts on the UAR write;
- * the record normally moves first, section 7.2).  Returns the producer counter to use. */
+ * the record normally moves first, rdma-core providers/mlx5/qp.c post_send_db).  Returns the
+ * producer counter to use. */
 static uint16_t uar_doorbell(struct nic_qp *q, uint16_t pi)
 {
     struct emu_qp *qp = q->qp;
@@ -417,7 +418,8 @@ int nic_req_progress(struct nic_qp *q)
     }
     int work = 0;
     if (qp->state == NIC_QPS_RTS) {
-        /* acquire: the WQEs were written before the doorbell record (section 7.2) */
+        /* acquire: the WQEs were written before the doorbell record (providers/mlx5/qp.c
+         * post_send_db: udma_to_device_barrier, then the record) */
         uint16_t pi = (uint16_t)__builtin_bswap32(__atomic_load_n(&qp->dbrec[1], __ATOMIC_ACQUIRE));
         if ((int16_t)(pi - q->sq_ci) <= 0) pi = uar_doorbell(q, pi);
         while ((int16_t)(pi - q->sq_ci) > 0 && q->tail - q->head < q->cap) {

@@ -6,8 +6,8 @@
  * R_Key and access checking before any byte is written, RNR NAK when no receive WQE is posted,
  * coalesced ACKs (an ACK of PSN n acknowledges every PSN up to n).  UC: no ACK/NAK; a broken
  * PSN sequence or any error drops the message silently and a new FIRST/ONLY resynchronises.
- * Receive WQEs: ../shared/reference/mlx5-uverbs-abi.md section 7.3 (data segments, the 0x100
- * lkey terminator). */
+ * Receive WQEs: rdma-core providers/mlx5/qp.c mlx5_post_recv (data segments, the 0x100
+ * lkey terminator, MLX5_INVALID_LKEY in mlx5dv.h). */
 #include <string.h>
 #include "nic.h"
 

@@ -1,5 +1,5 @@
 /* barrier.h (private): the memory barriers of the mlx5 ownership protocols.
- * Source: mlx5-uverbs-abi.md 7.4 (rdma-core util/udma_barrier.h semantics, our own code).
+ * Source: rdma-core util/udma_barrier.h semantics (our own code).
  *
  *   mlxd_rmb      after the CQE ownership test, before reading other CQE fields
  *                 (udma_from_device_barrier): x86-64 lfence, aarch64 dmb oshld

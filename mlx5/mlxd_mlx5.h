@@ -9,7 +9,7 @@
  * On a full ring or on misuse they return a negative errno; -EAGAIN (ring full) does not update
  * the per-thread message, as it is flow control, not failure; other errors set it.
  *
- * Formats and barriers (../shared/reference/mlx5-uverbs-abi.md sections 6-7, mlx5dv.h):
+ * Formats and barriers (rdma-core providers/mlx5/cq.c, qp.c, util/udma_barrier.h, mlx5dv.h):
  *   - ownership: a CQE belongs to software when (op_own >> 4) != MLX5_CQE_INVALID and
  *     (op_own & 1) == !!(ci & ncqe); then a read barrier (lfence on x86-64, dmb oshld on
  *     aarch64) before any other CQE field is read: one barrier per mlxd_cq_poll batch, after
@@ -229,8 +229,9 @@ static inline int mlxd__cq_poll_inline(struct mlxd_cq *cq, struct mlxd_completio
 
 /* Asks for one completion event for the next CQE (solicited_only: the next solicited or error
  * CQE): CQ doorbell record [1] = htobe32(sn << 28 | cmd | ci), sfence, 64-bit store of
- * htobe64(word << 32 | cqn) to UAR+0x20, sfence (abi doc 6.5).  The event arrives through
- * mlxd_wait.  After an event: arm again, then poll until empty (no CQE is missed).
+ * htobe64(word << 32 | cqn) to UAR+0x20, sfence (rdma-core providers/mlx5/cq.c mlx5_arm_cq).
+ * The event arrives through mlxd_wait.  After an event: arm again, then poll until empty (no
+ * CQE is missed).
  * Errors: -EINVAL cq invalid or created without opts.events (or detached).
  * Thread rules: one mlxd_cq_poll/mlxd_cq_arm of cq at a time. */
 int mlxd_cq_arm(struct mlxd_cq *cq, bool solicited_only);

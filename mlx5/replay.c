@@ -1,7 +1,8 @@
 /* replay.c: the replay feeder: plays a CQE fixture (abi/mlxd_fixture.h) into a detached CQ's
  * ring the way the NIC writes CQEs: 63 bytes, a write barrier, then op_own with the owner bit
  * of the producer's pass (!!(pi & ncqe)); it never overtakes the consumer, whose index it reads
- * from the CQ doorbell record (24 bits, big-endian) as the NIC does (mlx5-uverbs-abi.md 6.3). */
+ * from the CQ doorbell record (24 bits, big-endian) as the NIC does (rdma-core
+ * providers/mlx5/cq.c update_cons_index). */
 #include <endian.h>
 #include <errno.h>
 #include <pthread.h>

@@ -1,6 +1,7 @@
-/* wqe.h (private): building send WQEs into a send ring (mlx5-uverbs-abi.md 7.1-7.2; layouts of
- * struct mlx5_wqe_ctrl_seg, mlx5_wqe_raddr_seg, mlx5_wqe_data_seg, mlx5_wqe_inl_data_seg in
- * <infiniband/mlx5dv.h>, offsets in abi/mlxd_abi.h). */
+/* wqe.h (private): building send WQEs into a send ring (rdma-core providers/mlx5/qp.c
+ * _mlx5_post_send, post_send_db; layouts of struct mlx5_wqe_ctrl_seg, mlx5_wqe_raddr_seg,
+ * mlx5_wqe_data_seg, mlx5_wqe_inl_data_seg in <infiniband/mlx5dv.h>, offsets in
+ * abi/mlxd_abi.h). */
 #ifndef MLXD_WQE_H
 #define MLXD_WQE_H
 #include <stdint.h>

@@ -1,7 +1,8 @@
 /* frameq.h (private): the frame queue between the monitor thread (one producer) and the
  * consumers of mlxd_receiver_get_next_frame (any number of threads).
  *
- * Semantics (reference section 4, RoceReceiver 2.6+):
+ * Semantics (Holoscan Sensor Bridge src/hololink/operators/roce_receiver/roce_receiver.cpp,
+ * RoceReceiver 2.6+):
  *   - capacity `cap` entries (queue_size);
  *   - before the first consumer call (frameq_consumer_ready) only the newest entry is kept: a new
  *     push replaces what is queued, and that replacement is not a drop;

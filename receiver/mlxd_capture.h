@@ -12,7 +12,9 @@
  *     recomputing the iCRC.
  *   - mlxd_gen_run makes the same packet format itself at a chosen frame size, rate and count.
  *
- * Wire format facts: ../shared/reference/hsb-roce-receiver.md sections 2 and 5, and
+ * Wire format facts: Holoscan Sensor Bridge fpga/nv_hsb_ip/dp_pkt/dp_pkt_top.sv,
+ * src/hololink/core/data_channel.cpp (configure_roce) and the emulator's
+ * src/hololink/emulation/src/common/rocev2_transmitter.cpp, and
  * fixtures/roce-pcaps/README.md (the emulator's first frame lands in page 1; PSN counts up across
  * frames masked to 20 bits; ImmDt = page | psn << 12; payload word i of frame f = (f << 24) | i).
  *

@@ -4,11 +4,14 @@
  * block, split the RDMA immediate into page and PSN, extend the 16-bit frame counter, and check
  * the payload pattern of NVIDIA's sensor-bridge emulator.  Thread-safe (no shared state).
  *
- * Sources of the facts (../shared/reference/hsb-roce-receiver.md, "the reference" below):
- *   - metadata layout: reference section 3 (RTL dp_pkt_top.sv concatenation, hololink.cpp
- *     deserialize_metadata, emulator base_transmitter.hpp); all fields big-endian;
- *   - immediate: reference section 2 (imm = {psn[19:0], page[11:0]} for HSB IP >= 0x2603,
- *     {psn[23:0], page[7:0]} for the legacy 2510 IP);
+ * Sources of the facts (Holoscan Sensor Bridge source files):
+ *   - metadata layout: RTL fpga/nv_hsb_ip/dp_pkt/dp_pkt_top.sv concatenation,
+ *     src/hololink/core/hololink.cpp deserialize_metadata, emulator
+ *     src/hololink/emulation/base_transmitter.hpp; all fields big-endian;
+ *   - immediate: dp_pkt_top.sv and src/hololink/operators/roce_receiver/roce_receiver.cpp
+ *     page_from_imm (imm = {psn[19:0], page[11:0]} for HSB IP >= 0x2603), and
+ *     hololink_module/module/core/hsb_lite_2510_roce_receiver.hpp ({psn[23:0], page[7:0]} for
+ *     the legacy 2510 IP);
  *   - payload pattern: fixtures/roce-pcaps/README.md (word i of frame f is (f << 24) | i, BE).
  */
 #ifndef MLXD_HSB_H
@@ -98,8 +101,9 @@ static inline uint32_t mlxd_hsb_imm_make(uint32_t page, uint32_t psn, enum mlxd_
 }
 
 /* True when the metadata's PSN is the immediate's PSN: with the 12/20 layout only the low 20
- * bits are compared (the immediate carries 20), with the legacy layout all 24 (the reference's
- * same_psn()).  False means the page's metadata belongs to another packet: overwritten. */
+ * bits are compared (the immediate carries 20), with the legacy layout all 24 (HSB's
+ * RoceReceiver::same_psn(), roce_receiver.cpp and hsb_lite_2510_roce_receiver.hpp).  False
+ * means the page's metadata belongs to another packet: overwritten. */
 static inline bool mlxd_hsb_psn_match(uint32_t md_psn, uint32_t imm_psn, enum mlxd_hsb_imm_layout l)
 {
     uint32_t mask = l == MLXD_HSB_IMM_LEGACY_8_24 ? 0xFFFFFFu : 0xFFFFFu;
@@ -127,7 +131,8 @@ static inline uint64_t mlxd_hsb_counter16_update(struct mlxd_hsb_counter16 *c, u
     return c->value;
 }
 
-/* round_up(frame_size, 128): where the device puts the metadata (reference section 2). */
+/* round_up(frame_size, 128): where the device puts the metadata (HSB dp_pkt_top.sv
+ * roce_imm_vaddr; roce_receiver_op.cpp start_receiver). */
 static inline uint64_t mlxd_hsb_metadata_offset(uint64_t frame_size)
 {
     return (frame_size + MLXD_HSB_ALIGN - 1) & ~(uint64_t)(MLXD_HSB_ALIGN - 1);

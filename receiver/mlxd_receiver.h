@@ -2,14 +2,15 @@
  * (hololink::module::RoceReceiverInterfaceV1, ../shared/seeds/000_*.txt), on the direct driver
  * (uverbs/mlxd_uverbs.h, mlx5/mlxd_mlx5.h) instead of libibverbs.
  *
- * How a sensor bridge delivers a frame (../shared/reference/hsb-roce-receiver.md, "the
- * reference", sections 2 and 5): the device cycles through `pages` slots ("pages") of page_size
- * bytes that start at external_frame_memory().  Each frame is a run of UC RDMA WRITE Only
- * packets (opcode 0x2A) into the page, then a UC RDMA WRITE Only with Immediate (0x2B) that writes
- * the 128-byte big-endian metadata block at page + round_up(frame_size, 128) and consumes one
- * posted receive: that completion is the frame.  The immediate carries the page index and the
- * PSN of that packet (mlxd_hsb.h).  The device is programmed with qp_number(), rkey(),
- * external_frame_memory(), page_size(), pages() and frame_size(); it has no flow control.
+ * How a sensor bridge delivers a frame (Holoscan Sensor Bridge RTL
+ * fpga/nv_hsb_ip/dp_pkt/dp_pkt_top.sv, src/hololink/core/data_channel.cpp configure_roce): the
+ * device cycles through `pages` slots ("pages") of page_size bytes that start at
+ * external_frame_memory().  Each frame is a run of UC RDMA WRITE Only packets (opcode 0x2A) into
+ * the page, then a UC RDMA WRITE Only with Immediate (0x2B) that writes the 128-byte big-endian
+ * metadata block at page + round_up(frame_size, 128) and consumes one posted receive: that
+ * completion is the frame.  The immediate carries the page index and the PSN of that packet
+ * (mlxd_hsb.h).  The device is programmed with qp_number(), rkey(), external_frame_memory(),
+ * page_size(), pages() and frame_size(); it has no flow control.
  *
  * Life cycle:
  *     r = mlxd_receiver_new();              (once)
@@ -213,11 +214,11 @@ enum mlxd_frame_state {
                                    PSN changed: the bytes read may belong to another frame */
 };
 
-/* Beyond the original (which has no protection, reference section 4): call after reading a
- * frame's bytes to learn whether the device rewrote the page meanwhile.  Cost: a few atomic
- * loads and one 4-byte read of the page's metadata (host memory, after a load fence, so the
- * caller's earlier reads of the page come before it; a 4-byte copy from device memory in CUDA
- * mode; skipped with no_metadata).  OVERWRITTEN verdicts are counted in
+/* Beyond the original (which has no protection, HSB docs/user_guide/notes.mdx): call after
+ * reading a frame's bytes to learn whether the device rewrote the page meanwhile.  Cost: a few
+ * atomic loads and one 4-byte read of the page's metadata (host memory, after a load fence, so
+ * the caller's earlier reads of the page come before it; a 4-byte copy from device memory in
+ * CUDA mode; skipped with no_metadata).  OVERWRITTEN verdicts are counted in
  * stats.overwritten_after_read.  Returns the verdict, or -EINVAL (NULL, not started, page out of
  * range). */
 int mlxd_receiver_frame_check(struct mlxd_receiver *r, const struct mlxd_receiver_frame *info);

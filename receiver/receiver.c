@@ -25,7 +25,7 @@
 #include "mlxd_receiver.h"
 #include "mlxd_uverbs.h"
 
-#define DEFAULT_RECV_DEPTH 256u    /* the original posts 256 receives (reference section 1) */
+#define DEFAULT_RECV_DEPTH 256u    /* the original posts 256 receives (roce_receiver.cpp start) */
 #define DEFAULT_REPOST_BATCH 16u
 #define POLL_BATCH 32
 #define DRAIN_MS 500

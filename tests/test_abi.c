@@ -4,7 +4,8 @@
  * own _Static_asserts, and the asserts below repeat the ones a poll loop depends on most; if
  * any offset differed from mlx5dv.h this file (and abi/abi_assert.c) would not compile.
  * Runtime: the accessors decode a CQE built by hand, byte by byte, from the struct mlx5_cqe64 /
- * mlx5_err_cqe offsets; the names follow mlx5dv.h, verbs.h and reference section 6.4. */
+ * mlx5_err_cqe offsets; the names follow mlx5dv.h, verbs.h and rdma-core providers/mlx5/cq.c
+ * mlx5_handle_error_cqe. */
 #include <check.h>
 #include <errno.h>
 #include <stddef.h>
@@ -150,7 +151,7 @@ END_TEST
 
 START_TEST(syndrome_to_wc_status_matches_reference_6_4)
 {
-    /* reference section 6.4: libmlx5 mlx5_handle_error_cqe */
+    /* rdma-core providers/mlx5/cq.c: libmlx5 mlx5_handle_error_cqe */
     static const struct { unsigned s; int wc; } map[] = {
         { 0x01, IBV_WC_LOC_LEN_ERR }, { 0x02, IBV_WC_LOC_QP_OP_ERR },
         { 0x04, IBV_WC_LOC_PROT_ERR }, { 0x05, IBV_WC_WR_FLUSH_ERR },

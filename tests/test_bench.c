@@ -440,7 +440,8 @@ START_TEST(write_imm_hook)
         }
         ck_assert_int_eq(mlxd_cq_poll(cq, wc, 8), 0);
     }
-    /* an armed CQ: the hook raises the completion event, once per arm (abi doc 6.5) */
+    /* an armed CQ: the hook raises the completion event, once per arm (rdma-core
+     * providers/mlx5/cq.c mlx5_arm_cq, mlx5_cq_event) */
     struct mlxd_cq *ecq;
     struct mlxd_qp *eqp;
     struct mlxd_endpoint eme;

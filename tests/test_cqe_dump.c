@@ -397,8 +397,9 @@ END_TEST
 
 START_TEST(cqe_128_and_plain_hex)
 {
-    /* a 128-byte DPDK dump: the CQE64 fields are in bytes 64..127 (reference section 6.3), so
-     * row 00000070 holds bytes 112..127 = struct mlx5_err_cqe bytes 48..63 */
+    /* a 128-byte DPDK dump: the CQE64 fields are in bytes 64..127 (rdma-core
+     * providers/mlx5/cq.c get_sw_cqe), so row 00000070 holds bytes 112..127 = struct
+     * mlx5_err_cqe bytes 48..63 */
     struct mlxd_dump_result *r = parse_str(
         "MLX5 Error CQE: at [0x7f00], len=128\n"
         "00000000: 11 11 11 11 11 11 11 11 11 11 11 11 11 11 11 11\n"

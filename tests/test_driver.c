@@ -2,7 +2,8 @@
  * answers at the system-call boundary).  Default emulator configuration: mlx5_0 on 127.0.0.1,
  * mlx5_1 on 127.0.0.2 (each test moves them to 127.X.Y.1/.2), RoCE v2, IB MTU 1024, GIDs 0/1 link-local v1/v2, 2/3 ::ffff:<ipv4> v1/v2
  * (docs/emulator.md).  Expected values come from the IB spec (opcodes, statuses), mlx5 syndromes
- * (mlx5-uverbs-abi.md 6.4) and the emulator's documented configuration. */
+ * (mlx5dv.h MLX5_CQE_SYNDROME_*, rdma-core providers/mlx5/cq.c mlx5_handle_error_cqe) and the
+ * emulator's documented configuration. */
 #include <arpa/inet.h>
 #include <pthread.h>
 #include <check.h>

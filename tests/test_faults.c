@@ -8,7 +8,8 @@
  * Which methods a step uses is not assumed: every method of the emulator's list
  * (emu/faults.c, docs/emulator.md) is armed in turn; a method the step does not call leaves the
  * step succeeding (the rule is then cleared), and each step must be refused for at least the
- * methods listed in `must` (the calls rdma-core/the kernel make for it, mlx5-uverbs-abi.md 9).
+ * methods listed in `must` (the calls rdma-core/the kernel make for it: libibverbs device.c,
+ * cmd_*.c, providers/mlx5/mlx5.c and verbs.c).
  *
  * errnos (kernel sources: drivers/infiniband/core/uverbs_*.c, rdma_core.c, umem.c,
  * hw/mlx5/main.c, qp.c, cq.c, mr.c; mlx5_cmd_status_to_err): every call can give EINVAL (bad

@@ -1,6 +1,7 @@
 /* The frame queue between the monitor and the consumer (receiver/frameq.h).
- * Semantics from ../shared/reference/hsb-roce-receiver.md section 4: queue_size slots; before
- * the consumer's first get only the newest frame is kept (not a drop); when full the oldest is
+ * Semantics from Holoscan Sensor Bridge src/hololink/operators/roce_receiver/roce_receiver.cpp
+ * (RoceReceiver 2.6+, blocking_monitor and get_next_frame): queue_size slots; before the
+ * consumer's first get only the newest frame is kept (not a drop); when full the oldest is
  * dropped and counted; frames come out in arrival order. */
 #include <check.h>
 #include <pthread.h>

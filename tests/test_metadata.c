@@ -1,6 +1,7 @@
 /* The HSB frame format: metadata block, immediate, frame counter, payload pattern.
- * Expected values come from ../shared/reference/hsb-roce-receiver.md section 3 (field offsets,
- * big-endian), the RTL concatenation quoted there, and the sidecars of the captures
+ * Expected values come from Holoscan Sensor Bridge src/hololink/core/hololink.cpp
+ * Hololink::deserialize_metadata (field offsets, big-endian), the RTL concatenation in
+ * fpga/nv_hsb_ip/dp_pkt/dp_pkt_top.sv, and the sidecars of the captures
  * (the .txt sidecars in fixtures/roce-pcaps: imm=0x0002e001 is page 1, psn 46). */
 #include <check.h>
 #include <errno.h>

@@ -2,7 +2,7 @@
  * across wraps and batch boundaries, the consumer-index doorbell record, error CQEs, the WQE
  * builders against layouts computed from <infiniband/mlx5dv.h>, the doorbell / BlueFlame and
  * receive batches.  Expected values come from mlx5dv.h structs and constants, the IB spec's
- * ibv_wc_status numbering (infiniband/verbs.h) and mlx5-uverbs-abi.md sections 6-7. */
+ * ibv_wc_status numbering (infiniband/verbs.h) and rdma-core providers/mlx5/cq.c, qp.c. */
 #include <check.h>
 #include <endian.h>
 #include <errno.h>
@@ -156,7 +156,7 @@ START_TEST(ci_24_bits)
 {
     struct mlxd_cq *cq;
     ck_assert_int_eq(mlxd_cq_create_detached(8, &cq), 0);
-    /* start near the 24-bit limit: the record carries ci & 0xffffff (abi doc 6.3) */
+    /* start near the 24-bit limit: the record carries ci & 0xffffff (cq.c update_cons_index) */
     uint32_t start = 0xfffffc;
     cq->ci = start;
     struct cqe_spec s = { .opcode = MLX5_CQE_RESP_SEND, .qpn = 1 };

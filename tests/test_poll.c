@@ -4,7 +4,8 @@
  * tables and receive/send accounting per QP), the QPN scan of cqe_version 0, every responder
  * opcode with every CQE format and SE, and the mlxd_cq_poll symbol against the inline call.
  * Expected values come from <infiniband/mlx5dv.h> (struct mlx5_cqe64 / mlx5_err_cqe, MLX5_CQE_*),
- * enum ibv_wc_status / ibv_wc_opcode numbering (infiniband/verbs.h) and mlx5-uverbs-abi.md 6. */
+ * enum ibv_wc_status / ibv_wc_opcode numbering (infiniband/verbs.h) and rdma-core
+ * providers/mlx5/cq.c (mlx5_parse_cqe, mlx5_handle_error_cqe). */
 #include <check.h>
 #include <endian.h>
 #include <errno.h>
@@ -64,7 +65,7 @@ static uint32_t record_ci(struct mlxd_cq *cq)
 {
     volatile uint32_t *db;
     mlxd_cq_ring(cq, NULL, NULL, &db);
-    return be32toh(db[0]);                  /* doorbell record [0]: SET_CI (abi doc 6.3) */
+    return be32toh(db[0]);                  /* doorbell record [0]: SET_CI (update_cons_index) */
 }
 
 /* A QP made by hand: receive and send wr_id tables of 8, QPN, user index. */

@@ -1,8 +1,9 @@
 /* The receiver without traffic: argument checks of start (every rule of the issue, each naming
  * the argument and the bound, checked before the device is looked at), and the calls that must
- * behave when the receiver never started.  Rules: ../shared/reference/hsb-roce-receiver.md
- * section 5 (configure_roce: page_size >= round_up(frame,128)+128, 1 <= pages <= 4096) and
- * section 4 (queue_size 1..pages), and the seed's start() contract. */
+ * behave when the receiver never started.  Rules: Holoscan Sensor Bridge
+ * src/hololink/core/data_channel.cpp (configure_roce: page_size >= round_up(frame,128)+128,
+ * 1 <= pages <= 4096) and src/hololink/operators/roce_receiver/roce_receiver_op.cpp (queue_size
+ * 1..pages), and the seed's start() contract. */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>

@@ -4,9 +4,11 @@
  * pages, no-metadata mode, close from every thread with nothing left behind, several receivers.
  *
  * Each test configures emulated devices of its own (127.<a>.<b>.1/.2, MTU 4096) so that
- * suites running at the same time on this machine do not share UDP ports.  Expected values: ../shared/reference/hsb-roce-receiver.md sections 2 and 4
- * and the generator's contract (frame f -> page (first_page + k) mod pages, payload word i =
- * (f << 24) | i, metadata psn = that packet's PSN). */
+ * suites running at the same time on this machine do not share UDP ports.  Expected values:
+ * Holoscan Sensor Bridge fpga/nv_hsb_ip/dp_pkt/dp_pkt_top.sv (frame packets, immediate) and
+ * src/hololink/operators/roce_receiver/roce_receiver.cpp (frame queue), and the generator's
+ * contract (frame f -> page (first_page + k) mod pages, payload word i = (f << 24) | i,
+ * metadata psn = that packet's PSN). */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>

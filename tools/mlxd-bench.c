@@ -13,9 +13,9 @@
  *              generator (mlxd_gen_run over the emulated RoCE v2 wire), 4 KiB .. 8 MiB frames
  *
  * Reports t_min, t_typical (median), t_avg, t_stdev (double), p99, p99.9 (nearest rank) and the
- * true maximum (perftest prints the second largest; poll-loop-survey.md A.9), the TSC frequency
- * and how it was obtained, the CPU pinning and the iteration counts.  --json, --csv, and
- * --plot-dir DIR (hand-off samples for scripts/bench.sh's gnuplot CDF/histogram).
+ * true maximum (perftest prints the second largest; perftest src/perftest_parameters.c), the TSC
+ * frequency and how it was obtained, the CPU pinning and the iteration counts.  --json, --csv,
+ * and --plot-dir DIR (hand-off samples for scripts/bench.sh's gnuplot CDF/histogram).
  * docs/performance.md has the figures and how to reproduce them.
  */
 #include <ctype.h>

@@ -1,5 +1,6 @@
 /* cq.c: completion queues: the ring and doorbell record this process owns, and the kernel's CQ
- * (CQ_CREATE / CQ_DESTROY ioctls, mlx5-uverbs-abi.md 3.10, 5). */
+ * (CQ_CREATE / CQ_DESTROY ioctls, kernel drivers/infiniband/core/uverbs_std_types_cq.c,
+ * drivers/infiniband/hw/mlx5/cq.c create_cq_user, doorbell.c mlx5_ib_db_map_user). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

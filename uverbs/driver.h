@@ -147,7 +147,8 @@ int  mlxd__uar_alloc(struct mlxd_nic *nic, uint32_t type, uint32_t *handle, uint
 int  mlxd__uar_free(struct mlxd_nic *nic, uint32_t handle, void *map);
 void mlxd__cq_release(struct mlxd_cq *cq);      /* rings + db (no kernel call) */
 void mlxd__qp_release(struct mlxd_qp *qp);
-/* Sizing shared with the tests' expectations (mlx5-uverbs-abi.md 5). */
+/* Sizing shared with the tests' expectations (rdma-core providers/mlx5/verbs.c
+ * mlx5_calc_send_wqe, mlx5_calc_sq_size). */
 uint32_t mlxd__roundup_pow2(uint32_t v);
 uint32_t mlxd__send_wqe_size(uint32_t max_inline, uint32_t max_send_sge);
 

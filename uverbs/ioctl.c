@@ -1,5 +1,6 @@
 /* ioctl.c: issuing RDMA_VERBS_IOCTL requests and legacy commands through INVOKE_WRITE.
- * Sources: mlx5-uverbs-abi.md 2 and 3.1 (k: uverbs_ioctl.c, uverbs_std_types_device.c). */
+ * Sources: kernel drivers/infiniband/core/uverbs_ioctl.c, uverbs_std_types_device.c
+ * (INVOKE_WRITE), uverbs_main.c; include/uapi/rdma/rdma_user_ioctl_cmds.h. */
 #include <errno.h>
 #include <sys/ioctl.h>
 #include "ioctl.h"

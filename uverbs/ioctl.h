@@ -1,4 +1,5 @@
-/* ioctl.h (private): building RDMA_VERBS_IOCTL requests (mlx5-uverbs-abi.md section 2).
+/* ioctl.h (private): building RDMA_VERBS_IOCTL requests (kernel
+ * drivers/infiniband/core/uverbs_ioctl.c; include/uapi/rdma/rdma_user_ioctl_cmds.h).
  *
  * A request is the 24-byte struct ib_uverbs_ioctl_hdr followed by 16-byte attributes.  Every
  * attribute is sent MANDATORY (as libibverbs does), so a kernel that does not know one answers

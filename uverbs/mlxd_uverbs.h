@@ -42,7 +42,9 @@
  * Privileges: opening needs read+write access to /dev/infiniband/uverbsN only.  Registering
  * memory pins it: RLIMIT_MEMLOCK bounds the bytes unless the process has CAP_IPC_LOCK.
  * dma-buf regions need Linux >= 5.12; the NIC objects need Linux >= 5.8 (QP_CREATE ioctl) and
- * dynamic UARs (>= 5.7) (see ../shared/reference/mlx5-uverbs-abi.md section 10).
+ * dynamic UARs (>= 5.7) (see kernel drivers/infiniband/core/uverbs_std_types_mr.c
+ * REG_DMABUF_MR, uverbs_std_types_qp.c QP_CREATE, drivers/infiniband/hw/mlx5/main.c
+ * MLX5_IB_OBJECT_UAR).
  */
 #ifndef MLXD_UVERBS_H
 #define MLXD_UVERBS_H
@@ -65,7 +67,8 @@ struct mlxd_qp;
 /* Discovery                                                                                  */
 
 /* The sysfs root: $SYSFS_PATH when set and the process is not setuid (getuid()==geteuid()),
- * trailing '/' removed; else "/sys" (rdma-core's convention, mlx5-uverbs-abi.md 1.1).
+ * trailing '/' removed; else "/sys" (rdma-core's convention, libibverbs/sysfs.c
+ * ibv_get_sysfs_path).
  * Returns a pointer to static storage computed at each call (not thread-safe against setenv). */
 const char *mlxd_sysfs_root(void);
 
@@ -97,7 +100,8 @@ struct mlxd_open_opts {
 
 /* Opens port 1 of RDMA device `name` ("mlx5_0").  opts may be NULL.
  *
- * Steps (mlx5-uverbs-abi.md section 9): find uverbsN under <root>/class/infiniband_verbs whose
+ * Steps (the order of rdma-core's ibv_open_device and mlx5_alloc_context, libibverbs/device.c
+ * and providers/mlx5/mlx5.c): find uverbsN under <root>/class/infiniband_verbs whose
  * `ibdev` is name; open /dev/infiniband/uverbsN O_RDWR|O_CLOEXEC; GET_CONTEXT (DYN_UAR, 4K_UAR,
  * cqe_version 1); ASYNC_EVENT_ALLOC; QUERY_PORT(1); QUERY_GID_TABLE; UAR_OBJ_ALLOC NC (CQ arm
  * doorbells) and BF (send doorbells; NC when the device has no write-combining) + mmap;
@@ -275,7 +279,8 @@ struct mlxd_cq_opts {
 /* Creates a CQ of `entries` rounded up to a power of two (>= 2) CQEs of 64 bytes.  The ring
  * (page aligned, entries*64 bytes, every CQE's op_own = 0xF0: opcode INVALID, owner 0) and its
  * 8-byte doorbell record (page aligned, zeroed) are mapped and owned by the library,
- * MADV_DONTFORK (mlx5-uverbs-abi.md 5, 3.10).  opts NULL = no events, vector 0.
+ * MADV_DONTFORK (the kernel pins them: drivers/infiniband/hw/mlx5/cq.c create_cq_user,
+ * doorbell.c mlx5_ib_db_map_user).  opts NULL = no events, vector 0.
  * Sizing: at least the send_depth + recv_depth of every QP completing into the CQ (the sizing
  * rule of ibv_create_cq(3)); mlxd_qp_post/mlxd_qp_receive never let more entries be
  * outstanding, and mlxd_cq_poll frees their slots only after handing the CQE slots back, so such
@@ -357,7 +362,7 @@ struct mlxd_connect_opts {
  * pkey 0, access = peer_access), INIT->RTR (is_global=1, dgid = peer->gid, sgid_index = the
  * QP's GID index, hop_limit, dest_qp_num, rq_psn = peer->psn; RC: max_dest_rd_atomic,
  * min_rnr_timer), and unless receive_only RTR->RTS (sq_psn = own psn; RC: timeout, retry_cnt,
- * rnr_retry, max_rd_atomic).  Masks per kernel verbs.c qp_state_table (abi doc 3.12).
+ * rnr_retry, max_rd_atomic).  Masks per kernel drivers/infiniband/core/verbs.c qp_state_table.
  * opts NULL = defaults, receive_only false.
  * Addressing is by GID only (global route, dlid 0): RoCE ports.  InfiniBand ports, which route
  * by LID, are not supported by connect (the endpoint carries no LID).
@@ -407,10 +412,11 @@ struct mlxd_event {
 
 /* Waits up to ms milliseconds (0 = do not block) for events of nic: completion events of armed
  * CQs (read from the completion channel; each consumes that CQ's arm, and increments the arm
- * sequence number, abi doc 6.5) and async events (port state, QP fatal, CQ error).  Fills up to
- * cap events into out and returns how many (0 on timeout).  Events for objects destroyed since
- * are dropped.  Errors: -EINVAL ms < 0, cap 0, NULL; -errno of poll/read (-EINTR is retried).
- * Thread rules: one call per NIC at a time; other threads run meanwhile. */
+ * sequence number, rdma-core providers/mlx5/cq.c mlx5_cq_event) and async events (port state, QP
+ * fatal, CQ error).  Fills up to cap events into out and returns how many (0 on timeout).  Events
+ * for objects destroyed since are dropped.  Errors: -EINVAL ms < 0, cap 0, NULL; -errno of
+ * poll/read (-EINTR is retried).  Thread rules: one call per NIC at a time; other threads run
+ * meanwhile. */
 int mlxd_wait(struct mlxd_nic *nic, int ms, struct mlxd_event *out, size_t cap);
 
 /* The fds mlxd_wait polls (for an application's own epoll): the async fd and the completion

@@ -1,5 +1,9 @@
 /* nic.c: opening and closing a NIC, its queries and its events.
- * Recipe: mlx5-uverbs-abi.md section 9 (steps 1-6, 13); layouts: sections 3.3-3.7, 3.14, 4.1. */
+ * Recipe: the order rdma-core follows (libibverbs/device.c ibv_open_device, verbs_init_context;
+ * providers/mlx5/mlx5.c mlx5_alloc_context, mlx5_set_context); layouts: the kernel's
+ * include/uapi/rdma/mlx5-abi.h, ib_user_verbs.h, ib_user_ioctl_cmds.h, mlx5_user_ioctl_cmds.h;
+ * rules: drivers/infiniband/core/uverbs_std_types_device.c, uverbs_std_types_async_fd.c,
+ * drivers/infiniband/hw/mlx5/main.c (mlx5_ib_alloc_ucontext, UAR objects). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -82,7 +86,7 @@ static int get_context(struct mlxd_nic *nic)
     uint64_t core_support = 0;
     memset(&req, 0, sizeof req);
     memset(&resp, 0, sizeof resp);
-    req.total_num_bfregs = 16;          /* ignored with DYN_UAR (abi doc 3.3) */
+    req.total_num_bfregs = 16;          /* ignored with DYN_UAR (mlx5_ib_alloc_ucontext) */
     req.num_low_latency_bfregs = 4;
     req.max_cqe_version = 1;
     req.lib_caps = MLX5_LIB_CAP_4K_UAR | MLX5_LIB_CAP_DYN_UAR;
@@ -179,8 +183,9 @@ static int query_gids(struct mlxd_nic *nic)
     return 0;
 }
 
-/* QUERY_DEVICE (legacy command 1 through INVOKE_WRITE; abi doc 3.4).  Optional: a kernel that
- * does not answer it leaves the bounds GET_CONTEXT implies. */
+/* QUERY_DEVICE (legacy command 1 through INVOKE_WRITE; kernel
+ * drivers/infiniband/core/uverbs_cmd.c ib_uverbs_query_device).  Optional: a kernel that does
+ * not answer it leaves the bounds GET_CONTEXT implies. */
 static void query_device(struct mlxd_nic *nic)
 {
     uint64_t req = 0;

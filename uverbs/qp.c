@@ -1,6 +1,9 @@
 /* qp.c: queue pairs: the buffer and doorbell record this process owns, the kernel's QP
  * (QP_CREATE / QP_DESTROY ioctls) and the state machine through MODIFY_QP (INVOKE_WRITE 26).
- * Sources: mlx5-uverbs-abi.md 3.11, 3.12, 4.1, 5; kernel verbs.c qp_state_table. */
+ * Sources: kernel drivers/infiniband/core/uverbs_std_types_qp.c (QP_CREATE / QP_DESTROY),
+ * uverbs_cmd.c (MODIFY_QP), drivers/infiniband/hw/mlx5/qp.c (create_user_qp), hw/mlx5/main.c
+ * (UAR objects); rdma-core providers/mlx5/verbs.c (mlx5_calc_* sizes); kernel verbs.c
+ * qp_state_table. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -83,7 +86,7 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     const uint8_t *gid = gid_by_index(nic, gid_index);
     if (!gid) return mlxd_err(EINVAL, "%s: GID index %u is not a valid GID of port 1", fn, gid_index);
 
-    /* sizes (abi doc 5) */
+    /* sizes (rdma-core providers/mlx5/verbs.c mlx5_calc_send_wqe, mlx5_calc_sq_size) */
     uint32_t sq_wqebbs = 0, wqe_size = 0;
     if (opts->send_depth) {
         wqe_size = mlxd__send_wqe_size(opts->max_inline, 1);
@@ -166,7 +169,8 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
         rc = mlxd__uar_alloc(nic, MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF, &qp->uar_handle, &page_id, &qp->uar_map);
         qp->uar_bf = rc == 0;
     }
-    if (rc == -EOPNOTSUPP)      /* no BlueFlame: a non-cached doorbell page (abi doc 4.1) */
+    if (rc == -EOPNOTSUPP)      /* no BlueFlame: a non-cached doorbell page (kernel
+                                 * drivers/infiniband/hw/mlx5/main.c UAR_OBJ_ALLOC) */
         rc = mlxd__uar_alloc(nic, MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC, &qp->uar_handle, &page_id, &qp->uar_map);
     if (rc == MLXD__UAR_TOO_SMALL) {
         rc = mlxd_err(ENOSPC, "%s %s: UAR_OBJ_ALLOC gave a doorbell register mapping smaller than a system page",

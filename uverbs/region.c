@@ -1,4 +1,5 @@
-/* region.c: registering host and dma-buf memory (mlx5-uverbs-abi.md 3.8). */
+/* region.c: registering host and dma-buf memory (kernel drivers/infiniband/core/uverbs_cmd.c
+ * REG_MR, uverbs_std_types_mr.c REG_DMABUF_MR; rdma-core libibverbs/cmd.c ibv_cmd_reg_mr). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,5 @@
-/* sysfs.c: finding mlx5 RDMA devices and their verbs files (mlx5-uverbs-abi.md 1.1).
+/* sysfs.c: finding mlx5 RDMA devices and their verbs files (rdma-core libibverbs/init.c,
+ * sysfs.c).
  *
  * Root: $SYSFS_PATH (only when uid == euid, trailing '/' stripped) else /sys, as libibverbs'
  * ibv_get_sysfs_path does.  A device is mlx5_core's when <root>/class/infiniband/<dev>/device/driver

@@ -1,6 +1,6 @@
 /* nic_unit: the emulated NIC exercised directly, with every object built by hand the way the
  * kernel half builds them (emu.h), and every ring written and read by hand the way a driver
- * does (../shared/reference/mlx5-uverbs-abi.md sections 5-7, mlx5dv.h layouts).
+ * does (rdma-core providers/mlx5/cq.c, qp.c and verbs.c; mlx5dv.h layouts).
  *
  *   nic_unit <case> [udp_port]     exit status 0 = pass; a failure prints file:line and exits 1
  *
@@ -157,7 +157,8 @@ static struct hcq *cq_new(int d, uint32_t n, uint64_t handle)
     struct hcq *h = calloc(1, sizeof *h);
     h->buf = aligned_alloc(4096, (n * 64 + 4095) & ~4095u);
     memset(h->buf, 0, n * 64);
-    for (uint32_t i = 0; i < n; i++) h->buf[i * 64 + 63] = 0xf0;   /* section 5: INVALID, owner 0 */
+    /* INVALID, owner 0 (rdma-core providers/mlx5/cq.c mlx5_alloc_cq_buf) */
+    for (uint32_t i = 0; i < n; i++) h->buf[i * 64 + 63] = 0xf0;
     h->db = aligned_alloc(64, 64);
     memset((void *)h->db, 0, 64);
     h->n = n;
@@ -171,7 +172,8 @@ static struct hcq *cq_new(int d, uint32_t n, uint64_t handle)
     return h;
 }
 
-/* polls one CQE (section 6.3); returns 1 and copies it, 0 on timeout */
+/* polls one CQE (rdma-core providers/mlx5/cq.c get_sw_cqe); returns 1 and copies it, 0 on
+ * timeout */
 static int cq_poll(struct hcq *h, uint8_t out[64], int timeout_ms)
 {
     uint64_t end = nic_now_ns() + (uint64_t)timeout_ms * 1000000;
@@ -275,7 +277,8 @@ static void qp_connect(struct hqp *h, int peer_dev, uint32_t peer_qpn, uint32_t 
 struct sge { uint32_t len, lkey; uint64_t addr; };
 static bool g_skip_dbrec;   /* ring only the UAR doorbell (as BlueFlame-only posting would) */
 
-/* Posts one send WQE (section 7.1/7.2): ctrl [+ raddr] + data segments; rings the doorbell. */
+/* Posts one send WQE (rdma-core providers/mlx5/qp.c _mlx5_post_send, post_send_db): ctrl
+ * [+ raddr] + data segments; rings the doorbell. */
 static uint16_t post_send(struct hqp *h, uint8_t opcode, uint8_t fm_ce_se, uint32_t imm_be,
                           uint64_t raddr, uint32_t rkey, const struct sge *sg, int nsg)
 {

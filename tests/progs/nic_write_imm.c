@@ -7,7 +7,8 @@
  * Device 0 holds the receiver: a CQ and a UC QP with one posted receive.  Device 1 holds the
  * sender, a UC QP connected to it.  The sender posts RDMA WRITE with immediate (4000 bytes,
  * MTU 1024: four packets); the program polls both CQs by hand and checks every CQE field.
- * Layouts: uapi rdma headers, infiniband/mlx5dv.h; protocol: ../shared/reference/mlx5-uverbs-abi.md.
+ * Layouts: uapi rdma headers, infiniband/mlx5dv.h; protocol: kernel drivers/infiniband/core
+ * (uverbs_std_types_*.c, uverbs_cmd.c, verbs.c) and rdma-core providers/mlx5 (cq.c, qp.c).
  * Exit status 0 = every check passed; otherwise the failed check is printed. */
 #include <endian.h>
 #include <errno.h>
@@ -62,7 +63,8 @@ static int run(int fd, struct req *r)
     r->hdr.length = (uint16_t)(sizeof r->hdr + r->hdr.num_attrs * sizeof r->attr[0]);
     return ioctl(fd, RDMA_VERBS_IOCTL, r);
 }
-/* A legacy command through DEVICE/INVOKE_WRITE (reference section 3.1). */
+/* A legacy command through DEVICE/INVOKE_WRITE (kernel
+ * drivers/infiniband/core/uverbs_std_types_device.c, UVERBS_METHOD_INVOKE_WRITE). */
 static int invoke_write(int fd, uint32_t cmd, const void *in, uint16_t inlen, void *out,
                         uint16_t outlen, void *uhw_out, uint16_t uhw_outlen)
 {
@@ -75,7 +77,7 @@ static int invoke_write(int fd, uint32_t cmd, const void *in, uint16_t inlen, vo
     return run(fd, &r);
 }
 
-/* attr_mask bits (IB_QP_*; reference section 3.12) */
+/* attr_mask bits (IB_QP_*; kernel include/rdma/ib_verbs.h enum ib_qp_attr_mask) */
 enum { QP_STATE = 1, QP_ACCESS_FLAGS = 8, QP_PKEY_INDEX = 0x10, QP_PORT = 0x20, QP_AV = 0x80,
        QP_PATH_MTU = 0x100, QP_RQ_PSN = 0x1000, QP_SQ_PSN = 0x10000, QP_DEST_QPN = 0x100000 };
 
@@ -162,7 +164,8 @@ static void port_open(struct port *p, int n)
 }
 
 /* Rings, doorbell records and buffers of this thread: freed after the uverbs fd is closed
- * (closing it destroys the objects that use them, reference section 3.13). */
+ * (closing it destroys the objects that use them: kernel drivers/infiniband/core/uverbs_main.c
+ * ib_uverbs_close, rdma_core.c uverbs_destroy_ufile_hw). */
 static __thread void *allocs[32];
 static __thread int nallocs;
 
@@ -264,7 +267,8 @@ static void qp_create(struct port *p, struct qp *q, struct cq *cq, uint32_t uidx
     q->qpn = qpn;
 }
 
-/* RESET -> INIT -> RTR -> RTS, UC over RoCE v2 (reference section 3.12). */
+/* RESET -> INIT -> RTR -> RTS, UC over RoCE v2 (kernel drivers/infiniband/core/verbs.c
+ * qp_state_table; uverbs_cmd.c modify_qp). */
 static void qp_connect(struct port *p, struct qp *q, const uint8_t peer_gid[16], uint32_t peer_qpn,
                        uint32_t sq_psn, uint32_t rq_psn)
 {
@@ -346,8 +350,9 @@ static int receiver(int wfd, int rfd)
     uint8_t *dst = page_alloc(65536);
     uint32_t dst_lkey, dst_rkey;
     reg_mr(&rx, dst, 65536, IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE, &dst_lkey, &dst_rkey);
-    /* the receive that WRITE with immediate consumes (reference 7.3): one SGE, then the ring
-     * slot is full (16-byte stride), so no terminator */
+    /* the receive that WRITE with immediate consumes (rdma-core providers/mlx5/qp.c
+     * mlx5_post_recv): one SGE, then the ring slot is full (16-byte stride), so no
+     * terminator */
     struct mlx5_wqe_data_seg *rseg = (struct mlx5_wqe_data_seg *)(rq.rq + (rq.rq_pi & (rq.rq_cnt - 1)) * 16);
     rseg->byte_count = htobe32(64);
     rseg->lkey = htobe32(dst_lkey);
@@ -412,7 +417,8 @@ static int sender(int wfd, int rfd)
     char go;
     CHECK(read(rfd, &go, 1) == 1);
 
-    /* RDMA WRITE with immediate: ctrl + raddr + data = 3 x 16 bytes (reference 7.1/7.2) */
+    /* RDMA WRITE with immediate: ctrl + raddr + data = 3 x 16 bytes (mlx5dv.h segments;
+     * rdma-core providers/mlx5/qp.c _mlx5_post_send) */
     uint8_t *w = sq.sq + (sq.sq_pi & (sq.sq_cnt - 1)) * 64;
     memset(w, 0, 64);
     struct mlx5_wqe_ctrl_seg *ctrl = (struct mlx5_wqe_ctrl_seg *)w;
@@ -430,7 +436,7 @@ static int sender(int wfd, int rfd)
     uint16_t wqe_idx = sq.sq_pi;
     sq.sq_pi++;
     /* the WQE before the doorbell record (release), the record before the UAR write (a release
-     * store orders every earlier store): reference section 7.2 steps 4-6 */
+     * store orders every earlier store): rdma-core providers/mlx5/qp.c post_send_db */
     __atomic_store_n(&sq.db[MLX5_SND_DBR], htobe32(sq.sq_pi), __ATOMIC_RELEASE);
     uint64_t ctrl8;
     memcpy(&ctrl8, w, 8);
