@@ -1,5 +1,7 @@
-/* poll.c: the completion hot path (mlx5-uverbs-abi.md 6.1-6.5; poll-loop-survey.md A.0, A.1,
- * A.3, A.12).  No system call, lock, allocation or division.
+/* poll.c: the completion hot path.  CQE layout and ownership: struct mlx5_cqe64 /
+ * struct mlx5_err_cqe, MLX5_CQE_OWNER_MASK, MLX5_CQE_INVALID (infiniband/mlx5dv.h); the consumer
+ * index doorbell record as rdma-core's providers/mlx5/cq.c (update_cons_index) writes it.  No
+ * system call, lock, allocation or division.
  *
  * Shape (docs/performance.md, issue 7):
  *   - mlxd_cq_poll is inline in mlxd_mlx5.h: it tests the ownership of the CQE at ci and
@@ -59,8 +61,9 @@ _Static_assert(offsetof(struct mlxd_completion, timestamp) == 8 &&
                offsetof(struct mlxd_completion, reserved) == 55, "completion: layout");
 _Static_assert(MLXD_WC_SOLICITED == 1u << MLXD_CQE_SE_SHIFT, "SE bit of op_own = MLXD_WC_SOLICITED");
 
-/* Error CQE syndrome -> ibv_wc_status, as libmlx5 maps them (abi doc 6.4; enum ibv_wc_status
- * values from infiniband/verbs.h).  Anything else is IBV_WC_GENERAL_ERR (19). */
+/* Error CQE syndrome -> ibv_wc_status, as libmlx5 maps them (rdma-core providers/mlx5/cq.c,
+ * mlx5_handle_error_cqe; MLX5_CQE_SYNDROME_* from mlx5dv.h; enum ibv_wc_status values from
+ * infiniband/verbs.h).  Anything else is IBV_WC_GENERAL_ERR (19). */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Woverride-init"
 static const uint8_t syndrome_status[256] = {
@@ -426,7 +429,8 @@ static __attribute__((noinline)) int poll_batch(struct mlxd_cq *cq, struct mlxd_
      *    is the contract of rdma-core's udma_from_device_barrier (util/udma_barrier.h, its
      *    header comment on DMA from the device), applied once to a run of ownership loads as
      *    DPDK's vectorised mlx5 receive does with rte_io_rmb after four owner loads
-     *    (poll-loop-survey.md A.3).  The owner byte of the CQE at ci was loaded by the inline
+     *    (drivers/net/mlx5/mlx5_rxtx_vec_sse.h, rxq_cq_process_v).  The owner byte of the CQE
+     *    at ci was loaded by the inline
      *    caller, before this call, so before the barrier too. */
     mlxd_rmb();
     /* 3. Decode: the hot path while it can, the general one for the rest.  4. Hand the slots
