@@ -801,6 +801,10 @@ static void process_line(struct parser *p, const char *s0, unsigned line, int de
 
     /* Any other line ends a run of words; log lines between rows are tolerated. */
     flush_run(p);
+    /* A kernel oops's instruction bytes ("Code: 48 8b ... <0f> 0b ...", printed by the kernel's
+     * show_opcodes, arch/x86/kernel/dumpstack.c) are hex by nature and never a CQE: a dmesg
+     * piped whole into the tool must not be reported for them. */
+    if (!strncmp(s, "Code: ", 6)) return;
     /* Hex-looking data in no known format must not pass unnoticed. */
     int ntok = 0, nhex = 0;
     for (const char *q = s; *q;) {

@@ -387,6 +387,12 @@ START_TEST(nothing_decodable)
     ck_assert_uint_eq(r->ncqes, 0);
     ck_assert(has_diag(r, MLXD_DUMP_ERROR, 1, "no known"));
     mlxd_cqe_dump_free(r);
+    /* a kernel oops's instruction bytes in a dmesg: not a CQE, and not reported */
+    r = parse_str("[ 4711.000001] Code: 48 8b 45 08 48 89 c7 e8 2e 6f 3c 00 <0f> 0b 48 8b 45 f8 48 8b 40 10 "
+                  "48 85 c0 74 0c 48 8b 50 08\n");
+    ck_assert_uint_eq(r->ncqes, 0);
+    ck_assert_uint_eq(r->ndiags, 0);
+    mlxd_cqe_dump_free(r);
     ck_assert_int_eq(mlxd_cqe_dump_parse("", 0, &r), 0);
     ck_assert_uint_eq(r->ncqes, 0);
     mlxd_cqe_dump_free(r);
