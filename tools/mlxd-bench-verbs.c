@@ -29,6 +29,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "stats.h"
 #include "tsc.h"
 
 typedef int (*write_imm_fn)(unsigned, uint32_t, uint32_t, uint32_t, uint64_t *);
@@ -39,37 +40,16 @@ static double g_hz;
 static bool g_csv;
 
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Same statistics as mlxd-bench (nearest-rank percentiles, median, sample stdev, true max). */
+/* The statistics of mlxd-bench (tools/common/stats.h), one line per test. */
 static void report(const char *name, double *v, size_t n, size_t per)
 {
-    qsort(v, n, sizeof v[0], cmp_double);
-    double sum = 0, ss = 0;
-    for (size_t i = 0; i < n; i++) sum += v[i];
-    double avg = sum / (double)n;
-    for (size_t i = 0; i < n; i++) ss += (v[i] - avg) * (v[i] - avg);
-    double sd = n > 1 ? sqrt(ss / (double)(n - 1)) : 0;
-    double med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-    size_t r99 = (size_t)ceil(0.99 * (double)n), r999 = (size_t)ceil(0.999 * (double)n);
-    double p99 = v[(r99 ? r99 : 1) - 1], p999 = v[(r999 ? r999 : 1) - 1];
+    struct bench_stats s = bench_stats_of(v, n);
     if (g_csv)
-        printf("%s,ns,%zu,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", name, n * per, v[0], med, avg, sd, p99, p999,
-               v[n - 1]);
+        printf("%s,ns,%zu,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", name, n * per, s.min, s.typical, s.avg, s.stdev,
+               s.p99, s.p999, s.max);
     else
-        printf("%-26s %9zu %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f ns\n", name, n * per, v[0], med, avg, sd,
-               p99, p999, v[n - 1]);
+        printf("%-26s %9zu %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %9.2f ns\n", name, n * per, s.min, s.typical, s.avg,
+               s.stdev, s.p99, s.p999, s.max);
     fflush(stdout);
 }
 
@@ -201,10 +181,10 @@ int main(int argc, char **argv)
         sched_setaffinity(0, sizeof s, &s);
     }
     if (g_hz <= 0) {
-        double s0 = mono_s();
+        double s0 = bench_mono_raw_s();
         uint64_t t0 = tsc();
-        while (mono_s() - s0 < 0.1) {}
-        g_hz = (double)(tsc() - t0) / (mono_s() - s0);
+        while (bench_mono_raw_s() - s0 < 0.1) {}
+        g_hz = (double)(tsc() - t0) / (bench_mono_raw_s() - s0);
     }
     write_imm_fn w = (write_imm_fn)dlsym(RTLD_DEFAULT, "mlxd_emu_bench_write_imm");
     if (!w)

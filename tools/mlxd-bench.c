@@ -55,6 +55,7 @@
 #include "mlxd_mlx5.h"
 #include "mlxd_receiver.h"
 #include "mlxd_uverbs.h"
+#include "stats.h"
 #include "tsc.h"
 
 #define REEXEC_ENV "MLXD_BENCH_EMULATED"
@@ -74,18 +75,6 @@ static inline void cpu_relax(void)
 #endif
 }
 
-static double mono_raw_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static double g_tsc_hz;          /* ticks per second */
 static char g_tsc_how[512];
@@ -98,14 +87,14 @@ static void tsc_init(void)
 {
     double w[7];
     for (int i = 0; i < 7; i++) {
-        double s0 = mono_raw_s();
+        double s0 = bench_mono_raw_s();
         uint64_t t0 = tsc();
-        while (mono_raw_s() - s0 < 0.030) {}
+        while (bench_mono_raw_s() - s0 < 0.030) {}
         uint64_t t1 = tsc();
-        double s1 = mono_raw_s();
+        double s1 = bench_mono_raw_s();
         w[i] = (double)(t1 - t0) / (s1 - s0);
     }
-    qsort(w, 7, sizeof w[0], cmp_double);
+    qsort(w, 7, sizeof w[0], bench_cmp_double);
     double cal = w[3];
     double arch = 0;
     const char *arch_src = NULL;
@@ -170,31 +159,6 @@ static inline double ticks_ns(double t) { return t * 1e9 / g_tsc_hz; }
 /* ---------------------------------------------------------------------------------------- */
 /* statistics and results                                                                     */
 
-struct stats {
-    double min, typical, avg, stdev, p99, p999, max;
-};
-
-/* Sorts v.  Percentiles by nearest rank: p of n = v[ceil(p * n) - 1]. */
-static struct stats stats_of(double *v, size_t n)
-{
-    struct stats s = { 0 };
-    if (!n) return s;
-    qsort(v, n, sizeof v[0], cmp_double);
-    s.min = v[0];
-    s.max = v[n - 1];
-    s.typical = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-    double sum = 0;
-    for (size_t i = 0; i < n; i++) sum += v[i];
-    s.avg = sum / (double)n;
-    double ss = 0;
-    for (size_t i = 0; i < n; i++) ss += (v[i] - s.avg) * (v[i] - s.avg);
-    s.stdev = n > 1 ? sqrt(ss / (double)(n - 1)) : 0;
-    size_t r99 = (size_t)ceil(0.99 * (double)n), r999 = (size_t)ceil(0.999 * (double)n);
-    s.p99 = v[(r99 ? r99 : 1) - 1];
-    s.p999 = v[(r999 ? r999 : 1) - 1];
-    return s;
-}
-
 #define MAX_RESULTS 64
 
 struct result {
@@ -204,7 +168,7 @@ struct result {
     size_t iters;
     bool available;
     char reason[400];
-    struct stats s;
+    struct bench_stats s;
     double instr;                /* instructions per operation (<0: not measured) */
     char instr_note[160];
 };
@@ -385,7 +349,7 @@ static void bench_empty(void)
         uint64_t t1 = tsc();
         v[i] = ticks_ns((double)(t1 - t0)) / (double)K;
     }
-    r->s = stats_of(v, S);
+    r->s = bench_stats_of(v, S);
     r->iters = S * K;
     r->available = true;
     char why[256];
@@ -507,7 +471,7 @@ static void bench_ring_detached(void)
             r->available = true;
         }
         if (r->available) {
-            r->s = stats_of(v, P);
+            r->s = bench_stats_of(v, P);
             r->iters = P * n;
         }
         free(v);
@@ -601,7 +565,7 @@ static void bench_ring_emu(void)
             v[i] = ticks_ns((double)(tsc() - t0)) / (double)K;
         }
         g_sink = sink;
-        re->s = stats_of(v, S);
+        re->s = bench_stats_of(v, S);
         re->iters = S * K;
         re->available = true;
         free(v);
@@ -629,7 +593,7 @@ static void bench_ring_emu(void)
             rb[b]->available = true;
         }
         if (rb[b]->available) {
-            rb[b]->s = stats_of(v, P);
+            rb[b]->s = bench_stats_of(v, P);
             rb[b]->iters = P * EMU_RING;
         }
         free(v);
@@ -778,11 +742,11 @@ static void bench_handoff(bool event)
             if ((rc = ho_produce(&h, i)) < 0) { failed = true; break; }
         }
         uint64_t t1;
-        double deadline = mono_raw_s() + 5;
+        double deadline = bench_mono_raw_s() + 5;
         for (unsigned spin = 1;; spin++) {
             if (mlxd_receiver_get_next_frame(h.r, 0, &f)) { t1 = tsc(); break; }
             /* the clock only now and then: between two calls of get_next_frame is the resolution */
-            if ((spin & 1023) == 0 && (atomic_load(&h.prod_rc) < 0 || mono_raw_s() > deadline)) {
+            if ((spin & 1023) == 0 && (atomic_load(&h.prod_rc) < 0 || bench_mono_raw_s() > deadline)) {
                 failed = true;
                 break;
             }
@@ -809,7 +773,7 @@ static void bench_handoff(bool event)
         goto out;
     }
     /* plot data: the sorted samples (before stats_of sorts them anyway) */
-    r->s = stats_of(h.lat, h.n);
+    r->s = bench_stats_of(h.lat, h.n);
     r->iters = h.n;
     r->available = true;
     if (C.plot_dir) {
@@ -855,8 +819,8 @@ static bool e2e_window(void *ctx, uint64_t frame)
     struct e2e *e = ctx;
     double end = 0;
     while (frame + 1 > atomic_load_explicit(&e->seen, memory_order_acquire) + e->window) {
-        if (!end) end = mono_raw_s() + 0.1;
-        else if (mono_raw_s() > end) { e->window_timeouts++; break; }
+        if (!end) end = bench_mono_raw_s() + 0.1;
+        else if (bench_mono_raw_s() > end) { e->window_timeouts++; break; }
         struct timespec ts = { 0, 20000 };     /* leave the CPU to the engine and the consumer */
         nanosleep(&ts, NULL);
     }
@@ -923,7 +887,7 @@ static void bench_e2e_one(uint64_t fsize, bool event)
     pin_self(C.cpu_consumer);
     struct mlxd_receiver_frame f;
     mlxd_receiver_get_next_frame(e.r, 0, &f);
-    double t0 = mono_raw_s(), t_last = t0;
+    double t0 = bench_mono_raw_s(), t_last = t0;
     pthread_create(&gen, NULL, e2e_gen, &e);
     uint64_t got = 0;
     for (;;) {
@@ -932,16 +896,16 @@ static void bench_e2e_one(uint64_t fsize, bool event)
             uint64_t fn = (uint64_t)f.metadata.frame_number32 + 1;    /* the generator's frame k */
             if (fn > atomic_load_explicit(&e.seen, memory_order_relaxed))
                 atomic_store_explicit(&e.seen, fn, memory_order_release);
-            t_last = mono_raw_s();
+            t_last = bench_mono_raw_s();
             continue;
         }
         struct mlxd_receiver_stats st;
         mlxd_receiver_stats(e.r, &st);
         if (atomic_load(&e.gen_done) && !mlxd_receiver_frames_ready(e.r) &&
-            (st.frames >= frames || mono_raw_s() - t_last > 0.3)) break;
-        if (mono_raw_s() - t0 > 60) break;
+            (st.frames >= frames || bench_mono_raw_s() - t_last > 0.3)) break;
+        if (bench_mono_raw_s() - t0 > 60) break;
     }
-    double t_gen_end = mono_raw_s();
+    double t_gen_end = bench_mono_raw_s();
     pthread_join(gen, NULL);
     struct mlxd_receiver_stats st;
     mlxd_receiver_stats(e.r, &st);
