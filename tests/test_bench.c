@@ -45,6 +45,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -515,6 +516,49 @@ START_TEST(tool_report)
 }
 END_TEST
 
+/* Options: every value out of its range is a usage error (exit 2, one line naming the option
+ * and the bound), and --plot-dir is a path, never shell text. */
+static int bench_rc(const char *args, char *err, size_t len)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/bin/mlxd-bench --no-emulate --quick -q --tests empty %s 2>&1 >/dev/null",
+             mlxd_test_build_dir(), args);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(err, 1, len - 1, p);
+    err[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(tool_bad_options)
+{
+    char err[1024];
+    ck_assert_int_eq(bench_rc("--iters -1", err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "--iters -1: not a whole number (1..10000000)"), "%s", err);
+    ck_assert_int_eq(bench_rc("--iters 4294967296", err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "out of range (1..10000000)"), "%s", err);
+    ck_assert_int_eq(bench_rc("--tests empty,nope", err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "--tests: unknown 'nope'"), "%s", err);
+    ck_assert_int_eq(bench_rc("--e2e-modes foo", err, sizeof err), 2);
+    ck_assert_int_eq(bench_rc("--e2e-sizes 0", err, sizeof err), 2);
+    ck_assert_int_eq(bench_rc("--fixture /nonexistent/x.fix", err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "No such file"), "%s", err);
+    ck_assert_int_eq(bench_rc("--cpus 4096,0", err, sizeof err), 2);
+    /* quotes in --plot-dir: a directory of that name, no command run */
+    char dir[400], marker[128], args[500];
+    snprintf(marker, sizeof marker, "/tmp/mlxd-bench-test-%d-marker", (int)getpid());
+    snprintf(dir, sizeof dir, "/tmp/mlxd-bench-test-%d-a'; touch %s; echo '", (int)getpid(), marker);
+    snprintf(args, sizeof args, "--plot-dir \"%s\"", dir);
+    ck_assert_int_eq(bench_rc(args, err, sizeof err), 0);
+    ck_assert_int_eq(access(marker, F_OK), -1);
+    struct stat st;
+    ck_assert_int_eq(stat(dir, &st), 0);
+    ck_assert(S_ISDIR(st.st_mode));
+    ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 Suite *bench_suite(void)
 {
     Suite *s = suite_create(SUITE);
@@ -529,6 +573,7 @@ Suite *bench_suite(void)
     tc = tcase_create("tool_report");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, tool_report);
+    tcase_add_test(tc, tool_bad_options);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -36,6 +36,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -1241,6 +1242,73 @@ static int reexec_emulated(char **argv)
     return 1;
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* options                                                                                    */
+
+/* v as an unsigned integer in [lo, hi]; else a message naming the option and the bound. */
+static bool opt_u64(const char *opt, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 0);
+    bool number = *v && !*end && v[strspn(v, " \t")] != '-';    /* strtoull takes "-1" */
+    if (!number || errno == ERANGE || x < lo || x > hi) {
+        fprintf(stderr, "mlxd-bench: %s %s: %s (%" PRIu64 "..%" PRIu64 ")\n", opt, v,
+                number ? "out of range" : "not a whole number", lo, hi);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+/* Every item of a comma list is one of the names in `known` (a comma list too). */
+static bool opt_list(const char *opt, const char *v, const char *known)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", v);
+    if (!*v) { fprintf(stderr, "mlxd-bench: %s: an empty list (known: %s)\n", opt, known); return false; }
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        size_t n = strlen(t);
+        bool ok = false;
+        for (const char *k = known; *k && !ok;) {
+            const char *e = strchr(k, ',');
+            size_t len = e ? (size_t)(e - k) : strlen(k);
+            ok = len == n && !strncmp(k, t, n);
+            k = e ? e + 1 : k + len;
+        }
+        if (!ok) { fprintf(stderr, "mlxd-bench: %s: unknown '%s' (known: %s)\n", opt, t, known); return false; }
+    }
+    return true;
+}
+
+/* mkdir -p in C (a path is never handed to a shell), then: a directory this process can write. */
+static bool make_dir(const char *opt, const char *path)
+{
+    char p[PATH_MAX];
+    if (!*path || strlen(path) >= sizeof p) { fprintf(stderr, "mlxd-bench: %s: an empty or too long path\n", opt); return false; }
+    snprintf(p, sizeof p, "%s", path);
+    for (char *q = p + 1; ; q++) {
+        if (*q == '/' || !*q) {
+            char c = *q;
+            *q = 0;
+            if (mkdir(p, 0777) < 0 && errno != EEXIST) {
+                fprintf(stderr, "mlxd-bench: %s %s: cannot create %s: %s\n", opt, path, p, strerror(errno));
+                return false;
+            }
+            *q = c;
+            if (!c) break;
+        }
+    }
+    struct stat st;
+    if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode) || access(path, W_OK | X_OK) < 0) {
+        fprintf(stderr, "mlxd-bench: %s %s: not a directory this process can write\n", opt, path);
+        return false;
+    }
+    return true;
+}
+
+#define TEST_NAMES "empty,ring,emu-ring,handoff,handoff-event,e2e,compare"
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -1285,33 +1353,60 @@ int main(int argc, char **argv)
             C.empty_samples = 2000; C.ring_passes = 40; C.handoff_iters = 2000; C.handoff_event_iters = 500;
             C.e2e_mb = 16; C.emu_samples = 500; C.emu_passes = 10;
         }
-        else if (!strcmp(a, "--emu-samples")) { NEEDV(); C.emu_samples = strtoull(v, NULL, 0); if (!C.emu_samples) C.emu_samples = 1; }
-        else if (!strcmp(a, "--emu-passes")) { NEEDV(); C.emu_passes = strtoull(v, NULL, 0); if (!C.emu_passes) C.emu_passes = 1; }
+        else if (!strcmp(a, "--emu-samples")) {
+            NEEDV(); uint64_t x; if (!opt_u64(a, v, 1, 10000000, &x)) return 2; C.emu_samples = x;
+        }
+        else if (!strcmp(a, "--emu-passes")) {
+            NEEDV(); uint64_t x; if (!opt_u64(a, v, 1, 100000, &x)) return 2; C.emu_passes = x;
+        }
         else if (!strcmp(a, "--no-emulate")) no_emulate = true;
         else if (!strcmp(a, "--no-park")) C.no_park = true;
         else if (!strcmp(a, "--json-out")) { NEEDV(); C.json_out = v; }
         else if (!strcmp(a, "--csv-out")) { NEEDV(); C.csv_out = v; }
-        else if (!strcmp(a, "--tests")) { NEEDV(); C.tests = v; }
-        else if (!strcmp(a, "--plot-dir")) { NEEDV(); C.plot_dir = v; }
-        else if (!strcmp(a, "--fixture")) { NEEDV(); C.fixture = v; }
+        else if (!strcmp(a, "--tests")) { NEEDV(); if (!opt_list(a, v, TEST_NAMES)) return 2; C.tests = v; }
+        else if (!strcmp(a, "--plot-dir")) { NEEDV(); if (!make_dir(a, v)) return 2; C.plot_dir = v; }
+        else if (!strcmp(a, "--fixture")) {
+            NEEDV();
+            if (access(v, R_OK) < 0) { fprintf(stderr, "mlxd-bench: --fixture %s: %s\n", v, strerror(errno)); return 2; }
+            C.fixture = v;
+        }
         else if (!strcmp(a, "--producer")) {
             NEEDV(); C.producer_mode = v;
             if (strcmp(v, "thread") && strcmp(v, "inline")) { fprintf(stderr, "mlxd-bench: --producer thread|inline\n"); return 2; }
         }
         else if (!strcmp(a, "--iters")) {
-            NEEDV(); C.handoff_iters = strtoull(v, NULL, 0); C.handoff_event_iters = C.handoff_iters / 5;
-            if (!C.handoff_iters) { fprintf(stderr, "mlxd-bench: --iters must be > 0\n"); return 2; }
-            if (!C.handoff_event_iters) C.handoff_event_iters = 1;
+            /* 16 bytes of samples per iteration, held in memory: 10 million is 160 MB */
+            NEEDV(); uint64_t x; if (!opt_u64(a, v, 1, 10000000, &x)) return 2;
+            C.handoff_iters = x;
+            C.handoff_event_iters = x / 5 ? x / 5 : 1;
         }
-        else if (!strcmp(a, "--e2e-sizes")) { NEEDV(); C.e2e_sizes = v; }
-        else if (!strcmp(a, "--e2e-modes")) { NEEDV(); C.e2e_modes = v; }
-        else if (!strcmp(a, "--e2e-mb")) { NEEDV(); C.e2e_mb = atof(v); }
-        else if (!strcmp(a, "--e2e-window")) { NEEDV(); C.e2e_window = atoi(v); }
+        else if (!strcmp(a, "--e2e-sizes")) {
+            NEEDV();
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", v);
+            for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                uint64_t x;
+                if (!opt_u64(a, t, 4096, 256ull << 20, &x)) return 2;   /* a page .. 256 MiB */
+            }
+            if (!*v || strlen(v) >= sizeof buf) { fprintf(stderr, "mlxd-bench: --e2e-sizes: an empty or too long list\n"); return 2; }
+            C.e2e_sizes = v;
+        }
+        else if (!strcmp(a, "--e2e-modes")) { NEEDV(); if (!opt_list(a, v, "busy,event")) return 2; C.e2e_modes = v; }
+        else if (!strcmp(a, "--e2e-mb")) {
+            NEEDV(); uint64_t x; if (!opt_u64(a, v, 1, 4096, &x)) return 2; C.e2e_mb = (double)x;
+        }
+        else if (!strcmp(a, "--e2e-window")) {
+            NEEDV();
+            uint64_t x;
+            if (!strcmp(v, "-1")) C.e2e_window = -1;
+            else if (!opt_u64(a, v, 0, 1u << 20, &x)) return 2;
+            else C.e2e_window = (int)x;
+        }
         else if (!strcmp(a, "--cpus")) {
             NEEDV();
             int m = -2, c = -2, p = -2;
             if (sscanf(v, "%d,%d,%d", &m, &c, &p) < 2) { fprintf(stderr, "mlxd-bench: --cpus M,C[,P]\n"); return 2; }
-            C.cpu_monitor = m; C.cpu_consumer = c; C.cpu_producer = p;
+            C.cpu_monitor = m; C.cpu_consumer = c; C.cpu_producer = p;    /* checked below */
         }
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else { fprintf(stderr, "mlxd-bench: unknown option %s\n", a); usage(stderr); return 2; }
@@ -1325,6 +1420,14 @@ int main(int argc, char **argv)
     CPU_ZERO(&allowed);
     sched_getaffinity(0, sizeof allowed, &allowed);
     C.ncpus = CPU_COUNT(&allowed);
+    const int want_cpu[3] = { C.cpu_monitor, C.cpu_consumer, C.cpu_producer };
+    for (int k = 0; k < 3; k++)
+        if (want_cpu[k] != -2 && want_cpu[k] != -1 &&
+            (want_cpu[k] < 0 || want_cpu[k] >= CPU_SETSIZE || !CPU_ISSET(want_cpu[k], &allowed))) {
+            fprintf(stderr, "mlxd-bench: --cpus: CPU %d is not one this process may run on (%d allowed)\n",
+                    want_cpu[k], C.ncpus);
+            return 2;
+        }
     int first = -1, last = -1, second = -1;
     for (int c = 0; c < CPU_SETSIZE; c++)
         if (CPU_ISSET(c, &allowed)) { if (first < 0) first = c; else if (second < 0) second = c; last = c; }
@@ -1341,11 +1444,6 @@ int main(int argc, char **argv)
     read_load(g_load0, sizeof g_load0);
     tsc_init();
     say("mlxd-bench: TSC %.3f MHz; %s\n", g_tsc_hz / 1e6, g_pinning);
-    if (C.plot_dir) {
-        char cmd[PATH_MAX + 16];
-        snprintf(cmd, sizeof cmd, "mkdir -p '%s'", C.plot_dir);
-        if (system(cmd)) {}
-    }
     if (want("empty")) { say("mlxd-bench: empty poll...\n"); bench_empty(); }
     if (want("ring")) { say("mlxd-bench: detached ring...\n"); bench_ring_detached(); }
     if (want("emu-ring")) { say("mlxd-bench: emulated ring...\n"); bench_ring_emu(); }
