@@ -63,7 +63,7 @@ RUNNER   := $(BUILD)/tests/mlxd-tests
 DEPS_OK  := $(BUILD)/.deps-ok
 
 .PHONY: all test demo sanitize tsan install deps clean bench fuzz soak cross-aarch64
-all: $(STATIC) $(SHARED) $(EMU) $(TOOLS)
+all: $(STATIC) $(SHARED) $(SHARED).0 $(EMU) $(TOOLS)
 
 # --- dependencies: installs missing Debian packages itself (prints the command without root)
 $(DEPS_OK): scripts/deps.sh
@@ -90,6 +90,10 @@ $(STATIC): $(LIB_OBJ)
 $(SHARED): $(LIB_OBJ)
 	@mkdir -p $(@D)
 	$(CC) -shared -Wl,-soname,libmlx5direct.so.0 -Wl,--no-undefined -o $@ $^ $(LDFLAGS) $(LIBS)
+
+# the soname, so that a program linked against $(BUILD)/lib (with an rpath to it) starts
+$(SHARED).0: $(SHARED)
+	ln -sf $(notdir $(SHARED)) $@
 
 $(EMU): $(EMU_OBJ)
 	@mkdir -p $(@D)

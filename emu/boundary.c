@@ -99,8 +99,15 @@ static void apply_env(void)
         emu_config_defaults(cfg, &n);
     }
     pthread_mutex_lock(&emu_g.lock);
-    emu_config_apply(cfg, n);
+    int rc = emu_config_apply(cfg, n);
     pthread_mutex_unlock(&emu_g.lock);
+    if (rc < 0) {
+        /* nobody else can tell the user: without its sysfs tree no device is found, and the
+         * program would only say that there is none */
+        const char *tmp = getenv("TMPDIR");
+        fprintf(stderr, "mlx5direct-emu: cannot create the emulated sysfs tree in TMPDIR=%s: %s; "
+                "no emulated device is visible\n", tmp && *tmp ? tmp : "/tmp", strerror(-rc));
+    }
     emu_fault_clear();
     emu_fault_from_env();
 }
