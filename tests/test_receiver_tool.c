@@ -3,11 +3,14 @@
  * The tool is started as a separate process (it re-executes itself under the emulator);
  * MLXD_EMU_DEVICES gives it private addresses so parallel runs do not collide. */
 #include <check.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,17 +20,27 @@
 
 static bool auto_addresses;
 
-/* Runs the tool with args (NULL-terminated) and captures stdout; returns the exit status. */
-static int run_tool(char *out, size_t cap, const char *const *args)
+/* How run_tool_ex starts the tool (the defaults are run_tool's). */
+struct tool_env {
+    bool with_stderr;       /* stderr into out too (after stdout's bytes, interleaved as written) */
+    bool no_mtu;            /* MLXD_EMU_DEVICES without mtu=: the emulator's default port MTU */
+    bool preload;           /* LD_PRELOAD the emulator, as a user would (the tool does not re-exec) */
+};
+
+/* Runs the tool with args (NULL-terminated) and captures stdout (and stderr when asked);
+ * returns the exit status. */
+static int run_tool_ex(char *out, size_t cap, const char *const *args, const struct tool_env *env)
 {
-    static char tool[4096];
+    static char tool[4096], emu[4096];
     const char *bd = mlxd_test_build_dir();
     if (bd[0] == '/') {
         snprintf(tool, sizeof tool, "%s/bin/mlxd-capture", bd);
+        snprintf(emu, sizeof emu, "%s/lib/libmlx5direct-emu.so", bd);
     } else {
         char cwd[1024];
         ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
         snprintf(tool, sizeof tool, "%s/%.1024s/bin/mlxd-capture", cwd, bd);
+        snprintf(emu, sizeof emu, "%s/%.1024s/lib/libmlx5direct-emu.so", cwd, bd);
     }
     ck_assert_msg(access(tool, X_OK) == 0, "%s is not built", tool);
     int p[2];
@@ -35,11 +48,15 @@ static int run_tool(char *out, size_t cap, const char *const *args)
     pid_t pid = fork();
     if (pid == 0) {
         dup2(p[1], 1);
+        if (env->with_stderr) dup2(p[1], 2);
         close(p[0]);
         close(p[1]);
         unsigned a = 20 + (unsigned)getpid() % 200, b = 1 + ((unsigned)getpid() / 200) % 250;
         char devs[256];
-        snprintf(devs, sizeof devs, "mlx5_0:127.%u.%u.1:mtu=4096,mlx5_1:127.%u.%u.2:mtu=4096", a, b, a, b);
+        if (env->no_mtu)
+            snprintf(devs, sizeof devs, "mlx5_0:127.%u.%u.1,mlx5_1:127.%u.%u.2", a, b, a, b);
+        else
+            snprintf(devs, sizeof devs, "mlx5_0:127.%u.%u.1:mtu=4096,mlx5_1:127.%u.%u.2:mtu=4096", a, b, a, b);
         if (auto_addresses) {       /* the tool picks its own addresses */
             unsetenv("MLXD_EMU_DEVICES");
             unsetenv("MLXD_EMU_CONFIG");
@@ -48,10 +65,12 @@ static int run_tool(char *out, size_t cap, const char *const *args)
             setenv("MLXD_EMU_DEVICES", devs, 1);
         }
         unsetenv("MLXD_CAPTURE_EMULATED");
-        char *argv[32];
+        if (env->preload)
+            setenv("LD_PRELOAD", emu, 1);
+        char *argv[40];
         int n = 0;
         argv[n++] = tool;
-        for (; args[n - 1] && n < 31; n++) argv[n] = (char *)args[n - 1];
+        for (; args[n - 1] && n < 39; n++) argv[n] = (char *)args[n - 1];
         argv[n] = NULL;
         execv(tool, argv);
         _exit(127);
@@ -65,6 +84,12 @@ static int run_tool(char *out, size_t cap, const char *const *args)
     int st;
     waitpid(pid, &st, 0);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static int run_tool(char *out, size_t cap, const char *const *args)
+{
+    static const struct tool_env plain;
+    return run_tool_ex(out, cap, args, &plain);
 }
 
 static long json_num(const char *line, const char *key)
@@ -318,6 +343,265 @@ START_TEST(interrupted)
 }
 END_TEST
 
+/* --save must name a directory this user can create files in; anything else is a usage error
+ * found before any frame is received (exit 2, the message names the path and the reason),
+ * as a missing parent already was. */
+START_TEST(save_not_a_directory)
+{
+    static char out[1 << 14];
+    char file[] = "/tmp/mlxd-capture-notdir-XXXXXX";
+    int fd = mkstemp(file);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    char path[1024], want[1200];
+    snprintf(path, sizeof path, "%s", mlxd_test_path("fixtures/roce-pcaps/hsb_small_4k_3pages.pcap"));
+    const struct tool_env env = { .with_stderr = true };
+    const char *a1[] = { "--replay", path, "--save", file, "-q", NULL };
+    int rc = run_tool_ex(out, sizeof out, a1, &env);
+    snprintf(want, sizeof want, "mlxd-capture: --save %s: not a directory", file);
+    ck_assert_msg(rc == 2 && strstr(out, want), "exit %d\n%s", rc, out);
+    ck_assert_ptr_null(strstr(out, "summary:"));          /* nothing ran */
+    ck_assert_int_eq(unlink(file), 0);
+
+    /* a directory without write permission: only a non-root user is refused by the kernel
+     * (root's DAC override writes anyway), so the case is checked where it can happen */
+    if (geteuid() != 0) {
+        char dir[] = "/tmp/mlxd-capture-rodir-XXXXXX";
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        ck_assert_int_eq(chmod(dir, 0555), 0);
+        const char *a2[] = { "--replay", path, "--save", dir, "-q", NULL };
+        rc = run_tool_ex(out, sizeof out, a2, &env);
+        snprintf(want, sizeof want, "mlxd-capture: --save %s: cannot create files there: %s", dir,
+                 strerror(EACCES));
+        ck_assert_msg(rc == 2 && strstr(out, want), "exit %d\n%s", rc, out);
+        ck_assert_int_eq(rmdir(dir), 0);
+    }
+}
+END_TEST
+
+/* A frame that cannot be saved during the run fails the run: a directory in the place of the
+ * third frame's file (fopen gives EISDIR, even to root).  The capture has 6 frames and lock-step
+ * replay hands each to the consumer, so 5 files are written with the frame's bytes_written
+ * bytes, 1 is not, and the summary and exit status say so. */
+START_TEST(save_failure_fails_the_run)
+{
+    static char out[1 << 16];
+    char path[1024];
+    snprintf(path, sizeof path, "%s", mlxd_test_path("fixtures/roce-pcaps/hsb_small_4k_3pages.pcap"));
+    struct mlxd_capture *c = NULL;
+    ck_assert_int_eq(mlxd_capture_load(path, &c), 0);
+    ck_assert_uint_eq(c->nframes, 6);
+    const struct tool_env env = { .with_stderr = true };
+    for (int json = 0; json < 2; json++) {
+        char dir[] = "/tmp/mlxd-capture-savefail-XXXXXX";
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        char blocked[512], want[1024];
+        snprintf(blocked, sizeof blocked, "%s/frame-000002.bin", dir);
+        ck_assert_int_eq(mkdir(blocked, 0777), 0);
+        const char *args[] = { "--replay", path, "--save", dir, "-q", json ? "--json" : NULL, NULL };
+        int rc = run_tool_ex(out, sizeof out, args, &env);
+        ck_assert_msg(rc == 1, "exit %d\n%s", rc, out);
+        snprintf(want, sizeof want, "mlxd-capture: cannot write %s: %s", blocked, strerror(EISDIR));
+        ck_assert_msg(strstr(out, want), "%s", out);
+        if (json) {
+            const char *sum = strstr(out, "\"summary\":true");
+            ck_assert_ptr_nonnull(sum);
+            ck_assert_int_eq(json_num(sum, "frames_consumed"), 6);
+            ck_assert_int_eq(json_num(sum, "save_failures"), 1);
+            ck_assert_ptr_nonnull(strstr(sum, "\"ok\":false"));
+        } else {
+            snprintf(want, sizeof want, "; 5 saved to %s, 1 could not be saved", dir);
+            ck_assert_msg(strstr(out, want), "%s", out);
+            snprintf(want, sizeof want, "FAILED: 1 of 6 frames could not be saved to %s;", dir);
+            ck_assert_msg(strstr(out, want), "%s", out);
+            ck_assert_ptr_null(strstr(out, "OK:"));
+        }
+        for (unsigned k = 0; k < 6; k++) {
+            char p[600];
+            snprintf(p, sizeof p, "%s/frame-%06u.bin", dir, k);
+            struct stat sb;
+            ck_assert_int_eq(stat(p, &sb), 0);
+            if (k == 2) {
+                ck_assert(S_ISDIR(sb.st_mode));
+                ck_assert_int_eq(rmdir(p), 0);
+            } else {
+                ck_assert(S_ISREG(sb.st_mode));
+                ck_assert_int_eq(sb.st_size, (off_t)c->frames[k].md.bytes_written);
+                ck_assert_int_eq(unlink(p), 0);
+            }
+        }
+        ck_assert_int_eq(rmdir(dir), 0);                     /* nothing else was written */
+    }
+    mlxd_capture_free(c);
+}
+END_TEST
+
+/* Every numeric option goes through one parser with the option's range: a value outside it is
+ * a usage error naming the option, the value and the range (never truncated into another
+ * value), a non-number is "not a number".  The ranges come from the interfaces the values feed:
+ * mlxd_receiver_opts (pages 1..4096, queue 1..pages, frame_size 1..2^40, port 1), mlxd_send_opts
+ * (loops: unsigned, 32 bits here), mlxd_gen_opts (payload a multiple of 128, at most the largest
+ * RoCE MTU 4096), a UDP port 1..65535, the uint64 frame count. */
+static const struct { const char *opt, *val, *msg; } BAD_NUMBERS[] = {
+    { "--loops", "4294967296", "--loops 4294967296: out of range 1..4294967295" },
+    { "--loops", "99999999999999", "--loops 99999999999999: out of range 1..4294967295" },
+    { "--loops", "0", "--loops 0: out of range 1..4294967295" },
+    { "--frames", "99999999999999999999", "--frames 99999999999999999999: out of range 1..18446744073709551615" },
+    { "-n", "-1", "--frames -1: out of range 1..18446744073709551615" },
+    { "--fps", "-1", "--fps -1: must be >= 0 (0 = as fast as possible)" },
+    { "--fps", "inf", "--fps inf: not a finite number" },
+    { "--fps", "fast", "--fps fast: not a number" },
+    { "--duration", "-3", "--duration -3: must be > 0 seconds" },
+    { "--duration", "0", "--duration 0: must be > 0 seconds" },
+    { "--duration", "nan", "--duration nan: not a finite number" },
+    { "--duration", "5s", "--duration 5s: not a number" },
+    { "--port", "2", "--port 2: out of range 1..1" },
+    { "--pages", "4097", "--pages 4097: out of range 1..4096" },
+    { "--pages", "0", "--pages 0: out of range 1..4096" },
+    { "--pages", " 3", "--pages  3: not a number" },
+    { "--queue-size", "4097", "--queue-size 4097: out of range 1..4096" },
+    { "--frame-size", "0", "--frame-size 0: out of range 1..1099511627776" },
+    { "--frame-size", "1099511627777", "--frame-size 1099511627777: out of range 1..1099511627776" },
+    { "--page-size", "-128", "--page-size -128: out of range 128..2199023255552" },
+    { "--metadata-offset", "1e3", "--metadata-offset 1e3: not a number" },
+    { "--payload-size", "1000", "--payload-size 1000: must be a multiple of 128" },
+    { "--payload-size", "4224", "--payload-size 4224: out of range 128..4096" },
+    { "--consumer-delay-ms", "4294967296", "--consumer-delay-ms 4294967296: out of range 0..4294967295" },
+    { "--timeout-ms", "-1", "--timeout-ms -1: out of range 0..4294967295" },
+    { "--target", "127.0.0.1:65536", "--target 127.0.0.1:65536: port 65536: out of range 1..65535" },
+    { "--target", "127.0.0.1:", "--target 127.0.0.1:: no port after ':'" },
+};
+
+START_TEST(numeric_option_ranges)
+{
+    static char out[1 << 14];
+    const struct tool_env env = { .with_stderr = true };
+    const char *args[] = { "--generate", BAD_NUMBERS[_i].opt, BAD_NUMBERS[_i].val, "-q", NULL };
+    int rc = run_tool_ex(out, sizeof out, args, &env);
+    char want[256];
+    snprintf(want, sizeof want, "mlxd-capture: %s\n", BAD_NUMBERS[_i].msg);
+    ck_assert_msg(rc == 2 && strncmp(out, want, strlen(want)) == 0, "%s %s: exit %d, want\n%sgot\n%s",
+                  BAD_NUMBERS[_i].opt, BAD_NUMBERS[_i].val, rc, want, out);
+}
+END_TEST
+
+/* The bounds themselves and the accepted spellings run: hexadecimal after 0x (-n 0x2: 2 frames)
+ * and decimal with a leading zero (--pages 010 is ten pages: --queue-size 10 is accepted, which
+ * octal's 8 pages would refuse with exit 2). */
+START_TEST(numeric_option_bounds_accepted)
+{
+    static char out[1 << 16];
+    const char *args[] = { "--generate", "-n", "0x2", "--pages", "010", "--queue-size", "10",
+                           "--payload-size", "4096", "--port", "1", "--timeout-ms", "4294967295",
+                           "--consumer-delay-ms", "0", "--fps", "100", "--json", "-q", NULL };
+    int rc = run_tool(out, sizeof out, args);
+    const char *sum = strstr(out, "\"summary\":true");
+    ck_assert_msg(rc == 0 && sum, "exit %d\n%s", rc, out);
+    ck_assert_int_eq(json_num(sum, "frames_received"), 2);
+    ck_assert_ptr_nonnull(strstr(sum, "\"ok\":true"));
+}
+END_TEST
+
+/* The largest payload among a capture's packets: what the port's MTU must take. */
+static uint32_t capture_largest_payload(const struct mlxd_capture *c)
+{
+    uint32_t m = 0;
+    for (size_t i = 0; i < c->npackets; i++)
+        if (c->pkts[i].hdr.payload_len > m) m = c->pkts[i].hdr.payload_len;
+    return m;
+}
+
+/* Emulated ports left at the emulator's default MTU, 1024 (docs/emulator.md, option mtu), take
+ * no packet of a sensor bridge sending more per packet: the run fails before sending, with a
+ * message naming the MTU, the device, the packet size and the fix, instead of a run of
+ * "payload BAD".  The generator's packets are 1408 bytes (mlxd_gen_opts.payload_size default,
+ * a 4096-byte frame is cut into 1408-byte packets); a replayed capture's are its largest
+ * packet.  Packets that fit (--payload-size 1024) still run. */
+START_TEST(port_mtu_below_packets)
+{
+    static char out[1 << 16];
+    const struct tool_env env = { .with_stderr = true, .no_mtu = true };
+    const char *a1[] = { "--generate", "-n", "3", "-q", NULL };
+    int rc = run_tool_ex(out, sizeof out, a1, &env);
+    ck_assert_msg(rc == 1, "exit %d\n%s", rc, out);
+    ck_assert_msg(strstr(out, "mlxd-capture: port MTU 1024 of mlx5_0 is below the 1408-byte packets the "
+                              "generator sends; add :mtu=4096 to each device of MLXD_EMU_DEVICES=mlx5_0:127."),
+                  "%s", out);
+    ck_assert_msg(!strstr(out, "summary:") && !strstr(out, "payload BAD"), "%s", out);   /* stopped upfront */
+
+    char path[1024], want[256];
+    snprintf(path, sizeof path, "%s", mlxd_test_path("fixtures/roce-pcaps/hsb_medium_64k_4pages.pcap"));
+    struct mlxd_capture *c = NULL;
+    ck_assert_int_eq(mlxd_capture_load(path, &c), 0);
+    uint32_t need = capture_largest_payload(c);
+    mlxd_capture_free(c);
+    ck_assert_uint_gt(need, 1024);
+    const char *a2[] = { "--replay", path, "-q", NULL };
+    rc = run_tool_ex(out, sizeof out, a2, &env);
+    snprintf(want, sizeof want, "mlxd-capture: port MTU 1024 of mlx5_0 is below the %u-byte packets the "
+             "replayed capture sends", need);
+    ck_assert_msg(rc == 1 && strstr(out, want), "exit %d, want %s\n%s", rc, want, out);
+
+    const char *a3[] = { "--generate", "-n", "3", "--payload-size", "1024", "--fps", "100", "--json", "-q", NULL };
+    rc = run_tool_ex(out, sizeof out, a3, &env);
+    const char *sum = strstr(out, "\"summary\":true");
+    ck_assert_msg(rc == 0 && sum, "exit %d\n%s", rc, out);
+    ck_assert_int_eq(json_num(sum, "frames_received"), 3);
+    ck_assert_int_eq(json_num(sum, "payload_failures"), 0);
+
+    /* a user who preloads the emulator (docs/emulator.md) is told the tool can start it itself.
+     * A sanitizer build's tool needs its runtime first in LD_PRELOAD (the tool's own re-exec
+     * arranges that); plain LD_PRELOAD of the emulator cannot start it, so that build skips this. */
+    if (!dlsym(RTLD_DEFAULT, "__asan_init") && !dlsym(RTLD_DEFAULT, "__tsan_init")) {
+        const struct tool_env pre = { .with_stderr = true, .no_mtu = true, .preload = true };
+        rc = run_tool_ex(out, sizeof out, a1, &pre);
+        ck_assert_msg(rc == 1, "exit %d\n%s", rc, out);
+        ck_assert_msg(strstr(out, "mlxd-capture: port MTU 1024 of mlx5_0 is below the 1408-byte packets the "
+                                  "generator sends;") &&
+                      strstr(out, " (or run without LD_PRELOAD: mlxd-capture starts the emulator itself"),
+                      "%s", out);
+    }
+}
+END_TEST
+
+/* When the buffer does not hold the capture's bytes (here none arrive: the replay goes to a
+ * port nobody listens on), the summary counts the bytes the capture writes and those that
+ * differ, over the whole image.  Both numbers are derived from the capture: the no-metadata
+ * capture writes 4 frames of 4096 bytes one after another (fixtures/roce-pcaps/README.md), and
+ * the buffer starts zeroed, so the bytes that differ are the capture's non-zero ones. */
+START_TEST(image_mismatch_counts_bytes)
+{
+    static char out[1 << 16];
+    char path[1024], want[256];
+    snprintf(path, sizeof path, "%s", mlxd_test_path("fixtures/roce-pcaps/hsb_nometa_4k_3pages.pcap"));
+    struct mlxd_capture *c = NULL;
+    ck_assert_int_eq(mlxd_capture_load(path, &c), 0);
+    size_t span = c->geo.span_hi - c->geo.base_va;
+    uint8_t *img = calloc(1, span), *mask = calloc(1, span);
+    ck_assert(img && mask);
+    for (size_t i = 0; i < c->npackets; i++) {
+        const struct mlxd_roce_pkt *h = &c->pkts[i].hdr;
+        if (!(h->hdrs & MLXD_ROCE_HAS_RETH)) continue;
+        memcpy(img + (h->reth_va - c->geo.base_va), h->payload, h->payload_len);
+        memset(mask + (h->reth_va - c->geo.base_va), 1, h->payload_len);
+    }
+    uint64_t written = 0, nonzero = 0;
+    for (size_t k = 0; k < span; k++)
+        if (mask[k]) { written++; nonzero += img[k] != 0; }
+    free(img);
+    free(mask);
+    mlxd_capture_free(c);
+    ck_assert_uint_eq(written, 4 * 4096);
+    ck_assert_uint_gt(nonzero, 1);
+    const char *args[] = { "--replay", path, "--target", "127.0.0.1:9", "--timeout-ms", "300", "-q", NULL };
+    int rc = run_tool(out, sizeof out, args);
+    snprintf(want, sizeof want, "buffer image: the %" PRIu64 " bytes the capture writes are NOT all in place "
+             "(%" PRIu64 " differ)\n", written, nonzero);
+    ck_assert_msg(rc == 1 && strstr(out, want), "exit %d, want %s\n%s", rc, want, out);
+    ck_assert_msg(strstr(out, "FAILED: the buffer image differs from the capture;"), "%s", out);
+}
+END_TEST
+
 Suite *receiver_tool_suite(void)
 {
     Suite *s = suite_create("receiver_tool");
@@ -333,6 +617,12 @@ Suite *receiver_tool_suite(void)
     tcase_add_test(tc, too_few_pages_explained);
     tcase_add_test(tc, interrupted);
     tcase_add_test(tc, missing_frames_exit_1);
+    tcase_add_test(tc, save_not_a_directory);
+    tcase_add_test(tc, save_failure_fails_the_run);
+    tcase_add_loop_test(tc, numeric_option_ranges, 0, (int)(sizeof BAD_NUMBERS / sizeof BAD_NUMBERS[0]));
+    tcase_add_test(tc, numeric_option_bounds_accepted);
+    tcase_add_test(tc, port_mtu_below_packets);
+    tcase_add_test(tc, image_mismatch_counts_bytes);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -2,13 +2,16 @@
  * on the emulated one, optionally fed from a pcap capture (--replay) or from the generator
  * (--generate), and report every frame.  See `mlxd-capture --help` and docs/receiver.md.
  *
- * Exit status: 0 when every expected frame came (and every checked payload verified), 1
- * otherwise, 2 for usage errors. */
+ * Exit status: 0 when every expected frame came (and every checked payload verified, and every
+ * frame --save was given was written), 1 otherwise, 2 for usage errors (an option's value out
+ * of its range, a --save that is not a writable directory, arguments start refuses). */
+#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -30,6 +33,11 @@
 #include "mlxd_uverbs.h"
 
 #define EMU_REEXEC_ENV "MLXD_CAPTURE_EMULATED"
+/* Bounds of the size options: mlxd_receiver_start takes frame_size up to 2^40; pages (<= 4096
+ * = 2^12) x page_size must fit a size_t, and 2^12 x 2^41 = 2^53 does (the buffer size is
+ * computed before any allocation could refuse it). */
+#define MAX_FRAME_SIZE (1ull << 40)
+#define MAX_PAGE_SIZE (1ull << 41)
 #define EMU_DEFAULT_DEVICES "mlx5_0:127.0.0.1:mtu=4096,mlx5_1:127.0.0.2:mtu=4096"
 
 static void usage(FILE *f)
@@ -62,12 +70,15 @@ static void usage(FILE *f)
 "      --generate           feed generated frames (implies --emulate)\n"
 "      --fps F              generator frame rate (0 = as fast as possible; default 60)\n"
 "      --gen-metadata M     separate (default) | embedded | none\n"
-"      --payload-size B     generator bytes per packet (default 1408 = MTU 1500)\n"
+"      --payload-size B     generator bytes per packet, 128..4096 in steps of 128\n"
+"                           (default 1408 = MTU 1500)\n"
 "      --target ADDR[:PORT] where replay/generator send (default: the receiver's address:4791)\n"
 "\n"
 "output:\n"
 "      --save DIR           write each frame's bytes_written bytes to DIR/frame-NNNNNN.bin\n"
-"                           (NNNNNN: the arrival index, from 0: received_frame_number - 1)\n"
+"                           (NNNNNN: the arrival index, from 0: received_frame_number - 1);\n"
+"                           DIR must be a writable directory (made when missing); a frame that\n"
+"                           cannot be written fails the run\n"
 "      --json               one JSON object per frame and a final summary object\n"
 "  -v, --print-frames       one text line per frame (decoded metadata, payload check)\n"
 "      --no-verify          do not check the payload pattern (word i of frame f = (f<<24)|i)\n"
@@ -76,7 +87,11 @@ static void usage(FILE *f)
 "  -q, --quiet              no live status line\n"
 "  -h, --help\n"
 "\n"
-"exit status: 0 all expected frames came and verified, 1 otherwise, 2 usage error\n");
+"numbers: decimal or 0x hexadecimal; a value outside the option's range is a usage error\n"
+"(--pages/--queue-size 1..4096, --payload-size 128..4096 in 128s, --loops 1..2^32-1, ...)\n"
+"\n"
+"exit status: 0 all expected frames came, verified and (--save) were saved; 1 otherwise,\n"
+"             also when the port's MTU is below the replayed or generated packets; 2 usage error\n");
 }
 
 struct cfg {
@@ -98,6 +113,7 @@ struct cfg {
     uint32_t gen_md;
     uint32_t payload_size;
     const char *target;
+    uint16_t target_port;       /* the :PORT of --target, 0 when it has none */
     const char *save;
     bool json, print_frames, verify, quiet;
     unsigned consumer_delay_ms, timeout_ms;
@@ -117,17 +133,6 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static int parse_u64(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno || end == s || *end || s[0] == '-')
-        return -1;
-    *out = v;
-    return 0;
-}
-
 static int usage_error(const char *fmt, ...)
 {
     va_list ap;
@@ -137,6 +142,55 @@ static int usage_error(const char *fmt, ...)
     fprintf(stderr, "\n(try mlxd-capture --help)\n");
     va_end(ap);
     return 2;
+}
+
+/* The one parser of the integer options: decimal, or hexadecimal after 0x (no octal: "010" is
+ * ten, as a user reading it means).  The whole argument must be the number (strtoull alone
+ * would skip blanks, take a sign and wrap "-1" to 2^64-1).  A valid number outside lo..hi,
+ * negative ones included, is "out of range" rather than "not a number", so the message says
+ * what to change.  Returns 0, or the usage exit status 2 after the message. */
+static int parse_uint(const char *opt, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    const char *d = s[0] == '-' ? s + 1 : s;
+    int base = 10;
+    if (d[0] == '0' && (d[1] == 'x' || d[1] == 'X')) {
+        base = 16;
+        d += 2;
+    }
+    bool digits = *d != 0;
+    for (const char *q = d; *q; q++)
+        if (!(base == 16 ? isxdigit((unsigned char)*q) : isdigit((unsigned char)*q)))
+            digits = false;
+    if (!digits)
+        return usage_error("%s %s: not a number", opt, s);
+    errno = 0;
+    unsigned long long v = strtoull(d, NULL, base);
+    bool zero = errno == 0 && v == 0;     /* "-0" is 0, which may be in range */
+    if (errno == ERANGE || (s[0] == '-' && !zero) || v < lo || v > hi)
+        return usage_error("%s %s: out of range %" PRIu64 "..%" PRIu64, opt, s, lo, hi);
+    *out = v;
+    return 0;
+}
+
+/* The one parser of the real-valued options (seconds, frames per second): a finite number at
+ * least lo (above lo when !lo_ok), the whole argument.  what_ok completes the message of a
+ * number below the bound ("must be > 0 seconds"). */
+static int parse_real(const char *opt, const char *s, double lo, bool lo_ok, const char *what_ok,
+                      double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || isspace((unsigned char)s[0]))
+        return usage_error("%s %s: not a number", opt, s);
+    if (!isfinite(v))
+        return usage_error("%s %s: not a finite number", opt, s);
+    if (errno == ERANGE)
+        return usage_error("%s %s: out of range", opt, s);
+    if (v < lo || (v == lo && !lo_ok))
+        return usage_error("%s %s: must be %s", opt, s, what_ok);
+    *out = v;
+    return 0;
 }
 
 static bool udp_port_free(unsigned n, unsigned host)
@@ -315,31 +369,32 @@ static void *feed_main(void *arg)
 }
 
 /* 0 when buf holds what the capture's packets write (mapped by m), 1 when not, -1 if it cannot
- * tell (a write outside the buffer). */
+ * tell (a write outside the buffer).  *nbytes: the bytes the capture writes (each counted once,
+ * the last write wins); *ndiff: how many of them differ in buf.  Both are counted over the whole
+ * image, not up to the first difference, so the summary gives the real extent. */
 static int check_image(const struct mlxd_capture *cap, const struct mlxd_replay_map *m,
-                       const uint8_t *buf, size_t size, uint64_t *nbytes)
+                       const uint8_t *buf, size_t size, uint64_t *nbytes, uint64_t *ndiff)
 {
     uint8_t *img = calloc(1, size), *mask = calloc(1, size);
-    int rc = 0;
-    *nbytes = 0;
+    *nbytes = *ndiff = 0;
     if (!img || !mask) { free(img); free(mask); return -1; }
-    for (size_t i = 0; i < cap->npackets && rc == 0; i++) {
+    for (size_t i = 0; i < cap->npackets; i++) {
         const struct mlxd_roce_pkt *h = &cap->pkts[i].hdr;
         if (!(h->hdrs & MLXD_ROCE_HAS_RETH) || h->reth_va < cap->geo.base_va) continue;
         uint64_t rel = h->reth_va - cap->geo.base_va;
         uint64_t off = rel / cap->geo.page_size * m->page_size + rel % cap->geo.page_size;
-        if (off + h->payload_len > size) { rc = -1; break; }
+        if (off + h->payload_len > size) { free(img); free(mask); return -1; }
         memcpy(img + off, h->payload, h->payload_len);
         memset(mask + off, 1, h->payload_len);
     }
-    for (size_t k = 0; k < size && rc == 0; k++)
+    for (size_t k = 0; k < size; k++)
         if (mask[k]) {
             (*nbytes)++;
-            if (img[k] != buf[k]) rc = 1;
+            if (img[k] != buf[k]) (*ndiff)++;
         }
     free(img);
     free(mask);
-    return rc;
+    return *ndiff ? 1 : 0;
 }
 
 /* A generated frame's payload failed mlxd_hsb_payload_check(): true when every differing word
@@ -371,6 +426,64 @@ static bool rewritten_by_device(const uint8_t *p, size_t len, uint32_t frame, ui
         other = true;
     }
     return other;
+}
+
+/* The largest payload (bytes) one packet of this run's source carries: a replayed capture's
+ * biggest packet; for the generator an upper bound, min(payload size, the frame's bytes up to
+ * and with its metadata block) (mlxd_gen_run cuts a frame into payload-size packets and sends
+ * the metadata either alone, 128 bytes, or with the frame's last bytes when that fits in one
+ * packet). */
+static uint32_t source_largest_payload(const struct cfg *c, const struct mlxd_capture *cap)
+{
+    if (cap) {
+        uint32_t m = 0;
+        for (size_t i = 0; i < cap->npackets; i++)
+            if (cap->pkts[i].hdr.payload_len > m) m = cap->pkts[i].hdr.payload_len;
+        return m;
+    }
+    uint64_t psize = c->payload_size ? c->payload_size : 1408;   /* mlxd_gen_opts default */
+    uint64_t frame = mlxd_hsb_metadata_offset(c->frame_size) + MLXD_HSB_METADATA_SIZE;
+    return (uint32_t)(frame < psize ? frame : psize);
+}
+
+/* A port takes no packet longer than its MTU (the emulator, like a NIC, drops it as malformed),
+ * and a sensor bridge cannot cut its packets smaller: its payload size is fixed in the FPGA
+ * (DP_PACKET_SIZE) or in the capture.  So a port MTU below the source's packets loses every
+ * frame; say so before sending rather than after a run of "payload BAD".  This happens when the
+ * user preloads the emulator without mtu=4096 (its ports default to 1024).  Returns 0 when the
+ * packets fit (or the MTU cannot be read: the run then shows what happens), 1 after the message. */
+static int check_port_mtu(const struct cfg *c, const struct mlxd_capture *cap)
+{
+    uint32_t need = source_largest_payload(c, cap);
+    struct mlxd_nic *nic = NULL;
+    struct mlxd_port_info pi;
+    struct mlxd_open_opts oo = { .sz = sizeof oo, .port = c->port };
+    if (mlxd_open(c->device, &oo, &nic) < 0)
+        return 0;
+    int rc = mlxd_port_info(nic, &pi);
+    mlxd_close(nic);
+    if (rc < 0 || pi.active_mtu_bytes >= need)
+        return 0;
+    const char *what = cap ? "replayed capture" : "generator";
+    fprintf(stderr, "mlxd-capture: port MTU %u of %s is below the %u-byte packets the %s sends",
+            pi.active_mtu_bytes, c->device, need, what);
+    if (emulated_now()) {
+        const char *devs = getenv("MLXD_EMU_DEVICES");
+        if (getenv("MLXD_EMU_CONFIG"))
+            fprintf(stderr, "; give the devices of MLXD_EMU_CONFIG mtu=4096");
+        else if (devs && *devs)
+            fprintf(stderr, "; add :mtu=4096 to each device of MLXD_EMU_DEVICES=%s", devs);
+        else
+            fprintf(stderr, "; set MLXD_EMU_DEVICES=%s", EMU_DEFAULT_DEVICES);
+        const char *own = getenv(EMU_REEXEC_ENV);
+        if (!own || strcmp(own, "1"))
+            fprintf(stderr, " (or run without LD_PRELOAD: mlxd-capture starts the emulator itself, "
+                    "with MTU 4096)");
+    } else if (!cap && need > 1024) {
+        fprintf(stderr, "; raise the port's MTU or lower --payload-size");
+    }
+    fprintf(stderr, "\n");
+    return 1;
 }
 
 static const char *state_name(int s)
@@ -479,12 +592,15 @@ static int run(struct cfg *c)
         char *colon = strchr(R.target_ip, ':');
         if (colon) {
             *colon = 0;
-            R.target_port = (uint16_t)atoi(colon + 1);
+            R.target_port = c->target_port;     /* parsed in main */
         }
     }
     R.map = (struct mlxd_replay_map){ .qpn = mlxd_receiver_qp_number(R.rx), .rkey = mlxd_receiver_rkey(R.rx),
                                       .base_va = mlxd_receiver_external_frame_memory(R.rx),
                                       .page_size = c->page_size, .pages = c->pages };
+    if ((c->replay || c->generate) && check_port_mtu(c, R.cap))
+        goto out;
+
     if (!c->quiet || c->json)
         fprintf(stderr, "mlxd-capture: receiving on %s port 1 (GID %d, %s): program the sensor "
                 "bridge with DP_QP=0x%06x DP_RKEY=0x%08x DP_PAGE=0x%016" PRIx64 " DP_PAGE_INC=%" PRIu64
@@ -527,6 +643,7 @@ static int run(struct cfg *c)
     bool live = !c->quiet && !c->json && isatty(2);
     double t0 = now_s(), last_status = t0, last_frame_t = t0;
     uint64_t got = 0, bad_payload = 0, bad_overwritten = 0, checked = 0, bytes = 0, last_fn = 0, overwritten_read = 0;
+    uint64_t save_failed = 0;   /* consumed frames --save could not write */
     bool feeding = c->replay || c->generate;
     for (;;) {
         if (__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) break;
@@ -582,10 +699,19 @@ static int run(struct cfg *c)
             if (c->save) {
                 char path[PATH_MAX];
                 snprintf(path, sizeof path, "%s/frame-%06" PRIu64 ".bin", c->save, f.received_frame_number - 1);
+                errno = 0;
                 FILE *fp = fopen(path, "wb");
-                if (!fp || fwrite(data, 1, nbytes, fp) != nbytes)
-                    fprintf(stderr, "mlxd-capture: cannot write %s: %s\n", path, strerror(errno));
-                if (fp) fclose(fp);
+                int err = fp ? 0 : errno;
+                if (fp && fwrite(data, 1, nbytes, fp) != nbytes) err = errno ? errno : EIO;
+                /* a full disk shows only when the buffered bytes are flushed */
+                if (fp && fclose(fp) && !err) err = errno ? errno : EIO;
+                if (err) {
+                    /* the first failure says why; the others (a full disk fails every frame
+                     * after it) are counted in the summary */
+                    if (save_failed++ == 0)
+                        fprintf(stderr, "mlxd-capture: cannot write %s: %s\n", path, strerror(err));
+                    if (fp) unlink(path);       /* no truncated frame file */
+                }
             }
             if (c->consumer_delay_ms) {
                 struct timespec ts = { c->consumer_delay_ms / 1000, (long)(c->consumer_delay_ms % 1000) * 1000000L };
@@ -676,11 +802,12 @@ static int run(struct cfg *c)
     /* Replay: every byte the capture writes must now be in the buffer (the last write of each
      * byte wins).  For a capture without completions this is all there is to check. */
     int image = -1;
-    uint64_t image_bytes = 0;
+    uint64_t image_bytes = 0, image_diff = 0;
     if (c->replay && R.cap && R.feed_rc >= 0 && !c->frames && c->loops <= 1 && atomic_load(&R.feed_done))
-        image = check_image(R.cap, &R.map, buf, bufsize, &image_bytes);
+        image = check_image(R.cap, &R.map, buf, bufsize, &image_bytes, &image_diff);
     bool ok = R.monitor_rc >= 0 && R.feed_rc >= 0 && bad_payload == 0 && st.errors == 0 &&
-              st.frames >= R.expected && (R.expected || c->replay || got > 0) && image <= 0;
+              st.frames >= R.expected && (R.expected || c->replay || got > 0) && image <= 0 &&
+              save_failed == 0;
     uint64_t errors = st.errors + st.bad_page;
     if (c->json) {
         printf("{\"summary\":true,\"frames_received\":%" PRIu64 ",\"frames_consumed\":%" PRIu64
@@ -688,11 +815,11 @@ static int run(struct cfg *c)
                ",\"overwritten\":%" PRIu64 ",\"overwritten_after_read\":%" PRIu64 ",\"errors\":%" PRIu64
                ",\"bad_page\":%" PRIu64 ",\"payload_checked\":%" PRIu64 ",\"payload_failures\":%" PRIu64 ",\"payload_overwritten\":%" PRIu64
                ",\"packets_sent\":%" PRIu64 ",\"send_errors\":%" PRIu64 ",\"consumer_wakeups\":%" PRIu64 ",\"last_frame_number\":%" PRIu64
-               ",\"rx_write_requests\":%s%" PRIu64 "%s,\"seconds\":%.3f,\"ok\":%s}\n",
+               ",\"rx_write_requests\":%s%" PRIu64 "%s,\"save_failures\":%" PRIu64 ",\"seconds\":%.3f,\"ok\":%s}\n",
                st.frames, got, R.expected, st.dropped, st.replaced, st.overwritten, st.overwritten_after_read,
                errors, st.bad_page, checked, bad_payload, bad_overwritten, R.sst.packets, R.sst.send_errors, st.consumer_wakeups, st.last_frame_number,
                st.rx_write_requests_valid ? "" : "null", st.rx_write_requests_valid ? st.rx_write_requests : 0,
-               st.rx_write_requests_valid ? "" : "", elapsed, ok ? "true" : "false");
+               st.rx_write_requests_valid ? "" : "", save_failed, elapsed, ok ? "true" : "false");
     } else {
         printf("summary: %" PRIu64 " frames received (%" PRIu64 " expected), %" PRIu64 " consumed, %" PRIu64
                " dropped, %" PRIu64 " replaced before the first read, %" PRIu64 " overwritten (PSN), %" PRIu64
@@ -701,15 +828,19 @@ static int run(struct cfg *c)
                st.frames, R.expected, got, st.dropped, st.replaced, st.overwritten, st.overwritten_after_read,
                st.errors, st.bad_page, checked, bad_payload, bad_overwritten, elapsed > 0 ? got / elapsed : 0.0, elapsed);
         if (st.rx_write_requests_valid) printf("; rx_write_requests %" PRIu64, st.rx_write_requests);
+        if (c->save) printf("; %" PRIu64 " saved to %s, %" PRIu64 " could not be saved", got - save_failed, c->save, save_failed);
         printf("\n");
         if (have_es && (!ok || c->print_frames))
             printf("emulated port: %" PRIu64 " packets in, %" PRIu64 " bad iCRC, %" PRIu64 " malformed, %" PRIu64
                    " unknown QP, %" PRIu64 " bad QP state, %" PRIu64 " out of sequence, %" PRIu64 " dropped (UC)\n",
                    es.rx_pkts, es.rx_bad_icrc, es.rx_malformed, es.rx_unknown_qp, es.rx_bad_state,
                    es.rx_out_of_seq, es.rx_dropped_uc);
-        if (image >= 0)
-            printf("buffer image: the %" PRIu64 " bytes the capture writes are %s\n", image_bytes,
-                   image == 0 ? "in place, byte for byte" : "NOT all in place");
+        if (image == 0)
+            printf("buffer image: the %" PRIu64 " bytes the capture writes are in place, byte for byte\n",
+                   image_bytes);
+        else if (image > 0)
+            printf("buffer image: the %" PRIu64 " bytes the capture writes are NOT all in place (%" PRIu64
+                   " differ)\n", image_bytes, image_diff);
         if (g_interrupted)
             printf("interrupted: %" PRIu64 " frames received%s\n", st.frames,
                    R.expected && st.frames < R.expected ? ", fewer than expected" : "");
@@ -725,6 +856,8 @@ static int run(struct cfg *c)
             if (bad_payload) printf(" %" PRIu64 " frames failed the payload check;", bad_payload);
             if (st.errors) printf(" %" PRIu64 " error completions;", st.errors);
             if (image > 0) printf(" the buffer image differs from the capture;");
+            if (save_failed)
+                printf(" %" PRIu64 " of %" PRIu64 " frames could not be saved to %s;", save_failed, got, c->save);
             printf("\n");
         }
     }
@@ -734,7 +867,7 @@ static int run(struct cfg *c)
         /* stopped by the user: a failure only when frames were expected and did not all come
          * (or something else failed) */
         bool iok = R.monitor_rc >= 0 && R.feed_rc >= 0 && bad_payload == 0 && st.errors == 0 &&
-                   st.frames >= R.expected && image <= 0;
+                   st.frames >= R.expected && image <= 0 && save_failed == 0;
         status = iok ? 0 : 1;
     }
 out:
@@ -768,25 +901,29 @@ int main(int argc, char **argv)
     int ch;
     uint64_t v;
     opterr = 0;
-#define NUM(name) do { if (parse_u64(optarg, &v)) return usage_error("%s: '%s' is not a number", name, optarg); } while (0)
+    /* Every integer option goes through parse_uint with its range; the bounds are the ones the
+     * library enforces (mlxd_receiver.h, mlxd_capture.h) or the field's type, so that no value
+     * is silently truncated into another one. */
+#define NUM(name, lo, hi) do { int prc_ = parse_uint(name, optarg, lo, hi, &v); if (prc_) return prc_; } while (0)
+#define REAL(name, lo, lo_ok, what, dst) do { int prc_ = parse_real(name, optarg, lo, lo_ok, what, dst); if (prc_) return prc_; } while (0)
     while ((ch = getopt_long(argc, argv, "d:P:n:vqh", lo, NULL)) != -1) {
         switch (ch) {
         case 'd': c.device = optarg; break;
-        case 'P': NUM("--port"); if (v > 1) return usage_error("--port %s: only port 1", optarg); c.port = (unsigned)v; break;
-        case O_FRAME: NUM("--frame-size"); c.frame_size = v; c.frame_size_set = true; break;
-        case O_PAGE: NUM("--page-size"); c.page_size = v; c.page_size_set = true; break;
-        case O_PAGES: NUM("--pages");
-            if (v == 0 || v > MLXD_HSB_MAX_PAGES)
-                return usage_error("--pages %s: must be in 1..%u (1..256 with --legacy-imm)", optarg, MLXD_HSB_MAX_PAGES);
-            c.pages = (unsigned)v; c.pages_set = true; break;
-        case O_MDOFF: NUM("--metadata-offset"); c.metadata_offset = v; c.md_off_set = true; break;
+        /* a ConnectX function has one port (mlxd_receiver_opts.port) */
+        case 'P': NUM("--port", 1, 1); c.port = (unsigned)v; break;
+        /* frame_size >= 1 and <= 2^40 (mlxd_receiver_start) */
+        case O_FRAME: NUM("--frame-size", 1, MAX_FRAME_SIZE); c.frame_size = v; c.frame_size_set = true; break;
+        /* pages x page_size must not wrap size_t: 4096 x 2^41 < 2^64 */
+        case O_PAGE: NUM("--page-size", MLXD_HSB_ALIGN, MAX_PAGE_SIZE); c.page_size = v; c.page_size_set = true; break;
+        case O_PAGES: NUM("--pages", 1, MLXD_HSB_MAX_PAGES); c.pages = (unsigned)v; c.pages_set = true; break;
+        case O_MDOFF: NUM("--metadata-offset", 0, MAX_PAGE_SIZE - MLXD_HSB_METADATA_SIZE);
+            c.metadata_offset = v; c.md_off_set = true; break;
         case O_PEER: c.peer_ip = optarg; break;
-        case O_QUEUE: NUM("--queue-size");
-            if (v == 0 || v > MLXD_HSB_MAX_PAGES)
-                return usage_error("--queue-size %s: must be in 1..pages (at most %u)", optarg, MLXD_HSB_MAX_PAGES);
-            c.queue_size = (unsigned)v; break;
-        case 'n': NUM("--frames"); c.frames = v; break;
-        case O_DURATION: c.duration = atof(optarg); if (c.duration <= 0) return usage_error("--duration %s", optarg); break;
+        /* 1..pages (mlxd_receiver_start checks against the pages in use) */
+        case O_QUEUE: NUM("--queue-size", 1, MLXD_HSB_MAX_PAGES); c.queue_size = (unsigned)v; break;
+        /* 0 would mean "no count", which the option is not asked for */
+        case 'n': NUM("--frames", 1, UINT64_MAX); c.frames = v; break;
+        case O_DURATION: REAL("--duration", 0, false, "> 0 seconds", &c.duration); break;
         case O_BUSY: c.mode = MLXD_RECEIVER_BUSY_POLL; break;
         case O_EVENT: c.mode = MLXD_RECEIVER_EVENT; break;
         case O_LEGACY: c.legacy = true; break;
@@ -797,23 +934,29 @@ int main(int argc, char **argv)
             if (strcmp(optarg, "lockstep") && strcmp(optarg, "fast") && strcmp(optarg, "recorded"))
                 return usage_error("--pace %s: lockstep, fast or recorded", optarg);
             c.pace = optarg; break;
-        case O_LOOPS: NUM("--loops"); c.loops = (unsigned)v; break;
+        /* mlxd_send_opts.loops is an unsigned */
+        case O_LOOPS: NUM("--loops", 1, UINT_MAX); c.loops = (unsigned)v; break;
         case O_GENERATE: c.generate = true; c.emulate = true; break;
-        case O_FPS: c.fps = atof(optarg); if (c.fps < 0) return usage_error("--fps %s", optarg); break;
+        case O_FPS: REAL("--fps", 0, true, ">= 0 (0 = as fast as possible)", &c.fps); break;
         case O_GENMD:
             if (!strcmp(optarg, "separate")) c.gen_md = MLXD_GEN_MD_SEPARATE;
             else if (!strcmp(optarg, "embedded")) c.gen_md = MLXD_GEN_MD_EMBEDDED;
             else if (!strcmp(optarg, "none")) c.gen_md = MLXD_GEN_MD_NONE;
             else return usage_error("--gen-metadata %s: separate, embedded or none", optarg);
             break;
-        case O_PAYLOAD: NUM("--payload-size"); c.payload_size = (uint32_t)v; break;
+        /* a packet's payload is a multiple of 128 (the device's DP_PACKET_SIZE unit) and no
+         * RoCE port takes more than its MTU, 4096 at most (IB MTU enum 5) */
+        case O_PAYLOAD: NUM("--payload-size", MLXD_HSB_ALIGN, 4096);
+            if (v % MLXD_HSB_ALIGN)
+                return usage_error("--payload-size %s: must be a multiple of %u", optarg, MLXD_HSB_ALIGN);
+            c.payload_size = (uint32_t)v; break;
         case O_TARGET: c.target = optarg; break;
         case O_SAVE: c.save = optarg; break;
         case O_JSON: c.json = true; break;
         case 'v': c.print_frames = true; break;
         case O_NOVERIFY: c.verify = false; break;
-        case O_DELAY: NUM("--consumer-delay-ms"); c.consumer_delay_ms = (unsigned)v; break;
-        case O_TIMEOUT: NUM("--timeout-ms"); c.timeout_ms = (unsigned)v; break;
+        case O_DELAY: NUM("--consumer-delay-ms", 0, UINT_MAX); c.consumer_delay_ms = (unsigned)v; break;
+        case O_TIMEOUT: NUM("--timeout-ms", 0, UINT_MAX); c.timeout_ms = (unsigned)v; break;
         case 'q': c.quiet = true; break;
         case 'h': usage(stdout); return 0;
         default:
@@ -821,12 +964,39 @@ int main(int argc, char **argv)
         }
     }
 #undef NUM
+#undef REAL
     if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
     if (c.replay && c.generate) return usage_error("--replay and --generate exclude each other");
+    /* mlxd_gen_run takes frames of 1..2^32 bytes: say so now rather than as a failed run */
+    if (c.generate && c.frame_size_set && c.frame_size > (1ull << 32))
+        return usage_error("--frame-size %" PRIu64 ": out of range 1..%llu with --generate", c.frame_size,
+                           1ull << 32);
+    if (c.target) {
+        /* ADDR[:PORT]: the port through the same parser as every other number */
+        const char *colon = strchr(c.target, ':');
+        if (colon) {
+            uint64_t port;
+            char what[300];
+            if (!colon[1])
+                return usage_error("--target %s: no port after ':'", c.target);
+            snprintf(what, sizeof what, "--target %s: port", c.target);
+            int prc = parse_uint(what, colon + 1, 1, 65535, &port);
+            if (prc) return prc;
+            c.target_port = (uint16_t)port;
+        }
+    }
     if (c.save) {
+        /* Found out now, not frame by frame: a --save that is not a directory this user can
+         * create files in would lose every frame of the run. */
         struct stat sb;
         if (stat(c.save, &sb) && mkdir(c.save, 0777))
             return usage_error("--save %s: %s", c.save, strerror(errno));
+        if (stat(c.save, &sb))
+            return usage_error("--save %s: %s", c.save, strerror(errno));
+        if (!S_ISDIR(sb.st_mode))
+            return usage_error("--save %s: not a directory", c.save);
+        if (access(c.save, W_OK | X_OK))
+            return usage_error("--save %s: cannot create files there: %s", c.save, strerror(errno));
     }
 
     /* Emulate when asked or when this machine has no mlx5 device. */
