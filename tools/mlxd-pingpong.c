@@ -10,12 +10,32 @@
  * pattern depends on the iteration and the direction).  The client prints the one-way latency
  * (half the round trip: min, median, p99, max) and the bandwidth.
  *
+ * The TCP conversation (all of it text or single bytes, so it does not depend on either host's
+ * byte order or struct layout):
+ *   1. each side sends a hello of HELLO_LEN bytes: "mlxd-pingpong/<version> role=<server|client>
+ *      size=<-s> transport=<rc|uc> op=<write_imm|send> iters=<-n>", space-padded, '\n' last.
+ *      Everything both sides must agree on is in it: the message sizes (a WRITE_IMM beyond the
+ *      peer's region is a remote access error, a SEND beyond its receive buffer a length error),
+ *      the QP type (RC packets are dropped by a UC QP and the other way round: both sides would
+ *      just time out), the operation (the receive buffers differ) and the round trips (the side
+ *      with more would wait for a message that never comes).  A mismatch ends both sides at once
+ *      with one line naming the option and both values.  The magic and the version come first
+ *      so that a peer that is not this program (some other TCP service on the port) or another
+ *      version of it is named as such.
+ *   2. 'E' + the endpoint (QPN, PSN, GID, receive buffer address and rkey), ENDPOINT_LEN bytes;
+ *   3. 'R' once the QP is connected and its receives posted;
+ *   4. after the round trips, 'D' (done, every byte verified) or 'F' (failed).
+ * 'F' may also come at any point after the hello: a side that fails tells the peer before it
+ * exits, and the peer stops at once saying "the peer reported a failure" instead of waiting for
+ * a message that will not come.
+ *
  * --emulate: when this machine has no RDMA device (and LD_PRELOAD does not already name the
  * emulator), re-executes itself with LD_PRELOAD=<exe dir>/../lib/libmlx5direct-emu.so, the
  * emulated ConnectX NICs (mlx5_0 on 127.0.0.1, mlx5_1 on 127.0.0.2 by default; see
  * docs/emulator.md).  The same can be done by hand: LD_PRELOAD=.../libmlx5direct-emu.so mlxd-pingpong ...
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
@@ -26,7 +46,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,7 +76,10 @@ static void usage(const char *argv0)
            "  -g, --gid-idx N       local GID index (default: the RoCE v2 GID routing to the peer,\n"
            "                        else the first IPv4 RoCE v2 GID)\n"
            "  -e, --emulate         use the emulated NICs when this machine has none\n"
-           "  -h, --help\n", argv0);
+           "  -h, --help\n"
+           "Both sides must use the same -c, -o, -s and -n (checked when they connect).\n"
+           "Exit status: 0 every byte verified on both sides; 1 a failure on this side or on the peer\n"
+           "(one line on stderr says which); 2 a usage error.\n", argv0);
 }
 
 static double now_us(void)
@@ -64,20 +89,63 @@ static double now_us(void)
     return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
 }
 
-/* A failing library call (rc: its negative errno): its per-thread message, else the errno text.
- * Only right after the call, so the message is the one that call set. */
-static void die(const char *what, int rc)
+/* The TCP connection to the peer once it is up, else -1.  A failure after that point tells the
+ * peer ('F') so that it stops at once and says why, instead of waiting 10 s for a message. */
+static int g_peer = -1;
+
+/* Reads what the peer has sent and this side has not, so that the close at exit is a FIN: a
+ * close with unread input is a RST, which can cost the peer its error line.  Bounded: a foreign
+ * peer may send without end. */
+static void drain_input(void)
 {
-    const char *m = mlxd_errmsg();
-    fprintf(stderr, "mlxd-pingpong: %s: %s\n", what, rc < 0 && m && *m ? m : strerror(rc < 0 ? -rc : rc));
+    char junk[4096];
+    for (int i = 0; i < 64 && recv(g_peer, junk, sizeof junk, MSG_DONTWAIT) > 0; i++) {}
+}
+
+_Noreturn static void exit_failed(void)
+{
+    if (g_peer >= 0) {
+        (void)send(g_peer, "F", 1, MSG_NOSIGNAL);
+        shutdown(g_peer, SHUT_WR);      /* the FIN right behind the notice */
+        drain_input();
+    }
     exit(1);
 }
 
-/* A system error (TCP, exec, the peer's protocol): err is a negative or positive errno value;
- * never the library's message, which may be left over from an earlier, handled call. */
-static void die_sys(const char *what, int err)
+/* One line "mlxd-pingpong: <what went wrong>", the peer told, exit 1. */
+_Noreturn static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+_Noreturn static void fail(const char *fmt, ...)
 {
-    fprintf(stderr, "mlxd-pingpong: %s: %s\n", what, strerror(err < 0 ? -err : err));
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("mlxd-pingpong: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit_failed();
+}
+
+/* A failing library call (rc: its negative errno): its per-thread message, else the errno text.
+ * Only right after the call, so the message is the one that call set. */
+_Noreturn static void die(const char *what, int rc)
+{
+    const char *m = mlxd_errmsg();
+    fail("%s: %s", what, rc < 0 && m && *m ? m : strerror(rc < 0 ? -rc : rc));
+}
+
+/* A system error (TCP, exec): err is a negative or positive errno value; never the library's
+ * message, which may be left over from an earlier, handled call. */
+_Noreturn static void die_sys(const char *what, int err)
+{
+    fail("%s: %s", what, strerror(err < 0 ? -err : err));
+}
+
+/* The peer said 'F': it has printed why; this side only says that it stopped because of it.
+ * Nothing is sent back: the peer is already on its way out. */
+_Noreturn static void peer_failed(void)
+{
+    fprintf(stderr, "mlxd-pingpong: the peer reported a failure (see its output)\n");
+    drain_input();                      /* the 'F' may only have been peeked */
     exit(1);
 }
 
@@ -225,32 +293,229 @@ static int tcp_accept(int port)
     return s;
 }
 
+static char g_peer_name[64] = "?";     /* "address:port", for the messages about the peer */
+
 static void send_all(int s, const void *p, size_t n)
 {
-    while (n) { ssize_t k = write(s, p, n); if (k <= 0) die_sys("TCP write", k < 0 ? errno : EPIPE); p = (const char *)p + k; n -= (size_t)k; }
+    while (n) {
+        ssize_t k = send(s, p, n, MSG_NOSIGNAL);    /* a peer gone is an error line, not SIGPIPE */
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) die_sys("TCP write to the peer", k < 0 ? errno : EPIPE);
+        p = (const char *)p + k;
+        n -= (size_t)k;
+    }
 }
-static void recv_all(int s, void *p, size_t n)
+
+/* Reads up to n bytes; stops early at end of stream or at the deadline (now_us() scale; 0: none).
+ * Returns the count read. */
+static size_t recv_upto(int s, void *p, size_t n, double deadline)
 {
-    while (n) { ssize_t k = read(s, p, n); if (k <= 0) die_sys("TCP read (peer gone?)", k < 0 ? errno : ECONNRESET); p = (char *)p + k; n -= (size_t)k; }
+    size_t got = 0;
+    while (got < n) {
+        if (deadline > 0) {
+            double left = deadline - now_us();
+            if (left <= 0) break;
+            struct pollfd pf = { .fd = s, .events = POLLIN };
+            int r = poll(&pf, 1, (int)(left / 1000) + 1);
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0) die_sys("poll on the TCP connection", errno);
+            if (r == 0) break;
+        }
+        ssize_t k = recv(s, (char *)p + got, n - got, 0);
+        if (k < 0 && errno == EINTR) continue;
+        /* a peer that closes with our bytes unread resets the connection: for the user that is
+         * the same as an orderly close, and the callers say "closed the connection" */
+        if (k == 0 || (k < 0 && errno == ECONNRESET)) break;
+        if (k < 0) die_sys("TCP read from the peer", errno);
+        got += (size_t)k;
+    }
+    return got;
+}
+
+/* The peer's bytes as the inside of a C string literal (64 at most, then "..."), so that an
+ * error line quoting a foreign peer stays one printable line. */
+#define ESC_SIZE (4 * 64 + 4)
+static const char *escaped(char out[ESC_SIZE], const char *p, size_t n)
+{
+    size_t o = 0, shown = n < 64 ? n : 64;
+    for (size_t i = 0; i < shown; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        if (ch == '\\' || ch == '"') o += (size_t)snprintf(out + o, ESC_SIZE - o, "\\%c", ch);
+        else if (ch == '\n') o += (size_t)snprintf(out + o, ESC_SIZE - o, "\\n");
+        else if (ch == '\r') o += (size_t)snprintf(out + o, ESC_SIZE - o, "\\r");
+        else if (ch < 0x20 || ch >= 0x7f) o += (size_t)snprintf(out + o, ESC_SIZE - o, "\\x%02x", ch);
+        else out[o++] = (char)ch;
+    }
+    if (n > shown) o += (size_t)snprintf(out + o, ESC_SIZE - o, "...");
+    out[o] = '\0';
+    return out;
+}
+
+/* ---- hello: versioned, fixed length (see the top of this file) ---- */
+#define PROTO_VERSION 1
+#define HELLO_MAGIC "mlxd-pingpong/"
+#define HELLO_LEN 128          /* the same in every version: a peer reads this much before it can see the version */
+#define HELLO_WAIT_US 10e6     /* the peer sends its hello as soon as it is connected */
+#define ENDPOINT_LEN 160
+
+struct settings { bool server, use_send; uint32_t size, iters, type; };
+
+static const char *transport_name(uint32_t type) { return type == MLXD_QP_RC ? "rc" : "uc"; }
+static const char *op_name(bool use_send) { return use_send ? "send" : "write_imm"; }
+
+static void hello_send(int s, const struct cfg *c)
+{
+    char h[HELLO_LEN];
+    int n = snprintf(h, sizeof h, HELLO_MAGIC "%d role=%s size=%u transport=%s op=%s iters=%u", PROTO_VERSION,
+                     c->server ? "client" : "server", c->size, transport_name(c->type), op_name(c->use_send), c->iters);
+    memset(h + n, ' ', sizeof h - (size_t)n - 1);
+    h[sizeof h - 1] = '\n';
+    send_all(s, h, sizeof h);
+}
+
+/* A decimal in [min, max] and nothing else (no sign, no blank, no hex: the peer is untrusted). */
+static bool parse_u32(const char *v, uint32_t min, uint32_t max, uint32_t *out)
+{
+    if (*v < '0' || *v > '9') return false;
+    char *end;
+    errno = 0;
+    unsigned long x = strtoul(v, &end, 10);
+    if (errno || *end || x < min || x > max) return false;
+    *out = (uint32_t)x;
+    return true;
+}
+
+static void hello_recv(int s, struct settings *peer)
+{
+    char h[HELLO_LEN + 1], raw[HELLO_LEN], e1[ESC_SIZE], e2[ESC_SIZE];
+    const size_t ml = sizeof HELLO_MAGIC - 1;
+    double deadline = now_us() + HELLO_WAIT_US;
+    size_t got = recv_upto(s, h, ml, deadline);
+    if (memcmp(h, HELLO_MAGIC, got)) {
+        ssize_t k = recv(s, h + got, HELLO_LEN - got, MSG_DONTWAIT);   /* what else it said, to show */
+        if (k > 0) got += (size_t)k;
+        fail("the peer %s is not mlxd-pingpong: it sent \"%s\"", g_peer_name, escaped(e1, h, got));
+    }
+    if (got == ml) got += recv_upto(s, h + ml, HELLO_LEN - ml, deadline);
+    if (got < HELLO_LEN) {
+        const char *why = now_us() >= deadline ? "sent no complete hello within 10 s" : "closed the connection before its hello was complete";
+        if (!got) fail("the peer %s %s (is it mlxd-pingpong?): it sent nothing", g_peer_name, why);
+        fail("the peer %s %s (is it mlxd-pingpong?): it sent \"%s\"", g_peer_name, why, escaped(e1, h, got));
+    }
+    memcpy(raw, h, HELLO_LEN);
+    size_t shown = HELLO_LEN;          /* the padding and the newline are not worth showing */
+    while (shown && (raw[shown - 1] == ' ' || raw[shown - 1] == '\n')) shown--;
+    h[HELLO_LEN] = '\0';
+    char *v = h + ml, *end;
+    errno = 0;
+    unsigned long ver = strtoul(v, &end, 10);
+    if (*v < '0' || *v > '9' || errno || *end != ' ')
+        fail("the peer %s sent a malformed hello (no protocol version): \"%s\"", g_peer_name, escaped(e2, raw, shown));
+    if (ver != PROTO_VERSION)
+        fail("the peer %s speaks mlxd-pingpong protocol %lu, this side %d: use the same mlxd-pingpong on both sides",
+             g_peer_name, ver, PROTO_VERSION);
+    if (h[HELLO_LEN - 1] != '\n')
+        fail("the peer %s sent a malformed hello (byte %d is not a newline): \"%s\"", g_peer_name, HELLO_LEN, escaped(e2, raw, shown));
+    h[HELLO_LEN - 1] = ' ';
+    unsigned seen = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(end, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+        char *eq = strchr(tok, '=');
+        unsigned bit = 0;
+        bool ok = eq != NULL;
+        if (ok) {
+            *eq = '\0';
+            const char *k = tok, *val = eq + 1;
+            if (!strcmp(k, "role")) {
+                bit = 1; ok = !strcmp(val, "server") || !strcmp(val, "client"); peer->server = !strcmp(val, "server");
+            } else if (!strcmp(k, "size")) {
+                bit = 2; ok = parse_u32(val, 1, 0x7fffffff, &peer->size);
+            } else if (!strcmp(k, "transport")) {
+                bit = 4; ok = !strcmp(val, "rc") || !strcmp(val, "uc"); peer->type = !strcmp(val, "rc") ? MLXD_QP_RC : MLXD_QP_UC;
+            } else if (!strcmp(k, "op")) {
+                bit = 8; ok = !strcmp(val, "send") || !strcmp(val, "write_imm"); peer->use_send = !strcmp(val, "send");
+            } else if (!strcmp(k, "iters")) {
+                bit = 16; ok = parse_u32(val, 1, 100000000, &peer->iters);
+            } else {
+                ok = false;
+            }
+        }
+        if (eq) *eq = '=';
+        if (!ok || (seen & bit))
+            fail("the peer %s sent a malformed hello (at '%s'): \"%s\"", g_peer_name, escaped(e1, tok, strlen(tok)), escaped(e2, raw, shown));
+        seen |= bit;
+    }
+    if (seen != 31)
+        fail("the peer %s sent a malformed hello (a setting is missing): \"%s\"", g_peer_name, escaped(e2, raw, shown));
+}
+
+/* Everything both sides must agree on, both values of each difference in one line. */
+static void check_settings(const struct cfg *c, const struct settings *p)
+{
+    if (p->server == !c->server)
+        fail("the peer %s is a %s too: one side must be the server (no host argument), the other the client",
+             g_peer_name, p->server ? "server" : "client");
+    char theirs[160] = "", ours[160] = "";
+    int t = 0, o = 0;
+#define DIFF(cond, fmt, pv, cv)                                                                     \
+    if (cond) {                                                                                     \
+        t += snprintf(theirs + t, sizeof theirs - (size_t)t, "%s" fmt, t ? " " : "", pv);           \
+        o += snprintf(ours + o, sizeof ours - (size_t)o, "%s" fmt, o ? " " : "", cv);               \
+    }
+    DIFF(p->size != c->size, "-s %u", p->size, c->size)
+    DIFF(p->type != c->type, "-c %s", transport_name(p->type), transport_name(c->type))
+    DIFF(p->use_send != c->use_send, "-o %s", op_name(p->use_send), op_name(c->use_send))
+    DIFF(p->iters != c->iters, "-n %u", p->iters, c->iters)
+#undef DIFF
+    if (t) fail("the peer uses %s, this side %s", theirs, ours);
+}
+
+/* One byte of the conversation after the hello.  'F' and the end of the stream end this side too,
+ * with one line saying so. */
+static char peer_byte(int s, const char *what)
+{
+    char b;
+    if (recv_upto(s, &b, 1, 0) == 0)
+        fail("the peer %s closed the connection while this side waited for %s (see its output)", g_peer_name, what);
+    if (b == 'F') peer_failed();
+    return b;
+}
+
+static void expect_byte(int s, char want, const char *what)
+{
+    char b = peer_byte(s, what);
+    if (b != want) fail("protocol error: the peer %s sent byte 0x%02x where %s ('%c') was due", g_peer_name, (unsigned char)b, what, want);
 }
 
 static void exchange(int s, const struct wire *mine, struct wire *peer)
 {
-    char line[160], in[160];
-    int n = snprintf(line, sizeof line, "%06x %06x ", mine->qpn, mine->psn);
+    char line[ENDPOINT_LEN], in[ENDPOINT_LEN];
+    int n = snprintf(line, sizeof line, "E%06x %06x ", mine->qpn, mine->psn);
     for (int i = 0; i < 16; i++) n += snprintf(line + n, sizeof line - (size_t)n, "%02x", mine->gid[i]);
-    n += snprintf(line + n, sizeof line - (size_t)n, " %016llx %08x\n", (unsigned long long)mine->addr, mine->rkey);
+    n += snprintf(line + n, sizeof line - (size_t)n, " %016llx %08x", (unsigned long long)mine->addr, mine->rkey);
     memset(line + n, ' ', sizeof line - (size_t)n - 1);
     line[sizeof line - 1] = '\n';
     send_all(s, line, sizeof line);
-    recv_all(s, in, sizeof in);
+    expect_byte(s, 'E', "its endpoint");
+    if (recv_upto(s, in, sizeof in - 1, 0) < sizeof in - 1)
+        fail("the peer %s closed the connection in the middle of its endpoint (see its output)", g_peer_name);
     in[sizeof in - 1] = '\0';   /* the peer's line is not ours to trust: terminate it */
     unsigned long long addr;
     char gid[33];
-    if (sscanf(in, "%x %x %32s %llx %x", &peer->qpn, &peer->psn, gid, &addr, &peer->rkey) != 5 ||
-        strlen(gid) != 32)
-        die_sys("malformed endpoint from the peer", EPROTO);
-    for (int i = 0; i < 16; i++) { unsigned b; sscanf(gid + 2 * i, "%2x", &b); peer->gid[i] = (uint8_t)b; }
+    int end = 0;
+    bool ok = sscanf(in, "%x %x %32s %llx %x %n", &peer->qpn, &peer->psn, gid, &addr, &peer->rkey, &end) == 5 &&
+              !in[end] && strlen(gid) == 32;
+    for (int i = 0; ok && i < 16; i++) {
+        unsigned b = 0;
+        ok = isxdigit((unsigned char)gid[2 * i]) && isxdigit((unsigned char)gid[2 * i + 1]) && sscanf(gid + 2 * i, "%2x", &b) == 1;
+        peer->gid[i] = (uint8_t)b;
+    }
+    if (!ok) {
+        char e1[ESC_SIZE];
+        size_t shown = strlen(in);
+        while (shown && (in[shown - 1] == ' ' || in[shown - 1] == '\n')) shown--;
+        fail("the peer %s sent a malformed endpoint: \"E%s\"", g_peer_name, escaped(e1, in, shown));
+    }
     peer->addr = addr;
 }
 
@@ -270,6 +535,7 @@ static int verify(const uint8_t *b, uint32_t n, uint32_t iter, int dir)
 static int cmp_d(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
 
 #define RECV_BATCH 32
+#define PEER_CHECK_US 20e3     /* while a message is late, how often the TCP connection is checked */
 
 /* On the emulator the "NIC" is a thread of this process competing for the same CPUs: an idle
  * poll gives it the CPU.  On a real NIC the loop spins. */
@@ -327,15 +593,28 @@ int main(int argc, char **argv)
     /* the device first: a bad -d fails before any connection is made */
     struct mlxd_nic *nic;
     if ((rc = mlxd_open(c.dev, NULL, &nic))) die(c.dev, rc);
-    if (c.size > mlxd_max_message(nic)) { fprintf(stderr, "mlxd-pingpong: size %u exceeds the port's maximum message %u\n", c.size, mlxd_max_message(nic)); return 1; }
 
     int s = c.server ? tcp_connect(c.server, c.port) : tcp_accept(c.port);
+    g_peer = s;
     int one = 1;
     setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct sockaddr_in peer_addr;
     socklen_t pl = sizeof peer_addr;
+    bool have_addr = getpeername(s, (struct sockaddr *)&peer_addr, &pl) == 0;
+    if (have_addr) {
+        char a[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &peer_addr.sin_addr, a, sizeof a);
+        snprintf(g_peer_name, sizeof g_peer_name, "%s:%u", a, ntohs(peer_addr.sin_port));
+    }
+    /* the settings first: a mismatch is found before anything is registered or connected */
+    struct settings ps;
+    hello_send(s, &c);
+    hello_recv(s, &ps);
+    check_settings(&c, &ps);
+    /* after the hello, so that the peer is told instead of waiting for a hello that never comes */
+    if (c.size > mlxd_max_message(nic)) fail("-s %u exceeds the port's maximum message %u", c.size, mlxd_max_message(nic));
     int gid_idx = c.gid_idx;
-    if (gid_idx < 0 && getpeername(s, (struct sockaddr *)&peer_addr, &pl) == 0) {
+    if (gid_idx < 0 && have_addr) {
         int g = mlxd_gid_for_peer(nic, (struct sockaddr *)&peer_addr, pl, NULL);
         if (g >= 0) gid_idx = g;
         else mlxd_err_clear();        /* handled: the default GID is used */
@@ -371,9 +650,8 @@ int main(int argc, char **argv)
     int posted = 4 * RECV_BATCH;
     struct mlxd_connect_opts co = { .sz = sizeof co, .peer_access = MLXD_ACCESS_REMOTE_WRITE };
     if ((rc = mlxd_qp_connect(qp, &pep, &co))) die("connect", rc);
-    char b = 'R';
-    send_all(s, &b, 1);
-    recv_all(s, &b, 1);
+    send_all(s, "R", 1);
+    expect_byte(s, 'R', "its ready signal");
 
     if (!c.server) printf("mlxd-pingpong server: %s QP 0x%06x %s %s, %u bytes x %u\n", c.dev, ep.qpn,
                           c.type == MLXD_QP_RC ? "RC" : "UC", c.use_send ? "SEND" : "WRITE_IMM", c.size, c.iters);
@@ -387,7 +665,7 @@ int main(int argc, char **argv)
     bool yield = emulated();
     for (uint32_t it = 0; it < c.iters && !failed; it++) {
         double t0 = now_us();
-        for (int phase = 0; phase < 2; phase++) {
+        for (int phase = 0; phase < 2 && !failed; phase++) {
             bool sending = (phase == 0) == (c.server != NULL);   /* client sends first */
             if (sending) {
                 fill(sbuf, c.size, it, dir_out);
@@ -402,7 +680,7 @@ int main(int argc, char **argv)
             }
             /* wait for the peer's message (our send's completion may come first or later) */
             bool got = false;
-            double deadline = now_us() + 10e6;
+            double deadline = now_us() + 10e6, next_check = now_us() + PEER_CHECK_US;
             while (!got) {
                 int n = mlxd_cq_poll(cq, wc, 16);
                 if (n < 0) die("poll", n);
@@ -430,7 +708,21 @@ int main(int argc, char **argv)
                         sends_outstanding--;
                     }
                 }
-                if (!got && now_us() > deadline) {
+                if (got) break;
+                double t = now_us();
+                if (t > next_check) {
+                    /* A message this late: has the peer given up?  Asked only now, so that no
+                     * system call is part of an ordinary round trip. */
+                    next_check = t + PEER_CHECK_US;
+                    char pb;
+                    ssize_t k = recv(s, &pb, 1, MSG_PEEK | MSG_DONTWAIT);
+                    if (k == 0) fail("iteration %u: the peer %s closed the connection (see its output)", it, g_peer_name);
+                    if (k == 1 && pb == 'F') peer_failed();
+                    /* 'D': the peer has finished; its last message may still be on its way */
+                    if (k == 1 && pb != 'D')
+                        fail("protocol error: the peer %s sent byte 0x%02x during the round trips", g_peer_name, (unsigned char)pb);
+                }
+                if (t > deadline) {
                     fprintf(stderr, "mlxd-pingpong: iteration %u: no message from the peer within 10 s\n", it);
                     failed = 1;
                     break;
@@ -444,17 +736,26 @@ int main(int argc, char **argv)
         rtt[it] = now_us() - t0;
     }
     double total = now_us() - t_start;
+    /* the verdict first: after a failure here the peer is waiting for a message that will not
+     * come.  'F' is best effort: a peer already gone is no second error. */
+    if (failed) (void)send(s, "F", 1, MSG_NOSIGNAL);
+    else send_all(s, "D", 1);
     /* drain our last send completion so nothing is outstanding at teardown */
     double end = now_us() + 1e6;
     while (sends_outstanding && now_us() < end) {
         int n = mlxd_cq_poll(cq, wc, 16);
         for (int i = 0; i < n; i++) if (wc[i].opcode != MLXD_WC_RECV && wc[i].opcode != MLXD_WC_RECV_RDMA_WITH_IMM) sends_outstanding--;
     }
-    b = failed ? 'F' : 'D';
-    send_all(s, &b, 1);
-    char pb;
-    recv_all(s, &pb, 1);
-    if (pb == 'F') failed = 1;
+    if (failed) {
+        /* this side has said why; the peer's verdict adds nothing.  A short wait lets it read
+         * ours before the close. */
+        shutdown(s, SHUT_WR);
+        struct pollfd pf = { .fd = s, .events = POLLIN };
+        char pb;
+        if (poll(&pf, 1, 2000) == 1) (void)recv(s, &pb, 1, MSG_DONTWAIT);   /* errors too add nothing */
+    } else {
+        expect_byte(s, 'D', "its result");
+    }
     if (!failed && c.server) {
         qsort(rtt, c.iters, sizeof *rtt, cmp_d);
         uint32_t n = c.iters;
