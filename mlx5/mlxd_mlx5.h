@@ -15,7 +15,8 @@
  *     aarch64) before any other CQE field is read: one barrier per mlxd_cq_poll batch, after
  *     the owner bytes of all its CQEs were read (mlx5/poll.c says why that is enough);
  *   - the CQ doorbell record [0] = htobe32(ci & 0xffffff), once per mlxd_cq_poll call that
- *     consumed at least one CQE, after a write barrier;
+ *     consumed at least one CQE (and where a batch changes QP after a run that freed ring
+ *     slots), after a write barrier; only then are the freed send/receive slots published;
  *   - sends: WQE stores, write barrier (compiler barrier on x86-64, dmb oshst on aarch64), QP
  *     doorbell record [1] = htobe32(sq_pi & 0xffff), sfence / dsb st, one 64-bit store of the
  *     last WQE's first 8 bytes to the UAR (or a BlueFlame copy of a lone WQE of <= 256 bytes
@@ -101,14 +102,15 @@ struct mlxd_recv {
  * when fewer than n slots are free (recv_depth receives outstanding at most) nothing is
  * posted and -EAGAIN is returned.
  * Returns n (>= 0).  Errors: -EAGAIN; -EINVAL qp invalid, no receive ring, n and r NULL,
- * num_local above max_recv_sge.
+ * num_local above max_recv_sge, n above recv_depth (it could never succeed).
  * Thread rules: one mlxd_qp_receive of qp at a time; may run while another thread polls. */
 int mlxd_qp_receive(struct mlxd_qp *qp, const struct mlxd_recv *r, size_t n);
 
 /* Free slots.  Send: the entries of one WQEBB (64 B) mlxd_qp_post would accept now, the
  * smaller of the free WQEBBs and send_depth minus the entries outstanding; receive: recv_depth
  * minus the receives outstanding.  -EINVAL when qp is invalid.
- * Thread rules: any thread (a snapshot: a concurrent poll may free more). */
+ * Thread rules: the thread that posts to qp (or any thread while none posts): a snapshot, a
+ * concurrent poll may free more. */
 int mlxd_qp_send_room(const struct mlxd_qp *qp);
 int mlxd_qp_recv_room(const struct mlxd_qp *qp);
 
@@ -156,11 +158,12 @@ struct mlxd_completion {
 };
 
 /* Consumes up to max ready CQEs of cq into out[0..n) and returns n (0 when none is ready).
- * Writes the consumer-index doorbell record once when n > 0 (once more at each change of QP
- * inside the batch).  For requester completions it frees the send ring up to the completed
+ * Writes the consumer-index doorbell record once when n > 0 (once more where the batch changes
+ * QP after a run that freed ring slots).  For requester completions it frees the send ring up to the completed
  * WQE; for responder ones, one receive slot each; ring slots are freed only after the CQE
- * slots of their completions are back with the NIC, so a CQ of at least the send_depth +
- * recv_depth of its QPs never overruns (the sizing rule of ibv_create_cq(3)).
+ * slots of their completions are back with the NIC, and mlxd_qp_destroy removes a QP's
+ * completions nobody polled, so a CQ of at least the send_depth + recv_depth of its QPs never
+ * overruns (the sizing rule of ibv_create_cq(3)).
  * An error CQE is one completion among the others: the CQEs after it in the same batch are
  * returned too.
  * Errors: -EINVAL cq invalid/destroyed, out NULL with max > 0.

@@ -337,7 +337,11 @@ static inline __attribute__((always_inline)) void decode_run(const struct mlxd_c
 }
 
 /* Step 4 of a batch: hand the n slots back (the consumer index, then its doorbell record,
- * once), then free the ring slots of the last run (struct release). */
+ * once), then free the ring slots of the last run (struct release).
+ * The CQE reads must be done before the NIC may overwrite the slots.  Every value read went
+ * into a store to the caller's completions (or decided a branch) before this point; the write
+ * barrier orders those stores before the record's (dmb oshst on aarch64; x86-64 keeps stores in
+ * order), and a store is never made visible before a load it depends on has been done. */
 static inline int hand_back(struct mlxd_cq *cq, uint32_t n, const struct release *rel)
 {
     const uint32_t nci = cq->ci + n;
@@ -346,6 +350,14 @@ static inline int hand_back(struct mlxd_cq *cq, uint32_t n, const struct release
     mlxd_shared_store(&cq->dbrec[MLXD_CQ_SET_CI], htobe32(nci & MLXD_CQ_CI_MASK));
     release_rings(rel);
     return (int)n;
+}
+
+/* The hot QP of the next batch: the last run's QP when its receives complete here.  (Not a QP
+ * whose receive CQ is another: a CQE of a destroyed QP found in a NIC-wide table under a
+ * reused number must not make this CQ remember a QP that mlxd_qp_destroy will not clear.) */
+static inline struct mlxd_qp *hot_candidate(const struct mlxd_cq *cq, struct mlxd_qp *qp)
+{
+    return qp && qp->rq_wrid && qp->recv_cq == cq ? qp : NULL;
 }
 
 /* The general path of a batch, from its k-th CQE on (the hot path decoded k, all receive
@@ -357,7 +369,7 @@ static __attribute__((noinline)) int poll_general(struct mlxd_cq *cq, struct mlx
     const uint8_t *c = (const uint8_t *)(uintptr_t)cq->buf + ((size_t)(cq->ci & (cq->ncqe - 1)) << 6);
     struct release rel = { k ? hot : NULL, k, NULL };
     decode_run(cq, c + ((size_t)k << 6), out + k, n - k, out, &rel);
-    cq->hot_qp = rel.qp && rel.qp->rq_wrid ? rel.qp : NULL;
+    cq->hot_qp = hot_candidate(cq, rel.qp);
     return hand_back(cq, n, &rel);
 }
 
@@ -370,7 +382,7 @@ static __attribute__((noinline)) int poll_straddle(struct mlxd_cq *cq, struct ml
     struct release rel = { NULL, 0, NULL };
     decode_run(cq, buf + ((size_t)(cq->ci & (cq->ncqe - 1)) << 6), out, n1, out, &rel);
     decode_run(cq, buf, out + n1, n2, out, &rel);
-    cq->hot_qp = rel.qp && rel.qp->rq_wrid ? rel.qp : NULL;
+    cq->hot_qp = hot_candidate(cq, rel.qp);
     return hand_back(cq, n1 + n2, &rel);
 }
 

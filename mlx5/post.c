@@ -161,6 +161,9 @@ int mlxd_qp_receive(struct mlxd_qp *qp, const struct mlxd_recv *r, size_t n)
         if (mlxd_unlikely(r[i].num_local > qp->max_recv_sge || (r[i].num_local && !r[i].local)))
             return mlxd_err(EINVAL, "mlxd_qp_receive: QP 0x%x: receive %zu has %u scatter entries (max %u)",
                             qp->qpn, i, r[i].num_local, qp->max_recv_sge);
+    if (mlxd_unlikely(n > qp->rq_depth))
+        return mlxd_err(EINVAL, "mlxd_qp_receive: QP 0x%x: %zu receives at once exceed its recv_depth %u",
+                        qp->qpn, n, qp->rq_depth);
     uint32_t ci = atomic_load_explicit(&qp->rq_ci, memory_order_acquire);
     if (mlxd_unlikely(n > (size_t)(qp->rq_depth - (qp->rq_head - ci)))) return -EAGAIN;
     if (!n) return 0;
@@ -194,13 +197,18 @@ int mlxd_qp_send_room(const struct mlxd_qp *qp)
 {
     if (!qp || qp->state != OBJ_LIVE) return mlxd_err(EINVAL, "mlxd_qp_send_room: invalid or destroyed QP");
     uint64_t ci = atomic_load_explicit(&((struct mlxd_qp *)qp)->sq_ci, memory_order_acquire);
-    uint32_t wqebbs = qp->sq_wqebbs - (qp->sq_pi - (uint32_t)ci);
-    uint32_t entries = qp->sq_depth - (qp->sq_posted - (uint32_t)(ci >> 32));
-    return (int)(wqebbs < entries ? wqebbs : entries);
+    /* signed: read while another thread posts (against the thread rule), the counts could
+     * pass the snapshot of ci; never report less than none or more than the depth */
+    int64_t wqebbs = (int64_t)qp->sq_wqebbs - (int32_t)(qp->sq_pi - (uint32_t)ci);
+    int64_t entries = (int64_t)qp->sq_depth - (int32_t)(qp->sq_posted - (uint32_t)(ci >> 32));
+    int64_t room = wqebbs < entries ? wqebbs : entries;
+    return room < 0 ? 0 : room > qp->sq_depth ? (int)qp->sq_depth : (int)room;
 }
 
 int mlxd_qp_recv_room(const struct mlxd_qp *qp)
 {
     if (!qp || qp->state != OBJ_LIVE) return mlxd_err(EINVAL, "mlxd_qp_recv_room: invalid or destroyed QP");
-    return (int)(qp->rq_depth - (qp->rq_head - atomic_load_explicit(&((struct mlxd_qp *)qp)->rq_ci, memory_order_acquire)));
+    int64_t room = (int64_t)qp->rq_depth -
+                   (int32_t)(qp->rq_head - atomic_load_explicit(&((struct mlxd_qp *)qp)->rq_ci, memory_order_acquire));
+    return room < 0 ? 0 : room > qp->rq_depth ? (int)qp->rq_depth : (int)room;
 }

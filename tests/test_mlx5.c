@@ -419,7 +419,8 @@ START_TEST(depths_bound_outstanding_entries)
     /* receives: a ring of 4 for recv_depth 3 */
     f->qp.rq_depth = 3;
     struct mlxd_recv r[4] = { { 1, 0, 0, NULL }, { 2, 0, 0, NULL }, { 3, 0, 0, NULL }, { 4, 0, 0, NULL } };
-    ck_assert_int_eq(mlxd_qp_receive(&f->qp, r, 4), -EAGAIN);
+    ck_assert_int_eq(mlxd_qp_receive(&f->qp, r, 4), -EINVAL);           /* more than recv_depth: never */
+    ck_assert_uint_eq(f->qp.rq_head, 0);
     ck_assert_int_eq(mlxd_qp_receive(&f->qp, r, 3), 3);
     ck_assert_int_eq(mlxd_qp_recv_room(&f->qp), 0);
     ck_assert_int_eq(mlxd_qp_receive(&f->qp, r, 1), -EAGAIN);

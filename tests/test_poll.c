@@ -384,12 +384,15 @@ START_TEST(hot_path_same_as_general)
         struct fq a, bq;
         fq_init(&a, 0x0a0a0a, 3, 100);
         fq_init(&bq, 0x0b0b0b, 4, 200);
+        a.qp.recv_cq = bq.qp.recv_cq = cq;      /* both QPs' receives complete here */
         for (uint32_t i = 0; i < N; i++) put(cq, i, &s[i]);
         memset(got[b], 0xee, sizeof got[b]);
         int n = 0;
         while (n < N) {
             int m = mlxd_cq_poll(cq, got[b] + n, batch[b]);
             ck_assert_int_gt(m, 0);
+            if (n == 0 && b == 0)
+                ck_assert_ptr_eq(cq->hot_qp, &a.qp);   /* the next polls take the hot path */
             n += m;
         }
         ck_assert_int_eq(n, N);
@@ -435,6 +438,50 @@ START_TEST(hot_path_same_as_general)
     ck_assert_uint_eq(w[20].wr_id, 306);
     ck_assert_uint_eq(w[23].wr_id, 100 + (23 & 7));
     ck_assert_ptr_eq(w[23].qp, (struct mlxd_qp *)1);
+}
+END_TEST
+
+/* mlxd_qp_destroy removes the QP's completions nobody polled (mlx5/cq_clean.c, as libmlx5's
+ * __mlx5_cq_clean): the other QPs' CQEs move up over them, keeping their order, each with the
+ * owner bit of its new slot's pass (here across the ring's end), the consumer index skips the
+ * freed slots and the doorbell record says so; CQEs written afterwards are found. */
+START_TEST(destroyed_qp_cqes_cleaned)
+{
+    struct mlxd_cq *cq = cq_with_table(8);
+    struct fq a, b;
+    fq_init(&a, 0x0a0a0a, 3, 100);
+    fq_init(&b, 0x0b0b0b, 4, 200);
+    cq->ci = 5;                                  /* CQEs at 5..10: the ring ends after 7 */
+    struct spec s[6] = { recv_of(&a, 0), recv_of(&b, 0), recv_of(&a, 1), recv_of(&b, 1), recv_of(&b, 2),
+                         { .opcode = MLX5_CQE_RESP_ERR, .syndrome = 0x05, .qpn = 0x0a0a0a, .uidx = 3,
+                           .wqe_counter = 2 } };
+    for (uint32_t i = 0; i < 6; i++) put(cq, 5 + i, &s[i]);
+    ck_assert_uint_eq(mlxd__cq_clean(cq, 0x0c0c0c), 0);          /* no such QP: nothing moves */
+    ck_assert_uint_eq(cq->ci, 5);
+    ck_assert_uint_eq(mlxd__cq_clean(cq, 0x0a0a0a), 3);
+    ck_assert_uint_eq(cq->ci, 8);
+    ck_assert_uint_eq(record_ci(cq), 8);
+    volatile void *ring; uint32_t ncqe; volatile uint32_t *db;
+    mlxd_cq_ring(cq, &ring, &ncqe, &db);
+    const volatile uint8_t *r = ring;
+    for (int k = 0; k < 3; k++)                  /* slots 0..2 of the second pass: owner bit 1 */
+        ck_assert_uint_eq(r[k * 64 + 63], MLX5_CQE_RESP_WR_IMM << 4 | 1);
+    struct mlxd_completion wc[8];
+    ck_assert_int_eq(mlxd_cq_poll(cq, wc, 8), 3);
+    for (int k = 0; k < 3; k++) {
+        ck_assert_ptr_eq(wc[k].qp, &b.qp);
+        ck_assert_uint_eq(wc[k].wr_id, 200 + (uint64_t)k);
+        ck_assert_uint_eq(wc[k].byte_len, 100u + (uint32_t)k);
+    }
+    ck_assert_uint_eq(b.qp.rq_ci, 3);
+    ck_assert_uint_eq(a.qp.rq_ci, 0);
+    /* the NIC goes on at its producer index 11 */
+    struct spec next = recv_of(&b, 3);
+    put(cq, 11, &next);
+    ck_assert_int_eq(mlxd_cq_poll(cq, wc, 8), 1);
+    ck_assert_uint_eq(wc[0].wr_id, 203);
+    ck_assert_uint_eq(record_ci(cq), 12);
+    cq_done(cq);
 }
 END_TEST
 
@@ -519,6 +566,7 @@ Suite *poll_suite(void)
     tcase_add_test(tc, runs_of_qps_in_one_batch);
     tcase_add_test(tc, rings_freed_after_cq_slots_return);
     tcase_add_test(tc, hot_path_same_as_general);
+    tcase_add_test(tc, destroyed_qp_cqes_cleaned);
     tcase_add_test(tc, responder_opcodes_formats_se);
     tcase_add_test(tc, symbol_matches_inline);
     suite_add_tcase(s, tc);

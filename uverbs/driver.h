@@ -147,6 +147,9 @@ int  mlxd__uar_alloc(struct mlxd_nic *nic, uint32_t type, uint32_t *handle, uint
 int  mlxd__uar_free(struct mlxd_nic *nic, uint32_t handle, void *map);
 void mlxd__cq_release(struct mlxd_cq *cq);      /* rings + db (no kernel call) */
 void mlxd__qp_release(struct mlxd_qp *qp);
+/* Removes the CQEs of QP qpn that the software owns from cq (mlx5/cq_clean.c), after
+ * QP_DESTROY, with no poll of cq running; returns how many. */
+uint32_t mlxd__cq_clean(struct mlxd_cq *cq, uint32_t qpn);
 /* Sizing shared with the tests' expectations (rdma-core providers/mlx5/verbs.c
  * mlx5_calc_send_wqe, mlx5_calc_sq_size). */
 uint32_t mlxd__roundup_pow2(uint32_t v);

@@ -381,7 +381,9 @@ int mlxd_qp_to_error(struct mlxd_qp *qp);
  * Any thread. */
 int mlxd_qp_state(const struct mlxd_qp *qp);
 
-/* QP_DESTROY, then unmaps its UAR and frees its rings.  A second call returns the first one's
+/* QP_DESTROY, then removes the QP's completions nobody polled from its CQs (the other QPs'
+ * CQEs keep their order; as libmlx5's ibv_destroy_qp, rdma-core providers/mlx5/cq.c
+ * __mlx5_cq_clean), unmaps its UAR and frees its rings.  A second call returns the first one's
  * result; -EINVAL when qp is NULL or its NIC is closed; the kernel's errno (message
  * "QP_DESTROY"; the memory is then kept until mlxd_close).
  * Thread rules: after every other call on qp, and no poll of its CQs running. */

@@ -386,6 +386,10 @@ int mlxd_qp_destroy(struct mlxd_qp *qp)
     if (qp->recv_cq != qp->send_cq) qp->recv_cq->qps--;
     pthread_mutex_unlock(&nic->lock);
     if (rc) return mlxd_err(-rc, "mlxd_qp_destroy %s: the kernel refused QP_DESTROY of QP 0x%x: %s", nic->name, qp->qpn, strerror(-rc));
+    /* its completions nobody polled leave the CQs too (as libmlx5's ibv_destroy_qp): they would
+     * come back for a QP that is gone and hold CQ slots no live QP's depth accounts for */
+    mlxd__cq_clean(qp->send_cq, qp->qpn);
+    if (qp->recv_cq != qp->send_cq) mlxd__cq_clean(qp->recv_cq, qp->qpn);
     mlxd__uar_free(nic, qp->uar_handle, qp->uar_map);
     qp->uar_map = NULL;
     qp->bf_reg = NULL;

@@ -1,0 +1,61 @@
+/* cq_clean.c: removing a destroyed QP's completions from a CQ ring.
+ *
+ * Once QP_DESTROY has returned, the NIC writes no more CQEs of that QP, but the ones it wrote
+ * and nobody polled stay in the CQ.  Left there they would be returned for a QP that no longer
+ * exists (or for a later QP given the same number), and they would take CQ slots that no live
+ * QP's depth accounts for: a CQ sized send_depth + recv_depth per QP could then overrun.
+ * rdma-core's libmlx5 does the same on ibv_destroy_qp (providers/mlx5/cq.c, __mlx5_cq_clean):
+ * the CQEs of other QPs move up over the removed ones, the consumer index skips the freed
+ * slots, and the doorbell record hands them back.
+ *
+ * Only the CQEs the software owns now (from ci up to the first one the NIC has not written)
+ * are looked at and moved; the NIC may go on writing beyond them meanwhile.  Each moved CQE
+ * gets the owner bit of its new slot's pass, written last.  The caller guarantees that no
+ * poll of the CQ runs (the rule of mlxd_qp_destroy). */
+#include <endian.h>
+#include <string.h>
+#include "barrier.h"
+#include "driver.h"
+#include "mlxd_abi.h"
+#include "mlxd_cqe.h"
+
+static inline uint8_t *slot(const struct mlxd_cq *cq, uint32_t i)
+{
+    return (uint8_t *)(uintptr_t)cq->buf + ((size_t)(i & (cq->ncqe - 1)) << 6);
+}
+
+static inline uint8_t owner_of(const struct mlxd_cq *cq, uint32_t i) { return (i & cq->ncqe) ? 1 : 0; }
+
+/* The CQE at index i is the software's: opcode not INVALID and the owner bit of i's pass. */
+static inline bool sw_owned(const struct mlxd_cq *cq, uint32_t i)
+{
+    uint8_t op_own = mlxd_shared_load(slot(cq, i) + MLXD_CQE_OFF_OP_OWN);
+    return (op_own >> MLXD_CQE_OPCODE_SHIFT) != MLXD_CQE_INVALID && (op_own & 1) == owner_of(cq, i);
+}
+
+uint32_t mlxd__cq_clean(struct mlxd_cq *cq, uint32_t qpn)
+{
+    if (!cq || !cq->buf || !cq->ncqe) return 0;
+    const uint32_t ci = cq->ci;
+    uint32_t pi = ci;
+    while (pi - ci < cq->ncqe && sw_owned(cq, pi)) pi++;
+    mlxd_rmb();                               /* owner bytes before the QPNs and the copies */
+    uint32_t freed = 0;
+    for (uint32_t i = pi; i-- != ci;) {       /* from the newest down: a CQE moves up by freed */
+        uint8_t *c = slot(cq, i);
+        if ((mlxd_cqe_qpn(c) & MLXD_QPN_MASK) == (qpn & MLXD_QPN_MASK)) {
+            freed++;
+        } else if (freed) {
+            uint8_t *d = slot(cq, i + freed);
+            uint8_t op_own = (uint8_t)((c[MLXD_CQE_OFF_OP_OWN] & ~1u) | owner_of(cq, i + freed));
+            memcpy(d, c, MLXD_CQE_OFF_OP_OWN);
+            mlxd_wmb();                       /* the CQE before its owner byte */
+            mlxd_shared_store(d + MLXD_CQE_OFF_OP_OWN, op_own);
+        }
+    }
+    if (!freed) return 0;
+    cq->ci = ci + freed;
+    mlxd_wmb();                               /* the moves before the slots are handed back */
+    mlxd_shared_store(&cq->dbrec[MLXD_CQ_SET_CI], htobe32(cq->ci & MLXD_CQ_CI_MASK));
+    return freed;
+}
