@@ -26,14 +26,20 @@
 #include "mlxd_names.h"
 
 #define PENDING_CUR  (-2)   /* diag belongs to the CQE being built */
-#define PENDING_RUN  (-3)   /* diag belongs to a run of word lines not yet grouped */
 #define MAX_ROWS     8      /* 128 bytes of CQE */
 #define MAX_WQE_ROWS 16     /* 256 bytes of WQE kept */
+
+/* A word line's warning is kept here, not in the diag list, until the run is grouped into CQEs:
+ * it is then emitted with its CQE, so that no pass over the diag list is needed per CQE (which
+ * made a long run of word lines quadratic). */
+enum word_warn { WW_NONE = 0, WW_GLUED, WW_AFTER };
 
 struct word_line {
     unsigned line;
     uint8_t  b[16];
     bool     bad;           /* not exactly 4 words: the run is refused */
+    enum word_warn warn;
+    char     text[31];      /* the text the warning quotes (at most 30 characters) */
 };
 
 struct cur {
@@ -70,7 +76,6 @@ struct parser {
     struct cur cur;
     struct word_line *run;
     size_t nrun, run_cap;
-    size_t run_diag_start;
     int    pending_wc;      /* "WC error: N" not yet attached (-1 none) */
     unsigned pending_wc_line;
 };
@@ -100,12 +105,13 @@ static void diag(struct parser *p, unsigned line, enum mlxd_dump_severity sev, i
     va_end(ap);
 }
 
-/* Gives the pending diags from start on the index idx (-1: the CQE was refused). */
-static void settle_diags(struct parser *p, size_t start, int pending, int idx, unsigned *nwarn)
+/* Gives the diags of the CQE being built (from start on) the index idx (-1: it was refused).
+ * start is where that CQE began, so each diag is visited by one call only: linear overall. */
+static void settle_diags(struct parser *p, size_t start, int idx, unsigned *nwarn)
 {
     for (size_t i = start; i < p->res->ndiags; i++) {
         struct mlxd_dump_diag *d = &p->res->diags[i];
-        if (d->cqe != pending) continue;
+        if (d->cqe != PENDING_CUR) continue;
         d->cqe = idx;
         if (nwarn && d->severity == MLXD_DUMP_WARNING) (*nwarn)++;
     }
@@ -275,11 +281,11 @@ static void finish_cur(struct parser *p)
     struct cur *c = &p->cur;
     if (!c->active) return;
     c->active = false;
-    if (c->refused) { settle_diags(p, c->diag_start, PENDING_CUR, -1, NULL); return; }
+    if (c->refused) { settle_diags(p, c->diag_start, -1, NULL); return; }
     if (!cur_has_data(c)) {
         diag(p, c->hdr_line, MLXD_DUMP_ERROR, PENDING_CUR,
              "'%s' is not followed by a CQE dump", c->hdr_what ? c->hdr_what : "header");
-        settle_diags(p, c->diag_start, PENDING_CUR, -1, NULL);
+        settle_diags(p, c->diag_start, -1, NULL);
         return;
     }
     unsigned size = (c->declared_len == 128 || (c->rowmask & 0xF0)) ? 128 : 64;
@@ -289,7 +295,7 @@ static void finish_cur(struct parser *p)
              "lines %u-%u: the CQE has no row %08x (bytes %u-%u hold the opcode, syndrome, QPN "
              "and wqe_counter); CQE refused", c->first_line, c->last_line, last * 16,
              last * 16, last * 16 + 15);
-        settle_diags(p, c->diag_start, PENDING_CUR, -1, NULL);
+        settle_diags(p, c->diag_start, -1, NULL);
         return;
     }
     for (unsigned i = 0; i < nrows; i++)
@@ -354,10 +360,38 @@ static void finish_cur(struct parser *p)
         o->wqe_index = c->wqe_index;
         o->wq_size = c->wq_size;
     }
-    settle_diags(p, c->diag_start, PENDING_CUR, (int)(p->res->ncqes - 1), &o->nwarnings);
+    settle_diags(p, c->diag_start, (int)(p->res->ncqes - 1), &o->nwarnings);
 }
 
 /* ---- word lines ---------------------------------------------------------------------------- */
+/* Emits the warning remembered for a word line, for the CQE cqe (PENDING_CUR or -1). */
+static void word_line_diag(struct parser *p, const struct word_line *w, int cqe)
+{
+    if (w->warn == WW_GLUED)
+        diag(p, w->line, MLXD_DUMP_WARNING, cqe,
+             "text glued to the 4th word ('%s'); took the first 8 hex digits as the word and "
+             "ignored the rest", w->text);
+    else if (w->warn == WW_AFTER)
+        diag(p, w->line, MLXD_DUMP_WARNING, cqe, "ignored text after the 4 words ('%s')", w->text);
+}
+
+/* Refuses a run of n word lines that cannot be grouped into CQEs. */
+static void refuse_run(struct parser *p, size_t n, size_t bad, bool hdr)
+{
+    for (size_t i = 0; i < n; i++) word_line_diag(p, &p->run[i], -1);
+    if (bad < n)
+        diag(p, p->run[bad].line, MLXD_DUMP_ERROR, -1,
+             "lines %u-%u: line %u does not have exactly 4 words of 8 hex digits, so the "
+             "word lines cannot be assigned to CQEs; refused", p->run[0].line,
+             p->run[n - 1].line, p->run[bad].line);
+    else
+        diag(p, p->run[n - 1].line, MLXD_DUMP_ERROR, -1,
+             "lines %u-%u: %zu lines of words is not a multiple of 4 (one CQE is 4 lines): a "
+             "line is missing or extra and the words cannot be assigned to CQEs; refused",
+             p->run[0].line, p->run[n - 1].line, n);
+    if (hdr) { p->cur.refused = true; finish_cur(p); }
+}
+
 static void flush_run(struct parser *p)
 {
     size_t n = p->nrun;
@@ -368,21 +402,7 @@ static void flush_run(struct parser *p)
     size_t bad = n;
     for (size_t i = 0; i < n; i++)
         if (p->run[i].bad) { bad = i; break; }
-    if (bad < n || n % 4) {
-        if (bad < n)
-            diag(p, p->run[bad].line, MLXD_DUMP_ERROR, PENDING_RUN,
-                 "lines %u-%u: line %u does not have exactly 4 words of 8 hex digits, so the "
-                 "word lines cannot be assigned to CQEs; refused", p->run[0].line,
-                 p->run[n - 1].line, p->run[bad].line);
-        else
-            diag(p, p->run[n - 1].line, MLXD_DUMP_ERROR, PENDING_RUN,
-                 "lines %u-%u: %zu lines of words is not a multiple of 4 (one CQE is 4 lines): a "
-                 "line is missing or extra and the words cannot be assigned to CQEs; refused",
-                 p->run[0].line, p->run[n - 1].line, n);
-        settle_diags(p, p->run_diag_start, PENDING_RUN, -1, NULL);
-        if (hdr) { c->refused = true; finish_cur(p); }
-        return;
-    }
+    if (bad < n || n % 4) { refuse_run(p, n, bad, hdr); return; }
     for (size_t g = 0; g < n; g += 4) {
         if (!(g == 0 && hdr)) {
             finish_cur(p);
@@ -390,20 +410,15 @@ static void flush_run(struct parser *p)
         } else {
             c->fmt = c->fmt == MLXD_DUMP_MLX5E || c->fmt == MLXD_DUMP_DPDK ? c->fmt : MLXD_DUMP_WORDS;
         }
-        /* the run's diags of these 4 lines move to the CQE */
-        for (size_t i = p->run_diag_start; i < p->res->ndiags; i++) {
-            struct mlxd_dump_diag *d = &p->res->diags[i];
-            if (d->cqe == PENDING_RUN && d->line >= p->run[g].line && d->line <= p->run[g + 3].line)
-                d->cqe = PENDING_CUR;
+        for (int k = 0; k < 4; k++) {
+            word_line_diag(p, &p->run[g + k], PENDING_CUR);
+            memcpy(p->cur.bytes + 16 * k, p->run[g + k].b, 16);
         }
-        if (p->cur.diag_start > p->run_diag_start) p->cur.diag_start = p->run_diag_start;
-        for (int k = 0; k < 4; k++) memcpy(p->cur.bytes + 16 * k, p->run[g + k].b, 16);
         p->cur.rowmask = 0xF;
         p->cur.last_off = 48;
         p->cur.last_line = p->run[g + 3].line;
         finish_cur(p);
     }
-    settle_diags(p, p->run_diag_start, PENDING_RUN, -1, NULL);
 }
 
 /* Tries s as a line of words.  Returns 0 if it is not one, 1 if it was taken. */
@@ -442,7 +457,6 @@ static int try_words(struct parser *p, const char *s, unsigned line)
     if (nw < 2) return 0;           /* one 8-digit number in a log line is not a dump */
     int after = first + nw;
     if (p->cur.active && cur_has_data(&p->cur)) finish_cur(p);
-    if (!p->nrun) p->run_diag_start = p->res->ndiags;
     if (p->nrun == p->run_cap) {
         size_t ncap = p->run_cap ? p->run_cap * 2 : 16;
         void *q = realloc(p->run, ncap * sizeof *p->run);
@@ -458,13 +472,13 @@ static int try_words(struct parser *p, const char *s, unsigned line)
         for (int j = 0; j < 4; j++)
             w->b[k * 4 + j] = (uint8_t)(hexv((unsigned char)tok[first + k][2 * j]) << 4 |
                                         hexv((unsigned char)tok[first + k][2 * j + 1]));
-    if (glued)
-        diag(p, line, MLXD_DUMP_WARNING, PENDING_RUN,
-             "text glued to the 4th word ('%.30s'); took the first 8 hex digits as the word and "
-             "ignored the rest", tok[first + 3] + 8);
-    else if (after < nt)
-        diag(p, line, MLXD_DUMP_WARNING, PENDING_RUN,
-             "ignored text after the 4 words ('%.30s')", tok[after]);
+    if (glued) {
+        w->warn = WW_GLUED;
+        snprintf(w->text, sizeof w->text, "%s", tok[first + 3] + 8);
+    } else if (after < nt) {
+        w->warn = WW_AFTER;
+        snprintf(w->text, sizeof w->text, "%s", tok[after]);
+    }
     return 1;
 }
 
@@ -858,7 +872,9 @@ int mlxd_cqe_dump_parse(const char *text, size_t len, struct mlxd_dump_result **
         if (p.res->diags[k].severity == MLXD_DUMP_ERROR) p.res->nerrors++;
         if (p.res->diags[k].severity == MLXD_DUMP_WARNING) p.res->nwarnings++;
     }
-    /* diags in input order (stable: insertion order within a line is kept) */
+    /* diags in input order (stable: insertion order within a line is kept).  Insertion sort is
+     * linear here: diags are appended in line order except those a CQE adds when it is finished,
+     * which go back at most over the diags of that CQE's own lines. */
     for (size_t a = 1; a < p.res->ndiags; a++) {
         struct mlxd_dump_diag d = p.res->diags[a];
         size_t b = a;

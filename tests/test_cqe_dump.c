@@ -458,6 +458,123 @@ START_TEST(wc_error_line_is_cross_checked)
 }
 END_TEST
 
+/* ---- large inputs: the guards against quadratic time ----------------------------------------
+ * Work per CQE must not grow with the number of CQEs or diagnostics before it.  No timing is
+ * asserted: the tcase's 60 s timeout is the check, and the input sizes are chosen so that the
+ * quadratic code overran it; the exact counts make the tests meaningful. */
+
+/* Returns text made of n copies of line (which ends in '\n'); free() it. */
+static char *repeat_line(const char *line, size_t n, size_t *len)
+{
+    size_t l = strlen(line);
+    char *t = malloc(l * n + 1);
+    ck_assert_ptr_nonnull(t);
+    for (size_t i = 0; i < n; i++) memcpy(t + i * l, line, l);
+    t[l * n] = 0;
+    *len = l * n;
+    return t;
+}
+
+START_TEST(twenty_thousand_lone_last_rows_are_as_many_cqes_with_three_warnings_each)
+{
+    /* Each row 00000030 (bytes 48-63) follows a row of the same offset, so each starts a new CQE
+     * (an offset that goes back ends the CQE); rows 00000000-00000020 are missing from each:
+     * decoded with one warning per missing row (docs/cqe-tool.md, "another row missing").
+     * Bytes 48-63 "00 00 00 00 9d 00 53 04 08 00 01 1b 00 08 d0 d2": syndrome (55) 0x04,
+     * QPN (57-59) 0x00011b.  The parser was already linear here (the quadratic printing of
+     * such input is guarded in test_cqe_tool.c); this checks each diag lands on its own CQE. */
+    enum { N = 20000 };
+    size_t len;
+    char *t = repeat_line("00000030: 00 00 00 00 9d 00 53 04 08 00 01 1b 00 08 d0 d2\n", N, &len);
+    struct mlxd_dump_result *r = NULL;
+    ck_assert_int_eq(mlxd_cqe_dump_parse(t, len, &r), 0);
+    free(t);
+    ck_assert_uint_eq(r->ncqes, N);
+    ck_assert_uint_eq(r->ndiags, 3 * N);
+    ck_assert_uint_eq(r->nwarnings, 3 * N);
+    ck_assert_uint_eq(r->nerrors, 0);
+    for (size_t i = 0; i < N; i++) {
+        const struct mlxd_dump_cqe *c = &r->cqes[i];
+        ck_assert_uint_eq(c->first_line, i + 1);
+        ck_assert_uint_eq(c->last_line, i + 1);
+        ck_assert_uint_eq(c->nwarnings, 3);
+        ck_assert_uint_eq(mlxd_cqe_syndrome(c->bytes), 0x04);
+        ck_assert_uint_eq(mlxd_cqe_err_qpn(c->bytes), 0x00011b);
+        for (unsigned k = 0; k < 3; k++) {
+            const struct mlxd_dump_diag *d = &r->diags[3 * i + k];
+            char want[32];
+            snprintf(want, sizeof want, "row %08x is missing", k * 16);
+            ck_assert_int_eq(d->cqe, (int)i);
+            ck_assert_uint_eq(d->line, i + 1);
+            ck_assert_int_eq(d->severity, MLXD_DUMP_WARNING);
+            ck_assert_msg(strstr(d->msg, want), "diag %zu: '%s' lacks '%s'", 3 * i + k, d->msg, want);
+        }
+    }
+    mlxd_cqe_dump_free(r);
+}
+END_TEST
+
+START_TEST(long_run_of_word_lines_with_warnings_is_grouped_in_linear_time)
+{
+    /* 400,000 word lines without a header: 100,000 CQEs of 4 lines.  Each line has text after
+     * its 4 words (a warning per line), and byte 63 = 0xff gives opcode 0xf, INVALID, never
+     * written by hardware (a warning per CQE, on its 4th line).  The old code scanned the whole
+     * run's diagnostics for each CQE and then sorted diags emitted out of order: 64,000 such
+     * lines took 3.5 s, 4x per doubling, so 400,000 took minutes (measured in the commit): this
+     * size is the guard against that coming back. */
+    enum { NLINES = 400000, NCQES = NLINES / 4 };
+    size_t len;
+    char *t = repeat_line("00000000 9d005304 0800011b 0008d0ff trailing\n", NLINES, &len);
+    struct mlxd_dump_result *r = NULL;
+    ck_assert_int_eq(mlxd_cqe_dump_parse(t, len, &r), 0);
+    free(t);
+    ck_assert_uint_eq(r->ncqes, NCQES);
+    ck_assert_uint_eq(r->ndiags, 5 * NCQES);
+    ck_assert_uint_eq(r->nwarnings, 5 * NCQES);
+    ck_assert_uint_eq(r->nerrors, 0);
+    for (size_t i = 0; i < NCQES; i++) {
+        const struct mlxd_dump_cqe *c = &r->cqes[i];
+        ck_assert_int_eq(c->format, MLXD_DUMP_WORDS);
+        ck_assert_uint_eq(c->first_line, 4 * i + 1);
+        ck_assert_uint_eq(c->last_line, 4 * i + 4);
+        ck_assert_uint_eq(c->nwarnings, 5);
+        ck_assert_uint_eq(c->bytes[63], 0xff);
+        /* in line order: the 4 lines' warnings, then the opcode's on the 4th line */
+        for (unsigned k = 0; k < 5; k++) {
+            const struct mlxd_dump_diag *d = &r->diags[5 * i + k];
+            ck_assert_int_eq(d->cqe, (int)i);
+            ck_assert_uint_eq(d->line, 4 * i + (k < 4 ? k : 3) + 1);
+            ck_assert_ptr_nonnull(strstr(d->msg, k < 4 ? "ignored text after the 4 words ('trailing')"
+                                                       : "opcode 0xf (INVALID)"));
+        }
+    }
+    mlxd_cqe_dump_free(r);
+}
+END_TEST
+
+START_TEST(refused_run_keeps_its_line_warnings)
+{
+    /* 5 word lines (not a multiple of 4): refused as a whole; the warning about the text after
+     * line 2's words is still reported, on line 2, for no CQE (-1), before the error on line 5. */
+    struct mlxd_dump_result *r = parse_str(
+        "00000000 00000000 00000000 00000000\n"
+        "00000000 00000000 00000000 00000000 extra\n"
+        "00000000 00000000 00000000 00000000\n"
+        "00000000 9d005304 0800011b 0008d0d2\n"
+        "00000000 9d005304 0800011b 0008d0d2\n");
+    ck_assert_uint_eq(r->ncqes, 0);
+    ck_assert_uint_eq(r->ndiags, 2);
+    ck_assert_uint_eq(r->diags[0].line, 2);
+    ck_assert_int_eq(r->diags[0].cqe, -1);
+    ck_assert_int_eq(r->diags[0].severity, MLXD_DUMP_WARNING);
+    ck_assert_ptr_nonnull(strstr(r->diags[0].msg, "('extra')"));
+    ck_assert_uint_eq(r->diags[1].line, 5);
+    ck_assert_int_eq(r->diags[1].cqe, -1);
+    ck_assert_ptr_nonnull(strstr(r->diags[1].msg, "not a multiple of 4"));
+    mlxd_cqe_dump_free(r);
+}
+END_TEST
+
 Suite *cqe_dump_suite(void)
 {
     Suite *s = suite_create("cqe_dump");
@@ -486,6 +603,13 @@ Suite *cqe_dump_suite(void)
     tcase_add_test(tc, eight_word_lines_without_header_are_two_cqes);
     tcase_add_test(tc, cqe_128_and_plain_hex);
     tcase_add_test(tc, wc_error_line_is_cross_checked);
+    tcase_add_test(tc, refused_run_keeps_its_line_warnings);
+    suite_add_tcase(s, tc);
+    /* 60 s is also the guard against quadratic time (see "large inputs" above) */
+    tc = tcase_create("large");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, twenty_thousand_lone_last_rows_are_as_many_cqes_with_three_warnings_each);
+    tcase_add_test(tc, long_run_of_word_lines_with_warnings_is_grouped_in_linear_time);
     suite_add_tcase(s, tc);
     return s;
 }

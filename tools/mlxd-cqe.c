@@ -3,7 +3,7 @@
  *   mlxd-cqe [--json] [FILE...]      (no FILE or "-": standard input)
  *
  * Exit status: 0 when at least one CQE was decoded, 1 when nothing was decodable, 2 for usage
- * errors. */
+ * errors.  Each input is read up to MAX_INPUT bytes: a larger one is refused. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -24,27 +24,45 @@ static const char usage_text[] =
     "  --json      machine-readable output (one JSON object on standard output)\n"
     "  --version   print the version\n"
     "  -h, --help  this text\n"
+    "Each input may be at most 64 MiB.\n"
     "Exit status: 0 something decoded, 1 nothing decodable, 2 usage error.\n";
 
+/* The most bytes read from one input.  Without a bound, "mlxd-cqe /dev/zero" or "yes | mlxd-cqe"
+ * grew its buffer until the OOM killer ended it.  64 MiB is twice the largest configurable kernel
+ * log buffer (CONFIG_LOG_BUF_SHIFT is at most 25 in init/Kconfig: 32 MiB; only the log_buf_len=
+ * boot parameter goes beyond) and far more than any paste; the parse result
+ * can take about 22 times the input (docs/cqe-tool.md), so the bound also bounds that. */
+#define MAX_INPUT ((size_t)64 << 20)
+#define MAX_INPUT_TEXT "64 MiB"
+
 /* ---- input ------------------------------------------------------------------------------- */
-static char *read_all(FILE *f, size_t *len)
+/* Reads all of f into *text (*len bytes), reading at most MAX_INPUT + 1 bytes.  Returns 0, or
+ * an errno: EFBIG when f holds more than MAX_INPUT bytes (the rest is left unread), ENOMEM, EIO
+ * (or the read's errno). */
+static int read_all(FILE *f, char **text, size_t *len)
 {
     size_t cap = 65536, n = 0;
     char *b = malloc(cap);
-    if (!b) return NULL;
+    if (!b) return ENOMEM;
+    errno = 0;   /* a failed read leaves its errno; a stale one must not be reported */
     for (;;) {
         if (n == cap) {
-            char *q = realloc(b, cap *= 2);
-            if (!q) { free(b); return NULL; }
+            /* grow to at most MAX_INPUT + 1: one byte past the limit tells "too large" */
+            size_t ncap = cap * 2 > MAX_INPUT + 1 ? MAX_INPUT + 1 : cap * 2;
+            char *q = realloc(b, ncap);
+            if (!q) { free(b); return ENOMEM; }
             b = q;
+            cap = ncap;
         }
         size_t r = fread(b + n, 1, cap - n, f);
         n += r;
+        if (n > MAX_INPUT) { free(b); return EFBIG; }
         if (r == 0) break;
     }
-    if (ferror(f)) { free(b); return NULL; }
+    if (ferror(f)) { int e = errno ? errno : EIO; free(b); return e; }
+    *text = b;
     *len = n;
-    return b;
+    return 0;
 }
 
 static const char *sev_name(enum mlxd_dump_severity s)
@@ -55,6 +73,30 @@ static const char *sev_name(enum mlxd_dump_severity s)
 static const char *or_unknown(const char *s) { return s ? s : "unknown"; }
 
 /* ---- text output ------------------------------------------------------------------------- */
+/* The diags of each CQE, in input order: those of CQE i are order[first[i] .. first[i + 1]).
+ * A counting sort, so that printing stays linear: looking through all diags for each CQE was
+ * quadratic (64,000 CQEs with warnings took 16 s). */
+struct diag_index {
+    size_t *first;   /* ncqes + 1 entries */
+    size_t *order;   /* ndiags entries */
+};
+
+static int diag_index_build(const struct mlxd_dump_result *r, struct diag_index *ix)
+{
+    ix->first = calloc(r->ncqes + 1, sizeof *ix->first);
+    ix->order = malloc((r->ndiags ? r->ndiags : 1) * sizeof *ix->order);
+    if (!ix->first || !ix->order) { free(ix->first); free(ix->order); return ENOMEM; }
+    for (size_t k = 0; k < r->ndiags; k++)
+        if (r->diags[k].cqe >= 0) ix->first[r->diags[k].cqe + 1]++;
+    for (size_t i = 0; i < r->ncqes; i++) ix->first[i + 1] += ix->first[i];
+    /* fill by advancing first[i]; afterwards first[i] is the old first[i + 1], so shift back */
+    for (size_t k = 0; k < r->ndiags; k++)
+        if (r->diags[k].cqe >= 0) ix->order[ix->first[r->diags[k].cqe]++] = k;
+    for (size_t i = r->ncqes; i > 0; i--) ix->first[i] = ix->first[i - 1];
+    ix->first[0] = 0;
+    return 0;
+}
+
 static void print_rows(const uint8_t *b, unsigned n, const char *indent)
 {
     for (unsigned off = 0; off < n; off += 16) {
@@ -90,8 +132,19 @@ static void print_wqe(const struct mlxd_dump_cqe *c)
     print_rows(c->wqe, c->wqe_len > 256 ? 256 : c->wqe_len, "    ");
 }
 
-static void print_text(const char *name, const struct mlxd_dump_result *r)
+static void print_cqe_diags(const struct mlxd_dump_result *r, const struct diag_index *ix, size_t i)
 {
+    for (size_t j = ix->first[i]; j < ix->first[i + 1]; j++) {
+        const struct mlxd_dump_diag *d = &r->diags[ix->order[j]];
+        printf("  %s: line %u: %s\n", sev_name(d->severity), d->line, d->msg);
+    }
+}
+
+/* Returns 0, or ENOMEM (nothing printed). */
+static int print_text(const char *name, const struct mlxd_dump_result *r)
+{
+    struct diag_index ix;
+    if (diag_index_build(r, &ix)) return ENOMEM;
     for (size_t i = 0; i < r->ncqes; i++) {
         const struct mlxd_dump_cqe *c = &r->cqes[i];
         struct mlxd_cqe_decoded d;
@@ -158,10 +211,7 @@ static void print_text(const char *name, const struct mlxd_dump_result *r)
         printf("  bytes:\n");
         print_rows(c->bytes, c->size, "    ");
         if (c->has_wqe) print_wqe(c);
-        for (size_t k = 0; k < r->ndiags; k++)
-            if (r->diags[k].cqe == (int)i)
-                printf("  %s: line %u: %s\n", sev_name(r->diags[k].severity), r->diags[k].line,
-                       r->diags[k].msg);
+        print_cqe_diags(r, &ix, i);
         printf("\n");
     }
     for (size_t k = 0; k < r->ndiags; k++)
@@ -169,6 +219,9 @@ static void print_text(const char *name, const struct mlxd_dump_result *r)
             fprintf(stderr, "%s:%u: %s: %s\n", name, r->diags[k].line,
                     sev_name(r->diags[k].severity), r->diags[k].msg);
     if (!r->ncqes) fprintf(stderr, "%s: no decodable CQE found\n", name);
+    free(ix.first);
+    free(ix.order);
+    return 0;
 }
 
 /* ---- JSON output ------------------------------------------------------------------------- */
@@ -291,19 +344,24 @@ int main(int argc, char **argv)
     int nprinted = 0;
     if (json) printf("{\"inputs\": [");
     for (int i = 0; i < nfiles; i++) {
-        const char *name = files[i];
-        bool is_stdin = !strcmp(name, "-");
-        FILE *f = is_stdin ? stdin : fopen(name, "r");
+        bool is_stdin = !strcmp(files[i], "-");
+        const char *name = is_stdin ? "<stdin>" : files[i];   /* the one name in every message */
+        FILE *f = is_stdin ? stdin : fopen(files[i], "r");
         if (!f) {
             fprintf(stderr, "mlxd-cqe: %s: %s\n", name, strerror(errno));
             continue;
         }
         size_t len = 0;
-        char *text = read_all(f, &len);
-        int rerr = errno;
+        char *text = NULL;
+        int rerr = read_all(f, &text, &len);
         if (!is_stdin) fclose(f);
-        if (!text) {
-            fprintf(stderr, "mlxd-cqe: %s: %s\n", name, strerror(rerr ? rerr : EIO));
+        if (rerr == EFBIG) {
+            fprintf(stderr, "mlxd-cqe: %s: more than " MAX_INPUT_TEXT " (the limit per input); "
+                    "nothing decoded from it\n", name);
+            continue;
+        }
+        if (rerr) {
+            fprintf(stderr, "mlxd-cqe: %s: %s\n", name, strerror(rerr));
             continue;
         }
         struct mlxd_dump_result *r = NULL;
@@ -313,9 +371,12 @@ int main(int argc, char **argv)
             fprintf(stderr, "mlxd-cqe: %s: %s\n", name, mlxd_errmsg());
             continue;
         }
-        const char *shown = is_stdin ? "<stdin>" : name;
-        if (json) print_json(shown, r, nprinted++ == 0);
-        else print_text(shown, r);
+        if (json) print_json(name, r, nprinted++ == 0);
+        else if (print_text(name, r)) {
+            fprintf(stderr, "mlxd-cqe: %s: %s\n", name, strerror(ENOMEM));
+            mlxd_cqe_dump_free(r);
+            continue;
+        }
         decoded += r->ncqes;
         mlxd_cqe_dump_free(r);
     }
