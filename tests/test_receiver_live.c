@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +59,7 @@ struct live {
     unsigned pages;
     pthread_t mon;
     bool mon_running;
+    _Atomic bool mon_entered;      /* the monitor thread is about to call blocking_monitor */
     int mon_rc;
     _Atomic uint64_t ready;
     char dst[32];
@@ -91,14 +93,22 @@ static void live_start(struct live *l, const char *dev, size_t frame, unsigned p
 static void *mon_main(void *arg)
 {
     struct live *l = arg;
+    atomic_store(&l->mon_entered, true);
     l->mon_rc = mlxd_receiver_blocking_monitor(l->r);
     return NULL;
 }
 
+/* Starts the monitor thread and returns once it runs: a close before the thread got to
+ * blocking_monitor would make that call find the receiver closed (-EINVAL, as documented), which
+ * is not what the tests are about (seen once on a loaded machine, after 50 ms). */
 static void live_monitor(struct live *l)
 {
+    atomic_store(&l->mon_entered, false);
     ck_assert_int_eq(pthread_create(&l->mon, NULL, mon_main, l), 0);
     l->mon_running = true;
+    while (!atomic_load(&l->mon_entered)) sched_yield();
+    struct timespec ts = { 0, 1000000 };   /* and 1 ms for the few instructions after the flag */
+    nanosleep(&ts, NULL);
 }
 
 static void live_stop(struct live *l)
