@@ -443,6 +443,7 @@ END_TEST
  * (loops: unsigned, 32 bits here), mlxd_gen_opts (payload a multiple of 128, at most the largest
  * RoCE MTU 4096), a UDP port 1..65535, the uint64 frame count. */
 static const struct { const char *opt, *val, *msg; } BAD_NUMBERS[] = {
+    /* --loops acts in replay only: these rows run with --replay, the others with --generate */
     { "--loops", "4294967296", "--loops 4294967296: out of range 1..4294967295" },
     { "--loops", "99999999999999", "--loops 99999999999999: out of range 1..4294967295" },
     { "--loops", "0", "--loops 0: out of range 1..4294967295" },
@@ -476,8 +477,12 @@ START_TEST(numeric_option_ranges)
 {
     static char out[1 << 14];
     const struct tool_env env = { .with_stderr = true };
-    const char *args[] = { "--generate", BAD_NUMBERS[_i].opt, BAD_NUMBERS[_i].val, "-q", NULL };
-    int rc = run_tool_ex(out, sizeof out, args, &env);
+    char path[1024];
+    snprintf(path, sizeof path, "%s", mlxd_test_path("fixtures/roce-pcaps/hsb_small_4k_3pages.pcap"));
+    bool replay = !strcmp(BAD_NUMBERS[_i].opt, "--loops");
+    const char *gen[] = { "--generate", BAD_NUMBERS[_i].opt, BAD_NUMBERS[_i].val, "-q", NULL };
+    const char *rep[] = { "--replay", path, BAD_NUMBERS[_i].opt, BAD_NUMBERS[_i].val, "-q", NULL };
+    int rc = run_tool_ex(out, sizeof out, replay ? rep : gen, &env);
     char want[256];
     snprintf(want, sizeof want, "mlxd-capture: %s\n", BAD_NUMBERS[_i].msg);
     ck_assert_msg(rc == 2 && strncmp(out, want, strlen(want)) == 0, "%s %s: exit %d, want\n%sgot\n%s",
@@ -602,6 +607,200 @@ START_TEST(image_mismatch_counts_bytes)
 }
 END_TEST
 
+/* An option that acts in some modes only is a usage error in the others (exit 2, before
+ * anything runs), with one line naming the option and the modes it acts in, then the --help
+ * hint every usage error ends with.  Where each acts follows from what it feeds: --pace and
+ * --loops are mlxd_send_opts fields that only replay reads (mlxd_gen_run ignores loops,
+ * mlxd_capture.h); --fps, --gen-metadata and --payload-size are mlxd_gen_opts fields; --target,
+ * --timeout-ms (after the source ended) and --no-verify (of a pattern only a capture or the
+ * generator defines) concern a source that receive mode does not have.  Each pair is tried with
+ * the option after the mode's options and before them (the mode is known only at the end). */
+enum { RECEIVE, GENERATE, REPLAY };
+static const struct { int mode; const char *opt, *val, *msg; } MISPLACED[] = {
+    { GENERATE, "--pace", "fast", "--pace applies to --replay only" },
+    { GENERATE, "--loops", "2", "--loops applies to --replay only" },
+    { RECEIVE, "--pace", "lockstep", "--pace applies to --replay only" },
+    { RECEIVE, "--loops", "2", "--loops applies to --replay only" },
+    { REPLAY, "--fps", "10", "--fps applies to --generate only" },
+    { REPLAY, "--gen-metadata", "none", "--gen-metadata applies to --generate only" },
+    { REPLAY, "--payload-size", "1024", "--payload-size applies to --generate only" },
+    { RECEIVE, "--fps", "0", "--fps applies to --generate only" },
+    { RECEIVE, "--gen-metadata", "embedded", "--gen-metadata applies to --generate only" },
+    { RECEIVE, "--payload-size", "1408", "--payload-size applies to --generate only" },
+    { RECEIVE, "--target", "127.0.0.1:4791", "--target applies to --replay and --generate only" },
+    { RECEIVE, "--no-verify", NULL, "--no-verify applies to --replay and --generate only" },
+    { RECEIVE, "--timeout-ms", "100", "--timeout-ms applies to --replay and --generate only" },
+};
+
+/* argv for mode (a run that ends by itself should the check be missing: receive mode on the
+ * emulated NIC for 1 s), with opt (and val) first or last; returns the count */
+static int mode_args(const char **a, int mode, const char *opt, const char *val, bool opt_first,
+                     const char *pcap)
+{
+    int n = 0;
+    if (opt_first) {
+        a[n++] = opt;
+        if (val) a[n++] = val;
+    }
+    if (mode == GENERATE) {
+        a[n++] = "--generate"; a[n++] = "-n"; a[n++] = "1";
+    } else if (mode == REPLAY) {
+        a[n++] = "--replay"; a[n++] = pcap;
+    } else {
+        a[n++] = "--emulate"; a[n++] = "--frame-size"; a[n++] = "4096"; a[n++] = "--duration"; a[n++] = "1";
+    }
+    if (!opt_first) {
+        a[n++] = opt;
+        if (val) a[n++] = val;
+    }
+    a[n++] = "-q";
+    a[n] = NULL;
+    return n;
+}
+
+START_TEST(option_mode_mismatch)
+{
+    static char out[1 << 14];
+    const struct tool_env env = { .with_stderr = true };
+    char pcap[1024], want[256];
+    snprintf(pcap, sizeof pcap, "%s", mlxd_test_path("fixtures/roce-pcaps/hsb_small_4k_3pages.pcap"));
+    snprintf(want, sizeof want, "mlxd-capture: %s\n(try mlxd-capture --help)\n", MISPLACED[_i].msg);
+    for (int first = 0; first < 2; first++) {
+        const char *a[16];
+        mode_args(a, MISPLACED[_i].mode, MISPLACED[_i].opt, MISPLACED[_i].val, first, pcap);
+        int rc = run_tool_ex(out, sizeof out, a, &env);
+        static const char *const mode_name[] = { "receive", "--generate", "--replay" };
+        ck_assert_msg(rc == 2 && !strcmp(out, want), "%s in %s mode (%s): exit %d, want\n%sgot\n%s",
+                      MISPLACED[_i].opt, mode_name[MISPLACED[_i].mode], first ? "first" : "last", rc,
+                      want, out);
+    }
+}
+END_TEST
+
+/* Several misplaced options: the first on the command line is the one named; an option given
+ * twice is still one option. */
+START_TEST(option_mode_first_named)
+{
+    static char out[1 << 14];
+    const struct tool_env env = { .with_stderr = true };
+    const char *a1[] = { "--fps", "10", "--loops", "2", "--pace", "fast", "--generate", "-q", NULL };
+    int rc = run_tool_ex(out, sizeof out, a1, &env);
+    ck_assert_msg(rc == 2 && !strcmp(out, "mlxd-capture: --loops applies to --replay only\n"
+                                          "(try mlxd-capture --help)\n"), "exit %d\n%s", rc, out);
+    const char *a2[] = { "--emulate", "--frame-size", "4096", "--timeout-ms", "5", "--timeout-ms", "6",
+                         "--payload-size", "256", "-q", NULL };
+    rc = run_tool_ex(out, sizeof out, a2, &env);
+    ck_assert_msg(rc == 2 && !strcmp(out, "mlxd-capture: --timeout-ms applies to --replay and --generate "
+                                          "only\n(try mlxd-capture --help)\n"), "exit %d\n%s", rc, out);
+}
+END_TEST
+
+/* The restricted options still act in their modes, each of the shared ones in both.  --no-verify
+ * shows its effect: no payload is checked (payload_checked 0 where the run would check every
+ * frame); with a capture the metadata is still compared, and counts only when it differs.
+ * Replay: 2 lock-step loops of the 6-frame capture = 12 frames.  Generate: 3 frames with the
+ * metadata in the last data packet, 1024-byte packets. */
+START_TEST(option_mode_accepted)
+{
+    static char out[1 << 16];
+    char pcap[1024];
+    snprintf(pcap, sizeof pcap, "%s", mlxd_test_path("fixtures/roce-pcaps/hsb_small_4k_3pages.pcap"));
+    struct mlxd_capture *c = NULL;
+    ck_assert_int_eq(mlxd_capture_load(pcap, &c), 0);
+    long nframes = (long)c->nframes;
+    mlxd_capture_free(c);
+    const char *a1[] = { "--replay", pcap, "--pace", "lockstep", "--loops", "2", "--no-verify",
+                         "--timeout-ms", "3000", "--json", "-q", NULL };
+    int rc = run_tool(out, sizeof out, a1);
+    const char *sum = strstr(out, "\"summary\":true");
+    ck_assert_msg(rc == 0 && sum, "exit %d\n%s", rc, out);
+    ck_assert_int_eq(json_num(sum, "frames_received"), 2 * nframes);
+    ck_assert_int_eq(json_num(sum, "payload_checked"), 0);
+
+    const char *a2[] = { "--generate", "-n", "3", "--fps", "100", "--gen-metadata", "embedded",
+                         "--payload-size", "1024", "--no-verify", "--timeout-ms", "3000", "--json", "-q", NULL };
+    rc = run_tool(out, sizeof out, a2);
+    sum = strstr(out, "\"summary\":true");
+    ck_assert_msg(rc == 0 && sum, "exit %d\n%s", rc, out);
+    ck_assert_int_eq(json_num(sum, "frames_received"), 3);
+    ck_assert_int_eq(json_num(sum, "payload_checked"), 0);
+    ck_assert_ptr_nonnull(strstr(sum, "\"ok\":true"));
+}
+END_TEST
+
+/* Every mlxd-capture command line the documentation and scripts give, as written there (the
+ * test checks the text is still in the file, so an edited example is an edited row here).  Those
+ * that run on the emulator must succeed (exit 0: the docs say they receive and verify every
+ * frame); those for a real NIC (peer 192.168.0.2) run on the emulated one with --duration 0.3
+ * added, where start cannot reach the peer: they must get past the option checks (no usage error,
+ * exit 0 or 1, never 2).  The tool's name (and anything before it) is dropped, fixtures/ paths and
+ * the demo's "$pcap" are made absolute. */
+static const struct { const char *file, *line; bool real_nic; } EXAMPLES[] = {
+    { "README.md", "build/bin/mlxd-capture --replay fixtures/roce-pcaps/hsb_medium_64k_4pages.pcap -v", false },
+    { "README.md", "build/bin/mlxd-capture --generate -n 1000 --frame-size 65536 --pages 8 --fps 1000 --busy", false },
+    { "README.md", "build/bin/mlxd-capture -d mlx5_0 --peer-ip 192.168.0.2 --frame-size 4096 --pages 8", true },
+    { "docs/receiver.md", "mlxd-capture --replay fixtures/roce-pcaps/hsb_small_4k_3pages.pcap -v", false },
+    { "docs/receiver.md", "mlxd-capture --generate -n 1000 --frame-size 65536 --pages 8 --fps 1000 --busy", false },
+    { "docs/receiver.md", "mlxd-capture -d mlx5_0 --peer-ip 192.168.0.2 --frame-size 8294400 --pages 2 --duration 10", true },
+    { "docs/receiver.md", "mlxd-capture --generate -n 1000 --frame-size 65536 --pages 4 --fps 0 --busy", false },
+    { "docs/receiver.md", "mlxd-capture --replay fixtures/roce-pcaps/hsb_small_3000_embedded.pcap --loops 3 --pace lockstep", false },
+    { "docs/receiver.md", "mlxd-capture --generate -n 100 --gen-metadata embedded --payload-size 1024 --fps 1000", false },
+    { "docs/reliability.md", "mlxd-capture --replay fixtures/roce-pcaps/hsb_small_4k_3pages.pcap --print-frames", false },
+    { "scripts/demo-capture.sh", "\"$tool\" --replay \"$pcap\" --print-frames --quiet", false },
+};
+
+START_TEST(documented_examples_run)
+{
+    static char out[1 << 20], text[1 << 18];
+    const struct tool_env env = { .with_stderr = true };
+    FILE *f = fopen(mlxd_test_path(EXAMPLES[_i].file), "r");
+    ck_assert_msg(f != NULL, "%s: %s", EXAMPLES[_i].file, strerror(errno));
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    ck_assert_msg(strstr(text, EXAMPLES[_i].line), "%s no longer says: %s", EXAMPLES[_i].file, EXAMPLES[_i].line);
+
+    static char words[1024], paths[8][1024];
+    snprintf(words, sizeof words, "%s", EXAMPLES[_i].line);
+    const char *a[40];
+    int na = 0, np = 0;
+    bool after_tool = false;
+    char *save = NULL;
+    for (char *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        size_t wl = strlen(w);
+        if (!after_tool) {
+            after_tool = !strcmp(w, "\"$tool\"") ||
+                         (wl >= 12 && !strcmp(w + wl - 12, "mlxd-capture"));
+            continue;
+        }
+        ck_assert_int_lt(np, 8);
+        ck_assert_int_lt(na, 36);
+        const char *rel = !strcmp(w, "\"$pcap\"") ? "fixtures/roce-pcaps/hsb_small_4k_3pages.pcap"
+                        : !strncmp(w, "fixtures/", 9) ? w : NULL;   /* "$pcap": the demo's default */
+        if (rel) {
+            snprintf(paths[np], sizeof paths[0], "%s", mlxd_test_path(rel));
+            w = paths[np++];
+        }
+        a[na++] = w;
+    }
+    ck_assert(after_tool);
+    if (EXAMPLES[_i].real_nic) {
+        a[na++] = "--emulate";
+        a[na++] = "--duration";
+        a[na++] = "0.3";
+    }
+    a[na] = NULL;
+    int rc = run_tool_ex(out, sizeof out, a, &env);
+    const char *tail = strlen(out) > 2000 ? out + strlen(out) - 2000 : out;
+    if (EXAMPLES[_i].real_nic)
+        ck_assert_msg((rc == 0 || rc == 1) && !strstr(out, "(try mlxd-capture --help)"),
+                      "%s: %s: exit %d\n%s", EXAMPLES[_i].file, EXAMPLES[_i].line, rc, tail);
+    else
+        ck_assert_msg(rc == 0 && strstr(out, "OK: all expected frames received and verified"),
+                      "%s: %s: exit %d\n%s", EXAMPLES[_i].file, EXAMPLES[_i].line, rc, tail);
+}
+END_TEST
+
 Suite *receiver_tool_suite(void)
 {
     Suite *s = suite_create("receiver_tool");
@@ -623,6 +822,10 @@ Suite *receiver_tool_suite(void)
     tcase_add_test(tc, numeric_option_bounds_accepted);
     tcase_add_test(tc, port_mtu_below_packets);
     tcase_add_test(tc, image_mismatch_counts_bytes);
+    tcase_add_loop_test(tc, option_mode_mismatch, 0, (int)(sizeof MISPLACED / sizeof MISPLACED[0]));
+    tcase_add_test(tc, option_mode_first_named);
+    tcase_add_test(tc, option_mode_accepted);
+    tcase_add_loop_test(tc, documented_examples_run, 0, (int)(sizeof EXAMPLES / sizeof EXAMPLES[0]));
     suite_add_tcase(s, tc);
     return s;
 }

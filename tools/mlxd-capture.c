@@ -4,7 +4,8 @@
  *
  * Exit status: 0 when every expected frame came (and every checked payload verified, and every
  * frame --save was given was written), 1 otherwise, 2 for usage errors (an option's value out
- * of its range, a --save that is not a writable directory, arguments start refuses). */
+ * of its range, an option given in a mode it does not apply to, a --save that is not a
+ * writable directory, arguments start refuses). */
 #include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -43,13 +44,21 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-"usage: mlxd-capture [options]\n"
+"usage: mlxd-capture [options]                      receive from a sensor bridge\n"
+"       mlxd-capture --generate [options]           feed generated frames\n"
+"       mlxd-capture --replay FILE.pcap [options]   feed a recorded capture\n"
 "Receive sensor-bridge frames over RoCE v2 (Holoscan Sensor Bridge RoceReceiver semantics).\n"
+"\n"
+"modes: receive (neither --generate nor --replay): frames a sensor bridge sends on its own, on\n"
+"a real NIC or (--emulate) the emulated one; --generate and --replay feed the frames themselves\n"
+"into the emulated NIC.  An option marked [replay], [generate] or [replay, generate] applies to\n"
+"those modes only: given in another mode it is a usage error.  Unmarked options apply to all.\n"
 "\n"
 "receiver (as the original's options):\n"
 "  -d, --device NAME        RDMA device (default: the first mlx5 device; mlx5_0 emulated)\n"
 "  -P, --port N             port (1)\n"
-"      --frame-size BYTES   frame bytes the device sends (replay: from the capture)\n"
+"      --frame-size BYTES   frame bytes the device sends (required to receive; generate: 4096;\n"
+"                           replay: from the capture)\n"
 "      --page-size BYTES    bytes from page to page (default round_up(frame,128)+128)\n"
 "      --pages N            pages the device cycles through (default 2; replay: capture's)\n"
 "      --metadata-offset B  metadata offset in a page (default round_up(frame,128))\n"
@@ -62,17 +71,19 @@ static void usage(FILE *f)
 "      --no-metadata        the device sends no metadata block (md_disable)\n"
 "\n"
 "sources:\n"
-"      --emulate            use the emulated NIC (default when no mlx5 device exists)\n"
-"      --replay FILE.pcap   feed a recorded capture into the emulated port (implies --emulate)\n"
-"      --pace MODE          replay pacing: lockstep (default: next frame once the previous one\n"
+"      --emulate            use the emulated NIC (default when no mlx5 device exists;\n"
+"                           implied by --replay and --generate)\n"
+"      --replay FILE.pcap   feed a recorded capture into the emulated port\n"
+"      --pace MODE          [replay] lockstep (default: next frame once the previous one\n"
 "                           was received), fast, recorded\n"
-"      --loops N            replay the capture N times\n"
-"      --generate           feed generated frames (implies --emulate)\n"
-"      --fps F              generator frame rate (0 = as fast as possible; default 60)\n"
-"      --gen-metadata M     separate (default) | embedded | none\n"
-"      --payload-size B     generator bytes per packet, 128..4096 in steps of 128\n"
+"      --loops N            [replay] replay the capture N times\n"
+"      --generate           feed generated frames into the emulated port\n"
+"      --fps F              [generate] frame rate (0 = as fast as possible; default 60)\n"
+"      --gen-metadata M     [generate] separate (default) | embedded | none\n"
+"      --payload-size B     [generate] bytes per packet, 128..4096 in steps of 128\n"
 "                           (default 1408 = MTU 1500)\n"
-"      --target ADDR[:PORT] where replay/generator send (default: the receiver's address:4791)\n"
+"      --target ADDR[:PORT] [replay, generate] where the frames are sent (default: the\n"
+"                           receiver's address:4791)\n"
 "\n"
 "output:\n"
 "      --save DIR           write each frame's bytes_written bytes to DIR/frame-NNNNNN.bin\n"
@@ -81,9 +92,11 @@ static void usage(FILE *f)
 "                           cannot be written fails the run\n"
 "      --json               one JSON object per frame and a final summary object\n"
 "  -v, --print-frames       one text line per frame (decoded metadata, payload check)\n"
-"      --no-verify          do not check the payload pattern (word i of frame f = (f<<24)|i)\n"
+"      --no-verify          [replay, generate] do not check the payload pattern (word i of\n"
+"                           frame f = (f<<24)|i)\n"
 "      --consumer-delay-ms M  sleep M ms after each frame (a deliberately slow consumer)\n"
-"      --timeout-ms M       give up when no frame came for M ms after the source ended (2000)\n"
+"      --timeout-ms M       [replay, generate] give up when no frame came for M ms after the\n"
+"                           source ended (2000)\n"
 "  -q, --quiet              no live status line\n"
 "  -h, --help\n"
 "\n"
@@ -91,7 +104,8 @@ static void usage(FILE *f)
 "(--pages/--queue-size 1..4096, --payload-size 128..4096 in 128s, --loops 1..2^32-1, ...)\n"
 "\n"
 "exit status: 0 all expected frames came, verified and (--save) were saved; 1 otherwise,\n"
-"             also when the port's MTU is below the replayed or generated packets; 2 usage error\n");
+"             also when the port's MTU is below the replayed or generated packets; 2 usage error\n"
+"             (also an option given in a mode it does not apply to)\n");
 }
 
 struct cfg {
@@ -142,6 +156,34 @@ static int usage_error(const char *fmt, ...)
     fprintf(stderr, "\n(try mlxd-capture --help)\n");
     va_end(ap);
     return 2;
+}
+
+/* The modes of a run: receive (neither --generate nor --replay: a sensor bridge sends on its
+ * own), --generate, --replay. */
+enum { MODE_RECEIVE = 1, MODE_GENERATE = 2, MODE_REPLAY = 4 };
+
+/* The options that act in some modes only, and those modes; every other option acts in all
+ * three.  Where each one acts: --pace and --loops feed mlxd_capture_replay's send options only
+ * (mlxd_gen_run ignores loops, mlxd_capture.h); --fps, --gen-metadata and --payload-size feed
+ * mlxd_gen_opts only; --target is where the replayed or generated packets go; --no-verify turns
+ * off the payload check, which is made only on frames whose pattern is known (a capture's or the
+ * generator's); --timeout-ms ends the run once the source has ended and no frame came, and in
+ * receive mode there is no source.  In another mode the option would be ignored: a usage error
+ * instead, since whoever gave it expected an effect. */
+struct mode_option {
+    int ch;                     /* getopt_long's value for it */
+    const char *name;
+    unsigned modes;             /* MODE_* where it acts */
+};
+
+static const char *modes_name(unsigned modes)
+{
+    switch (modes) {
+    case MODE_REPLAY: return "--replay";
+    case MODE_GENERATE: return "--generate";
+    case MODE_REPLAY | MODE_GENERATE: return "--replay and --generate";
+    default: return "receive mode";
+    }
 }
 
 /* The one parser of the integer options: decimal, or hexadecimal after 0x (no octal: "010" is
@@ -886,6 +928,17 @@ int main(int argc, char **argv)
     enum { O_FRAME = 256, O_PAGE, O_PAGES, O_MDOFF, O_PEER, O_QUEUE, O_DURATION, O_BUSY, O_EVENT,
            O_LEGACY, O_NOMD, O_EMULATE, O_REPLAY, O_PACE, O_LOOPS, O_GENERATE, O_FPS, O_GENMD,
            O_PAYLOAD, O_TARGET, O_SAVE, O_JSON, O_NOVERIFY, O_DELAY, O_TIMEOUT };
+    static const struct mode_option mode_opts[] = {
+        { O_PACE, "--pace", MODE_REPLAY }, { O_LOOPS, "--loops", MODE_REPLAY },
+        { O_FPS, "--fps", MODE_GENERATE }, { O_GENMD, "--gen-metadata", MODE_GENERATE },
+        { O_PAYLOAD, "--payload-size", MODE_GENERATE },
+        { O_TARGET, "--target", MODE_REPLAY | MODE_GENERATE },
+        { O_NOVERIFY, "--no-verify", MODE_REPLAY | MODE_GENERATE },
+        { O_TIMEOUT, "--timeout-ms", MODE_REPLAY | MODE_GENERATE } };
+    enum { N_MODE_OPTS = sizeof mode_opts / sizeof mode_opts[0] };
+    /* the mode options given, in the order of the command line (each once): the mode is known
+     * only once every option is read, and the first misplaced one is the one reported */
+    unsigned given[N_MODE_OPTS], ngiven = 0;
     static const struct option lo[] = {
         { "device", 1, 0, 'd' }, { "port", 1, 0, 'P' }, { "frame-size", 1, 0, O_FRAME },
         { "page-size", 1, 0, O_PAGE }, { "pages", 1, 0, O_PAGES }, { "metadata-offset", 1, 0, O_MDOFF },
@@ -907,6 +960,12 @@ int main(int argc, char **argv)
 #define NUM(name, lo, hi) do { int prc_ = parse_uint(name, optarg, lo, hi, &v); if (prc_) return prc_; } while (0)
 #define REAL(name, lo, lo_ok, what, dst) do { int prc_ = parse_real(name, optarg, lo, lo_ok, what, dst); if (prc_) return prc_; } while (0)
     while ((ch = getopt_long(argc, argv, "d:P:n:vqh", lo, NULL)) != -1) {
+        for (unsigned i = 0; i < N_MODE_OPTS; i++) {
+            if (mode_opts[i].ch != ch) continue;
+            bool again = false;
+            for (unsigned k = 0; k < ngiven; k++) again |= given[k] == i;
+            if (!again) given[ngiven++] = i;
+        }
         switch (ch) {
         case 'd': c.device = optarg; break;
         /* a ConnectX function has one port (mlxd_receiver_opts.port) */
@@ -967,6 +1026,11 @@ int main(int argc, char **argv)
 #undef REAL
     if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
     if (c.replay && c.generate) return usage_error("--replay and --generate exclude each other");
+    unsigned mode = c.replay ? MODE_REPLAY : c.generate ? MODE_GENERATE : MODE_RECEIVE;
+    for (unsigned k = 0; k < ngiven; k++)
+        if (!(mode_opts[given[k]].modes & mode))
+            return usage_error("%s applies to %s only", mode_opts[given[k]].name,
+                               modes_name(mode_opts[given[k]].modes));
     /* mlxd_gen_run takes frames of 1..2^32 bytes: say so now rather than as a failed run */
     if (c.generate && c.frame_size_set && c.frame_size > (1ull << 32))
         return usage_error("--frame-size %" PRIu64 ": out of range 1..%llu with --generate", c.frame_size,
