@@ -7,7 +7,9 @@
  * or INVOKE_WRITE (GET_CONTEXT, QUERY_DEVICE, QUERY_PORT, ALLOC_PD, DEALLOC_PD, REG_MR,
  * DEREG_MR, CREATE_COMP_CHANNEL, CREATE_CQ, DESTROY_CQ, CREATE_QP, QUERY_QP, MODIFY_QP,
  * DESTROY_QP, EX_QUERY_DEVICE, EX_MODIFY_QP) and MMAP.
- * Environment: MLXD_EMU_FAIL="<name|*>:<n>:<errno>[,...]", errno as a number or a name. */
+ * Any other name is refused (-EINVAL): no call has it, so its rule would never fire.
+ * Environment: MLXD_EMU_FAIL="<name|*>:<n>:<errno>[,...]", errno as a number or a name; a bad
+ * value is reported on stderr (the preloaded emulator has no caller to return it to). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,10 +40,37 @@ int emu_fault_check(const char *method)
     return err;
 }
 
+/* The names a rule can match: those emu_fault_check() is called with.  They are the `name`
+ * fields of ioctl.c's methods[] (all but INVOKE_WRITE, whose fault check uses the name of the
+ * write command it carries), of write.c's wtab[], and mmap.c's "MMAP".  Keep in step with them:
+ * a name not here is refused, since a rule for it would never fire. */
+static const char *const known_methods[] = {
+    /* ioctl methods (ioctl.c methods[]) */
+    "GET_CONTEXT", "QUERY_PORT", "QUERY_CONTEXT", "QUERY_GID_TABLE", "QUERY_GID_ENTRY",
+    "PD_DESTROY", "MR_DESTROY", "REG_DMABUF_MR", "CQ_CREATE", "CQ_DESTROY", "QP_CREATE",
+    "QP_DESTROY", "ASYNC_EVENT_ALLOC", "UAR_OBJ_ALLOC", "UAR_OBJ_DESTROY",
+    /* legacy commands (write.c wtab[]; GET_CONTEXT and QUERY_PORT above) */
+    "QUERY_DEVICE", "ALLOC_PD", "DEALLOC_PD", "REG_MR", "DEREG_MR", "CREATE_COMP_CHANNEL",
+    "CREATE_CQ", "DESTROY_CQ", "CREATE_QP", "QUERY_QP", "MODIFY_QP", "DESTROY_QP",
+    "EX_QUERY_DEVICE", "EX_MODIFY_QP",
+    /* mmap.c */
+    "MMAP",
+};
+
+static bool emu_fault_method_known(const char *name)
+{
+    if (!name) return false;
+    for (size_t i = 0; i < sizeof known_methods / sizeof known_methods[0]; i++)
+        if (!strcmp(known_methods[i], name)) return true;
+    return false;
+}
+
 int emu_fault_add(const char *name, unsigned n, int err)
 {
     if (!name || !*name || strlen(name) >= sizeof rules[0].name || !n || err <= 0 || err > 4095)
         return -EINVAL;
+    if (strcmp(name, "*") && !emu_fault_method_known(name))
+        return -EINVAL;   /* a rule for a name no call has would never fire */
     pthread_mutex_lock(&flock);
     int r = -ENOSPC;
     if (nrules < MAX_RULES) {

@@ -7,7 +7,16 @@
  * a test inspect and steer it.  See docs/emulator.md for what is emulated.
  *
  * Threads: every call may be made from any thread; each takes the emulator's global lock.
- * Errors: negative errno; nothing here prints, aborts or exits.
+ * Errors: the mlxd_emu_* functions return a negative errno only: they do not set mlxd_errmsg()
+ * (abi/mlxd_error.h).  The emulator is a separate library with its own copy of abi/, so a
+ * message it kept would sit in its own per-thread buffer, which the caller's mlxd_errmsg() (the
+ * main library's) cannot see.  None of these functions prints, aborts or exits.
+ * Configuration read from the environment when the emulator starts has no caller to return an
+ * error to, so the preloaded emulator reports its problems on stderr, prefixed
+ * "mlx5direct-emu: ", and carries on: MLXD_EMU_CONFIG naming a file it cannot read, a device
+ * configuration (MLXD_EMU_DEVICES or that file) that does not parse (the defaults are used), a
+ * bad MLXD_EMU_FAIL (ignored from the first bad rule on), and an emulated sysfs tree that
+ * cannot be made under TMPDIR (no emulated device is then visible).
  * In a preloaded program, find the functions with dlsym(RTLD_DEFAULT, "mlxd_emu_...").
  */
 #ifndef MLXD_EMU_PUBLIC_H
@@ -64,7 +73,10 @@ int mlxd_emu_configure(const char *devices);
 int mlxd_emu_fail_nth_call(unsigned n, int err);
 
 /* Same, counting only calls of one method, by name (docs/emulator.md lists the names:
- * e.g. "QP_CREATE", "ALLOC_PD", "MODIFY_QP", "MMAP"). */
+ * e.g. "QP_CREATE", "ALLOC_PD", "MODIFY_QP", "MMAP"; emu/faults.c has the full list: the ioctl
+ * methods, the legacy write commands and MMAP).
+ * -EINVAL: method NULL, "*" (use mlxd_emu_fail_nth_call) or a name the emulator does not know
+ * (a rule for it would never fire), n == 0, or err out of 1..4095;  -ENOSPC: 32 rules pending. */
 int mlxd_emu_fail_method(const char *method, unsigned n, int err);
 
 /* Drops every pending fault rule. */

@@ -15,6 +15,7 @@
 #include "mlxd_abi.h"
 #include "mlxd_error.h"
 #include "mlxd_fixture.h"
+#include "opts.h"
 
 struct mlxd_replay {
     pthread_t thread;
@@ -88,10 +89,24 @@ int mlxd_replay_start(struct mlxd_cq *cq, const char *path, const struct mlxd_re
         return mlxd_err(EINVAL, "mlxd_replay_start: needs a live detached CQ, a path and out");
     if (opts && opts->sz < offsetof(struct mlxd_replay_opts, loops) + sizeof opts->loops)
         return mlxd_err(EINVAL, "mlxd_replay_start: opts->sz %zu is too small", opts->sz);
+    if (opts && !mlxd__opts_tail_ok(opts, opts->sz, sizeof *opts))
+        return mlxd_err(EINVAL, "mlxd_replay_start: opts->sz %zu exceeds the %zu bytes this library "
+                        "knows and the extra bytes are not zero (or the excess is over %u bytes)",
+                        opts->sz, sizeof *opts, MLXD_OPTS_MAX_TAIL);
     struct mlxd_replay *rp = calloc(1, sizeof *rp);
     if (!rp) return mlxd_err(ENOMEM, "mlxd_replay_start: out of memory");
     int rc = mlxd_fixture_load(path, &rp->fx);
-    if (rc) { free(rp); return rc; }
+    if (rc) {
+        free(rp);
+        /* the reader's message without its own name: "mlxd_replay_start: <path>: <reason>" */
+        const char *m = mlxd_errmsg();
+        if (!strncmp(m, "mlxd_", 5)) {
+            size_t k = strspn(m, "abcdefghijklmnopqrstuvwxyz0123456789_");
+            if (m[k] == ':' && m[k + 1] == ' ')
+                m += k + 2;
+        }
+        return mlxd_err(-rc, "mlxd_replay_start: %s", m);
+    }
     rp->cq = cq;
     rp->paced = opts && opts->paced;
     rp->loops = opts && opts->loops ? opts->loops : 1;

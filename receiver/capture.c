@@ -2,6 +2,7 @@
  * (see mlxd_capture.h).  Packet encoding and decoding is abi/mlxd_roce.h's. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <pcap/pcap.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 
 #include "mlxd_capture.h"
 #include "mlxd_error.h"
+#include "opts.h"
 
 #ifndef DLT_LINUX_SLL2
 #define DLT_LINUX_SLL2 276
@@ -327,6 +329,39 @@ void mlxd_capture_free(struct mlxd_capture *c)
 /* ---------------------------------------------------------------------------------------- */
 /* rewrite and send                                                                           */
 
+/* Re-issues the failure of an inner call (its message on this thread) as fn's: the inner
+ * "mlxd_name: " prefix is replaced by fn's, so that the message names the called function. */
+static int rename_err(const char *fn, int rc)
+{
+    const char *m = mlxd_errmsg();
+    if (!strncmp(m, "mlxd_", 5)) {
+        size_t k = strspn(m, "abcdefghijklmnopqrstuvwxyz0123456789_");
+        if (m[k] == ':' && m[k + 1] == ' ')
+            m += k + 2;
+    }
+    return mlxd_err(-rc, "%s: %s", fn, m);
+}
+
+/* The size rule and the enum/number fields of mlxd_send_opts (NULL: defaults). */
+static int check_send_opts(const struct mlxd_send_opts *o, const char *fn, const char *what)
+{
+    if (!o)
+        return 0;
+    if (o->sz < sizeof *o)
+        return mlxd_err(EINVAL, "%s: %s->sz %zu is below %zu", fn, what, o->sz, sizeof *o);
+    if (!mlxd__opts_tail_ok(o, o->sz, sizeof *o))
+        return mlxd_err(EINVAL, "%s: %s->sz %zu exceeds the %zu bytes this library knows and the "
+                        "extra bytes are not zero (or the excess is over %u bytes)", fn, what, o->sz,
+                        sizeof *o, MLXD_OPTS_MAX_TAIL);
+    if (o->pacing > MLXD_PACE_RECORDED)
+        return mlxd_err(EINVAL, "%s: %s->pacing %u is not MLXD_PACE_FAST (0) or MLXD_PACE_RECORDED (1)",
+                        fn, what, o->pacing);
+    if (!isfinite(o->speed) || o->speed < 0)
+        return mlxd_err(EINVAL, "%s: %s->speed %g is not 0 (= 1.0) or a finite number > 0", fn, what,
+                        o->speed);
+    return 0;
+}
+
 ssize_t mlxd_capture_rewrite(const struct mlxd_capture *c, size_t i, const struct mlxd_replay_map *m,
                              uint32_t src_ip, uint16_t src_port, uint32_t dst_ip, uint16_t dst_port,
                              void *out, size_t cap)
@@ -375,6 +410,8 @@ ssize_t mlxd_capture_rewrite(const struct mlxd_capture *c, size_t i, const struc
         }
     }
     ssize_t n = mlxd_roce_build(out, cap, &p, payload, p.payload_len);
+    if (n < 0)
+        return rename_err("mlxd_capture_rewrite", (int)n);
     if (n > 0 && patch_md) {
         /* the block is the payload's last 128 bytes: patch it in place, then redo the iCRC */
         size_t pad = (4 - p.payload_len % 4) % 4;   /* the build pads to 4 bytes */
@@ -480,12 +517,13 @@ int mlxd_capture_replay(const struct mlxd_capture *c, const struct mlxd_replay_m
     memset(st, 0, sizeof *st);
     if (!c || !m)
         return mlxd_err(EINVAL, "mlxd_capture_replay: NULL %s", c ? "map" : "capture");
-    if (o && o->sz < sizeof *o)
-        return mlxd_err(EINVAL, "mlxd_capture_replay: opts->sz %zu is below %zu", o->sz, sizeof *o);
+    int rc = check_send_opts(o, "mlxd_capture_replay", "opts");
+    if (rc < 0)
+        return rc;
     if (!m->page_size || !m->pages)
         return mlxd_err(EINVAL, "mlxd_capture_replay: map page_size/pages is 0");
     struct sender s;
-    int rc = sender_open(&s, o, "mlxd_capture_replay");
+    rc = sender_open(&s, o, "mlxd_capture_replay");
     if (rc < 0)
         return rc;
     unsigned loops = o && o->loops ? o->loops : 1;
@@ -515,7 +553,7 @@ int mlxd_capture_replay(const struct mlxd_capture *c, const struct mlxd_replay_m
             ssize_t n = mlxd_capture_rewrite(c, i, m, s.src_ip, s.src_port, s.dst_ip, s.dst_port,
                                              buf, 65536);
             if (n < 0) {
-                rc = (int)n;
+                rc = rename_err("mlxd_capture_replay", (int)n);
                 done = true;
                 break;
             }
@@ -553,8 +591,13 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
         return mlxd_err(EINVAL, "mlxd_gen_run: NULL %s", m ? "opts" : "map");
     if (g->sz < sizeof *g)
         return mlxd_err(EINVAL, "mlxd_gen_run: opts->sz %zu is below %zu", g->sz, sizeof *g);
-    if (so && so->sz < sizeof *so)
-        return mlxd_err(EINVAL, "mlxd_gen_run: send opts->sz %zu is below %zu", so->sz, sizeof *so);
+    if (!mlxd__opts_tail_ok(g, g->sz, sizeof *g))
+        return mlxd_err(EINVAL, "mlxd_gen_run: opts->sz %zu exceeds the %zu bytes this library knows "
+                        "and the extra bytes are not zero (or the excess is over %u bytes)", g->sz,
+                        sizeof *g, MLXD_OPTS_MAX_TAIL);
+    int rc0 = check_send_opts(so, "mlxd_gen_run", "send opts");
+    if (rc0 < 0)
+        return rc0;
     uint32_t psize = g->payload_size ? g->payload_size : 1408;
     if (psize % MLXD_HSB_ALIGN || psize > 8192)
         return mlxd_err(EINVAL, "mlxd_gen_run: payload_size %u is not a multiple of 128 up to 8192", psize);
@@ -566,8 +609,8 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
     if (!m->pages || m->page_size < mlxd_hsb_min_page_size(g->frame_size))
         return mlxd_err(EINVAL, "mlxd_gen_run: map page_size %llu is below round_up(frame_size, 128) + 128",
                         (unsigned long long)m->page_size);
-    if (g->fps < 0)
-        return mlxd_err(EINVAL, "mlxd_gen_run: fps %g is negative", g->fps);
+    if (!isfinite(g->fps) || g->fps < 0)
+        return mlxd_err(EINVAL, "mlxd_gen_run: fps %g is not 0 or a finite number > 0", g->fps);
     if (g->imm_layout > MLXD_HSB_IMM_LEGACY_8_24)
         return mlxd_err(EINVAL, "mlxd_gen_run: imm_layout %u unknown", g->imm_layout);
     const enum mlxd_hsb_imm_layout layout = (enum mlxd_hsb_imm_layout)g->imm_layout;
@@ -640,7 +683,7 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
             p.reth_len = (uint32_t)len;
             ssize_t k = mlxd_roce_build(buf, psize + MLXD_ROCE_MAX_HDR_LEN + 64, &p, frame + off, len);
             if (k < 0) {
-                rc = (int)k;
+                rc = rename_err("mlxd_gen_run", (int)k);
                 goto out;
             }
             sender_send(&s, buf, (size_t)k, st);
@@ -663,7 +706,7 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
             p.imm = htonl(mlxd_hsb_imm_make(page, psn, layout));
             ssize_t k = mlxd_roce_build(buf, psize + MLXD_ROCE_MAX_HDR_LEN + 64, &p, block, sizeof block);
             if (k < 0) {
-                rc = (int)k;
+                rc = rename_err("mlxd_gen_run", (int)k);
                 goto out;
             }
             sender_send(&s, buf, (size_t)k, st);

@@ -87,10 +87,14 @@ struct mlxd_capture {
     uint8_t *storage;
 };
 
-/* Loads path.  Errors: -EINVAL NULL; -ENOENT/-EIO etc. when libpcap cannot open it (the message
+/* Loads path into a new capture and stores it in *out.  The capture belongs to the caller:
+ * free it with mlxd_capture_free() (which frees its packets, frames and storage: every pointer
+ * into it, such as mlxd_capture_packet.ip, becomes invalid).  *out is written only on success.
+ * Errors: -EINVAL NULL; -ENOENT/-EIO etc. when libpcap cannot open it (the message
  * carries libpcap's text); -EPROTONOSUPPORT an unsupported link type; -ENODATA no RoCE v2
  * packet in it; -ENOMEM. */
 int mlxd_capture_load(const char *path, struct mlxd_capture **out);
+/* Frees a capture made by mlxd_capture_load.  NULL: nothing. */
 void mlxd_capture_free(struct mlxd_capture *c);
 
 /* Where the receiver wants the traffic: the values a sensor bridge's registers are programmed
@@ -108,9 +112,10 @@ struct mlxd_replay_map {
 /* Rewrites packet i of c for map m: QPN, rkey, and VA (capture page n, offset o -> m->base_va +
  * n * m->page_size + o), the IPv4/UDP addresses to src/dst (host order), the iCRC recomputed,
  * and PSNs shifted by m->psn_offset.  Everything else (opcode, immediate page, payload, pad) is
- * kept.  Writes the whole packet
- * (from its IPv4 header) to out; returns its length, or -EINVAL / -ENOSPC / -ERANGE (a VA below
- * the capture's page 0). */
+ * kept.  Writes the whole packet (from its IPv4 header) to out (cap bytes); returns its length,
+ * or -EINVAL (c, m or out NULL, i >= c->npackets, m->page_size 0), -ENOSPC (cap is smaller than
+ * the packet; the message gives both sizes), -ERANGE (a VA below the capture's page 0).
+ * Messages start "mlxd_capture_rewrite: ". */
 ssize_t mlxd_capture_rewrite(const struct mlxd_capture *c, size_t i, const struct mlxd_replay_map *m,
                              uint32_t src_ip, uint16_t src_port, uint32_t dst_ip, uint16_t dst_port,
                              void *out, size_t cap);
@@ -126,12 +131,14 @@ enum mlxd_pacing {
 typedef bool (*mlxd_sent_frame_fn)(void *ctx, uint64_t frame);
 
 struct mlxd_send_opts {
-    size_t   sz;                /* sizeof(struct mlxd_send_opts) */
+    size_t   sz;                /* sizeof(struct mlxd_send_opts); a larger sz from a newer header is
+                                   accepted when the fields this library does not know are zero */
     const char *dst_ip;         /* the emulated port's address; NULL = "127.0.0.1" */
     uint16_t dst_port;          /* 0 = 4791 */
     const char *src_ip;         /* bind to this address; NULL = the kernel's choice */
-    uint32_t pacing;            /* enum mlxd_pacing */
-    double   speed;             /* MLXD_PACE_RECORDED: 2.0 = twice as fast; 0 = 1.0 */
+    uint32_t pacing;            /* enum mlxd_pacing: 0 or 1, else -EINVAL */
+    double   speed;             /* MLXD_PACE_RECORDED: 2.0 = twice as fast; 0 = 1.0; must be 0 or
+                                   finite and > 0 (negative, NaN, infinite: -EINVAL) */
     unsigned frame_gap_us;      /* pause after each frame (MLXD_PACE_FAST) */
     unsigned loops;             /* replay: times through the capture; 0 = 1 */
     uint64_t max_frames;        /* stop after this many frames; 0 = no limit */
@@ -151,7 +158,13 @@ struct mlxd_send_stats {
 
 /* Replays c into the port (see mlxd_capture_rewrite).  Packets after the last frame are sent too
  * (they complete nothing).  Loop L (from 0) shifts the PSNs by m->psn_offset + L x the capture's
- * PSN span, so that a receiver sees one continuous stream (UC receivers drop old PSNs).  Returns 0, or -EINVAL misuse, -errno of socket/bind/connect. */
+ * PSN span, so that a receiver sees one continuous stream (UC receivers drop old PSNs).  o may be
+ * NULL (defaults); st may be NULL.  Returns 0, or (messages start "mlxd_capture_replay: "):
+ *   -EINVAL: c or m NULL; o->sz below sizeof(struct mlxd_send_opts), or larger with non-zero
+ *            unknown bytes; o->pacing not an enum mlxd_pacing; o->speed negative, NaN or
+ *            infinite; m->page_size or m->pages 0; dst_ip/src_ip not an IPv4 address;
+ *   -ENOMEM; -errno of socket/bind/connect;
+ *   a rewrite error (-ERANGE, -ENOSPC: see mlxd_capture_rewrite) ends the replay. */
 int mlxd_capture_replay(const struct mlxd_capture *c, const struct mlxd_replay_map *m,
                         const struct mlxd_send_opts *o, struct mlxd_send_stats *st);
 
@@ -163,11 +176,13 @@ enum mlxd_gen_metadata {
 };
 
 struct mlxd_gen_opts {
-    size_t   sz;                /* sizeof(struct mlxd_gen_opts) */
-    uint64_t frame_size;        /* bytes per frame, >= 1 */
-    uint32_t payload_size;      /* bytes per packet, multiple of 128; 0 = 1408 (MTU 1500) */
+    size_t   sz;                /* sizeof(struct mlxd_gen_opts); a larger sz from a newer header is
+                                   accepted when the fields this library does not know are zero */
+    uint64_t frame_size;        /* bytes per frame, 1..2^32 */
+    uint32_t payload_size;      /* bytes per packet, a multiple of 128 up to 8192; 0 = 1408
+                                   (MTU 1500) */
     uint32_t metadata;          /* enum mlxd_gen_metadata */
-    double   fps;               /* frames per second; 0 = as fast as possible */
+    double   fps;               /* frames per second, finite and >= 0; 0 = as fast as possible */
     uint64_t frames;            /* frames to send; 0 = until stop */
     uint32_t first_page;        /* page of frame 0; the emulator's is 1 (mod pages) */
     uint32_t first_psn;         /* PSN of the first packet (20 bits) */
@@ -179,7 +194,14 @@ struct mlxd_gen_opts {
  * goes to page (first_page + k) mod pages; payload word i = (f << 24) | i; metadata: psn of its
  * packet, bytes_written = frame_size, frame_number = f (32 bits at offset 32),
  * CLOCK_REALTIME timestamps).  so: destination, pacing (frame_gap_us), stop, callback; loops and
- * max_frames ignored (use g->frames).  Returns 0 or a negative errno. */
+ * max_frames ignored (use g->frames); so may be NULL (defaults), st may be NULL.
+ * Returns 0, or (messages start "mlxd_gen_run: "):
+ *   -EINVAL: m or g NULL; g->sz below sizeof(struct mlxd_gen_opts), or larger with non-zero
+ *            unknown bytes; payload_size not a multiple of 128 or above 8192; frame_size 0 or
+ *            above 2^32; metadata or imm_layout not an enum value; m->pages 0 or m->page_size
+ *            below round_up(frame_size, 128) + 128; fps negative, NaN or infinite; so: the
+ *            -EINVAL cases of mlxd_capture_replay's o (sz, pacing, speed, dst_ip, src_ip);
+ *   -ENOMEM; -errno of socket/bind/connect. */
 int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
                  const struct mlxd_send_opts *so, struct mlxd_send_stats *st);
 

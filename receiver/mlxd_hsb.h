@@ -147,10 +147,13 @@ static inline uint64_t mlxd_hsb_min_page_size(uint64_t frame_size)
 /* The sensor-bridge emulator's test payload: big-endian 32-bit words, word i of frame f is
  * (f << 24) | i (fixtures/roce-pcaps/README.md).  Checks len bytes at data (a trailing partial
  * word is compared byte by byte).  Returns the byte offset of the first mismatch, or -1 if all
- * match.  frame is taken modulo 256 (the pattern's tag is 8 bits). */
+ * match.  frame is taken modulo 256 (the pattern's tag is 8 bits).
+ * data must not be NULL and must hold len readable bytes: this function cannot report an error
+ * (its result is an offset or -1) and does not check them.  Sets no message. */
 long mlxd_hsb_payload_check(const void *data, size_t len, uint32_t frame);
 
-/* Fills len bytes at data with that pattern (the generator's payload). */
+/* Fills len bytes at data with that pattern (the generator's payload).  data must not be NULL
+ * and must hold len writable bytes: this function returns nothing and does not check them. */
 void mlxd_hsb_payload_fill(void *data, size_t len, uint32_t frame);
 
 #ifdef __cplusplus

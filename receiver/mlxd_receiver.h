@@ -63,13 +63,17 @@ enum mlxd_receiver_memory {
 
 /* The arguments of RoceReceiver::start, plus this library's choices.  Zero = default. */
 struct mlxd_receiver_opts {
-    size_t   sz;                 /* sizeof(struct mlxd_receiver_opts) */
-    const char *device;          /* RDMA device name, "mlx5_0" (ibv_name) */
+    size_t   sz;                 /* sizeof(struct mlxd_receiver_opts).  At least
+                                    offsetof(struct mlxd_receiver_opts, mode) (the original's
+                                    arguments; fields past sz are taken as 0); a larger sz from a
+                                    newer header is accepted when the fields this library does
+                                    not know are zero */
+    const char *device;          /* RDMA device name, "mlx5_0" (ibv_name); 1..63 bytes */
     unsigned port;               /* 0 or 1 (a ConnectX function has one port) */
     uint64_t buffer;             /* address of the frame buffer (cu_buffer): host pointer or
                                     CUdeviceptr */
     size_t   buffer_size;        /* bytes (cu_buffer_size) */
-    size_t   frame_size;         /* bytes of frame data the device sends per frame, >= 1 */
+    size_t   frame_size;         /* bytes of frame data the device sends per frame, 1..2^40 */
     size_t   page_size;          /* bytes from one page to the next: a multiple of 128 and
                                     >= round_up(frame_size, 128) + 128 */
     unsigned pages;              /* 1..4096 (1..256 with the legacy immediate) */
@@ -84,7 +88,8 @@ struct mlxd_receiver_opts {
     uint32_t memory;             /* enum mlxd_receiver_memory */
     bool     no_metadata;        /* the device sends no metadata block (md_disable): frames carry
                                     no decoded metadata and no PSN check is made */
-    unsigned recv_depth;         /* receives kept posted: 0 = 256 (as the original) */
+    unsigned recv_depth;         /* receives kept posted: 0 = 256 (as the original); else
+                                    2..32768 */
     unsigned repost_batch;       /* receives re-posted at once: 0 = 16; 1..recv_depth/2 */
 };
 
@@ -152,16 +157,19 @@ void mlxd_receiver_destroy(struct mlxd_receiver *r);
  * the local RoCE v2 GID whose address the kernel uses as the source towards peer_ip
  * (mlxd_gid_for_peer; the original takes the first IPv4-mapped GID).
  * Argument errors (-EINVAL, nothing touched; the message names the argument and the bound):
- *   r or opts NULL, opts->sz too small, already started, device NULL/empty, port not 0/1,
- *   buffer 0, frame_size 0, page_size < round_up(frame_size,128)+128 or not a multiple of 128,
+ *   r or opts NULL, opts->sz too small (below offsetof(mode)) or larger than this library's
+ *   struct with non-zero bytes past it, already started, device NULL/empty or 64 bytes or
+ *   longer, port not 0/1, buffer 0, frame_size 0 or above 2^40,
+ *   page_size < round_up(frame_size,128)+128 or not a multiple of 128,
  *   metadata_offset + 128 > page_size, pages * page_size > buffer_size, pages not in 1..4096
  *   (1..256 legacy), queue_size not in 1..pages, peer_ip not an IPv4 address, mode/imm_layout/
- *   memory unknown, recv_depth or repost_batch out of range;
+ *   memory unknown, recv_depth not 0 or 2..32768, repost_batch above recv_depth/2;
  *   -ENODEV: no RDMA device of that name (sysfs listing; the device is not opened);
  *   -ENOTSUP: MLXD_RECEIVER_MEM_CUDA in a build without CUDA.
  * Device errors: those of mlxd_open, mlxd_cq_create, mlxd_region_register(_dmabuf),
  * mlxd_qp_create, mlxd_qp_receive, mlxd_gid_for_peer (-EADDRNOTAVAIL: no GID routes to the peer),
- * mlxd_qp_connect; CUDA failures give -EIO naming the CUDA call.  Everything made is undone. */
+ * mlxd_qp_connect, with that call's message (it begins with the call's name, e.g. "mlxd_open
+ * mlx5_0: ..."); CUDA failures give -EIO naming the CUDA call.  Everything made is undone. */
 int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts *opts);
 
 /* Runs the receive loop on the calling thread until close.  Per completion: decode the immediate,
@@ -181,7 +189,8 @@ int mlxd_receiver_blocking_monitor(struct mlxd_receiver *r);
  * waiting in get_next_frame (they return false), moves the QP to ERR, drains its flush
  * completions, destroys the QP, deregisters the buffer, destroys the CQ and closes the device.
  * No file descriptor, mapping or thread is left.  Not started: does nothing, returns 0.
- * Returns 0 or the first teardown error (everything is released anyway). */
+ * Returns 0 or the first teardown error, its message prefixed "mlxd_receiver_close: "
+ * (everything is released anyway). */
 int mlxd_receiver_close(struct mlxd_receiver *r);
 
 /* Takes the oldest queued frame into *info, waiting up to timeout_ms (0: do not wait).
@@ -219,8 +228,9 @@ enum mlxd_frame_state {
  * atomic loads and one 4-byte read of the page's metadata (host memory, after a load fence, so
  * the caller's earlier reads of the page come before it; a 4-byte copy from device memory in
  * CUDA mode; skipped with no_metadata).  OVERWRITTEN verdicts are counted in
- * stats.overwritten_after_read.  Returns the verdict, or -EINVAL (NULL, not started, page out of
- * range). */
+ * stats.overwritten_after_read.  Returns the verdict, or -EINVAL (NULL, page out of range, or
+ * not started: before start and once close has returned, when it reads nothing, neither the
+ * buffer nor the page's metadata, since the caller may have freed the buffer). */
 int mlxd_receiver_frame_check(struct mlxd_receiver *r, const struct mlxd_receiver_frame *info);
 
 /* Fills *out (reads rx_write_requests from sysfs: not for the per-frame path).  -EINVAL on NULL. */

@@ -24,6 +24,7 @@
 #include "mlxd_mlx5.h"
 #include "mlxd_receiver.h"
 #include "mlxd_uverbs.h"
+#include "opts.h"
 
 #define DEFAULT_RECV_DEPTH 256u    /* the original posts 256 receives (roce_receiver.cpp start) */
 #define DEFAULT_REPOST_BATCH 16u
@@ -112,6 +113,9 @@ static int check_opts(const struct mlxd_receiver_opts *o, uint32_t *peer)
     if (o->sz < offsetof(struct mlxd_receiver_opts, mode))
         BAD("opts->sz %zu is below the %zu bytes of the original's arguments", o->sz,
             offsetof(struct mlxd_receiver_opts, mode));
+    if (!mlxd__opts_tail_ok(o, o->sz, sizeof *o))
+        BAD("opts->sz %zu exceeds the %zu bytes this library knows and the extra bytes are not "
+            "zero (or the excess is over %u bytes)", o->sz, sizeof *o, MLXD_OPTS_MAX_TAIL);
     if (!o->device || !o->device[0])
         BAD("device is %s", o->device ? "empty" : "NULL");
     if (strlen(o->device) >= 64)
@@ -204,10 +208,14 @@ static void count_completion_error(struct mlxd_receiver *r, const struct mlxd_co
     atomic_fetch_add_explicit(&r->by_syndrome[c->syndrome], 1, memory_order_relaxed);
 }
 
+/* Releases everything; returns 0 or the first error, whose message it leaves set (a later
+ * failure's message does not replace it). */
 static int teardown(struct mlxd_receiver *r)
 {
     int first = 0;
-#define KEEP(x) do { int _rc = (x); if (_rc < 0 && !first) first = _rc; } while (0)
+    char first_msg[512] = "";
+#define KEEP(x) do { int _rc = (x); if (_rc < 0 && !first) { first = _rc; \
+        snprintf(first_msg, sizeof first_msg, "%s", mlxd_errmsg()); } } while (0)
     if (r->qp) {
         KEEP(mlxd_qp_to_error(r->qp));
         /* Drain: every outstanding receive comes back as a flush completion. */
@@ -249,6 +257,8 @@ static int teardown(struct mlxd_receiver *r)
     r->recvs = NULL;
     r->posted = r->pending = 0;
 #undef KEEP
+    if (first)
+        mlxd_err(-first, "%s", first_msg);
     return first;
 }
 
@@ -494,8 +504,15 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
     pthread_mutex_unlock(&r->lock);
     return 0;
 
-fail:
-    teardown(r);
+fail: {
+        /* the failing step's message (mlxd_open, mlxd_cq_create, ...: the header's "device
+         * errors", which tests/test_faults.c expects to lead the message) survives a teardown
+         * error */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", mlxd_errmsg());
+        teardown(r);
+        rc = mlxd_err(-rc, "%s", msg);
+    }
     r->qpn = r->rkey = 0;
     r->iova = 0;
     r->gid_index = -1;
@@ -768,6 +785,8 @@ int mlxd_receiver_close(struct mlxd_receiver *r)
         }
     }
     int rc = teardown(r);
+    if (rc < 0)
+        rc = mlxd_err(-rc, "mlxd_receiver_close: %s", mlxd_errmsg());
     r->started = false;
     pthread_mutex_unlock(&r->lock);
     return rc;
@@ -843,8 +862,10 @@ int mlxd_receiver_frame_check(struct mlxd_receiver *r, const struct mlxd_receive
 {
     if (!r || !info)
         return mlxd_err(EINVAL, "mlxd_receiver_frame_check: NULL %s", r ? "info" : "receiver");
-    if (!r->page_gen || !r->o.pages)
-        return mlxd_err(EINVAL, "mlxd_receiver_frame_check: start() has not been called");
+    /* started, not page_gen: close keeps page_gen, and after close the buffer may be gone */
+    if (!r->started || !r->page_gen || !r->o.pages)
+        return mlxd_err(EINVAL, "mlxd_receiver_frame_check: not started (start() not called, or "
+                        "close() has run)");
     if (info->page >= r->o.pages)
         return mlxd_err(EINVAL, "mlxd_receiver_frame_check: page %u >= pages %u", info->page, r->o.pages);
     int verdict = MLXD_FRAME_INTACT;

@@ -400,6 +400,37 @@ START_TEST(stale_trees_swept)
 }
 END_TEST
 
+/* mlxd_emu_fail_method refuses a name that no emulated call has (its rule would never fire) and
+ * "*" (that is mlxd_emu_fail_nth_call), with -EINVAL and no rule made; every name the emulator
+ * checks is accepted: the ioctl methods and legacy commands of the uverbs ABI
+ * (rdma/ib_user_ioctl_cmds.h, rdma/ib_user_verbs.h, rdma/mlx5_user_ioctl_cmds.h) it serves, and
+ * MMAP (emu/faults.c). */
+START_TEST(fail_method_unknown_name)
+{
+    static const char *const known[] = {
+        "GET_CONTEXT", "QUERY_PORT", "QUERY_CONTEXT", "QUERY_GID_TABLE", "QUERY_GID_ENTRY",
+        "PD_DESTROY", "MR_DESTROY", "REG_DMABUF_MR", "CQ_CREATE", "CQ_DESTROY", "QP_CREATE",
+        "QP_DESTROY", "ASYNC_EVENT_ALLOC", "UAR_OBJ_ALLOC", "UAR_OBJ_DESTROY", "QUERY_DEVICE",
+        "ALLOC_PD", "DEALLOC_PD", "REG_MR", "DEREG_MR", "CREATE_COMP_CHANNEL", "CREATE_CQ",
+        "DESTROY_CQ", "CREATE_QP", "QUERY_QP", "MODIFY_QP", "DESTROY_QP", "EX_QUERY_DEVICE",
+        "EX_MODIFY_QP", "MMAP",
+    };
+    mlxd_emu_fail_clear();
+    ck_assert_int_eq(mlxd_emu_fail_method("NO_SUCH_METHOD", 1, 5), -EINVAL);
+    ck_assert_int_eq(mlxd_emu_fail_method("alloc_pd", 1, 5), -EINVAL);     /* names are exact */
+    ck_assert_int_eq(mlxd_emu_fail_method("INVOKE_WRITE", 1, 5), -EINVAL); /* checked by its command */
+    ck_assert_int_eq(mlxd_emu_fail_method("*", 1, 5), -EINVAL);
+    ck_assert_int_eq(mlxd_emu_fail_method(NULL, 1, 5), -EINVAL);
+    /* no rule was made by the refusals: all 32 slots are still free */
+    size_t nk = sizeof known / sizeof known[0];
+    for (unsigned i = 0; i < 32; i++)
+        ck_assert_msg(mlxd_emu_fail_method(known[i % nk], 1000000, 5) == 0, "rule %u (%s) refused", i,
+                      known[i % nk]);
+    ck_assert_int_eq(mlxd_emu_fail_method("ALLOC_PD", 1, 5), -ENOSPC);
+    mlxd_emu_fail_clear();
+}
+END_TEST
+
 Suite *emu_gaps_suite(void)
 {
     Suite *s = suite_create("emu_gaps");
@@ -409,6 +440,7 @@ Suite *emu_gaps_suite(void)
     tcase_add_test(tc, port_event_context_without_objects);
     tcase_add_test(tc, asan_preloaded_into_timeout);
     tcase_add_test(tc, stale_trees_swept);
+    tcase_add_test(tc, fail_method_unknown_name);
     suite_add_tcase(s, tc);
     return s;
 }

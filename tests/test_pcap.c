@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -298,6 +299,120 @@ START_TEST(generator_rejects_misuse)
 }
 END_TEST
 
+/* Messages name the called function: a too-small buffer is the rewrite's failure, not the
+ * packet builder's (mlxd_roce_build is an inner call).  The first packet of hsb_medium_64k_4pages
+ * is a WRITE Only of 1408 payload bytes: 20 (IPv4) + 8 (UDP) + 12 (BTH) + 16 (RETH) + 1408 + 4
+ * (iCRC) = 1468 bytes (IBA 9.2, 9.3.3.1; RoCE v2 annex A17). */
+START_TEST(rewrite_small_buffer_message)
+{
+    struct mlxd_capture *c = load("hsb_medium_64k_4pages");
+    struct mlxd_replay_map m = { .qpn = 1, .rkey = 1, .base_va = 0x10000000, .page_size = 0x11000,
+                                 .pages = 4 };
+    uint8_t out[16];
+    ck_assert_uint_eq(c->pkts[0].len, 1468);
+    ck_assert_int_eq(mlxd_capture_rewrite(c, 0, &m, 1, 1, 1, 4791, out, 10), -ENOSPC);
+    const char *msg = mlxd_errmsg();
+    ck_assert_msg(!strncmp(msg, "mlxd_capture_rewrite: ", 22), "%s", msg);
+    ck_assert_msg(strstr(msg, "10-byte buffer") && strstr(msg, "1468"), "%s", msg);
+    ck_assert_msg(!strstr(msg, "mlxd_roce_build"), "%s", msg);
+    mlxd_capture_free(c);
+}
+END_TEST
+
+/* A send-opts struct from a "newer header": sz = sizeof + 8.  A zero tail is accepted (the call
+ * goes on to the next check: dst_ip "not-an-ip", so nothing is sent); a non-zero tail is -EINVAL
+ * naming sz.  Also pacing outside enum mlxd_pacing and speeds that are not 0 or finite > 0. */
+struct send_opts_v2 { struct mlxd_send_opts o; uint64_t extra; };
+
+static int replay_with(const struct mlxd_capture *c, const struct mlxd_send_opts *o)
+{
+    struct mlxd_replay_map m = { .qpn = 1, .rkey = 1, .base_va = 0x10000000,
+                                 .page_size = c->geo.page_size, .pages = c->geo.pages };
+    struct mlxd_send_stats st = { .packets = 99 };
+    int rc = mlxd_capture_replay(c, &m, o, &st);
+    ck_assert_uint_eq(st.packets, 0);
+    return rc;
+}
+
+START_TEST(replay_rejects_bad_opts)
+{
+    struct mlxd_capture *c = load("hsb_small_4k_3pages");
+    struct send_opts_v2 v;
+    memset(&v, 0, sizeof v);
+    v.o.sz = sizeof v.o + 8;
+    v.o.dst_ip = "not-an-ip";
+    ck_assert_int_eq(replay_with(c, &v.o), -EINVAL);
+    ck_assert_msg(strstr(mlxd_errmsg(), "dst_ip 'not-an-ip'"), "zero tail refused: %s", mlxd_errmsg());
+    v.extra = 0xdeadbeef;
+    ck_assert_int_eq(replay_with(c, &v.o), -EINVAL);
+    ck_assert_msg(!strncmp(mlxd_errmsg(), "mlxd_capture_replay: opts->sz ", 30), "%s", mlxd_errmsg());
+    ck_assert_msg(strstr(mlxd_errmsg(), "not zero"), "%s", mlxd_errmsg());
+
+    struct mlxd_send_opts o = { .sz = sizeof o, .dst_ip = "not-an-ip" };
+    o.pacing = 7;
+    ck_assert_int_eq(replay_with(c, &o), -EINVAL);
+    ck_assert_msg(!strncmp(mlxd_errmsg(), "mlxd_capture_replay: opts->pacing 7 ", 36), "%s", mlxd_errmsg());
+    o.pacing = MLXD_PACE_RECORDED;
+    const double bad[] = { -3.0, NAN, INFINITY, -INFINITY };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        o.speed = bad[k];
+        ck_assert_int_eq(replay_with(c, &o), -EINVAL);
+        ck_assert_msg(!strncmp(mlxd_errmsg(), "mlxd_capture_replay: opts->speed ", 33), "speed %g: %s",
+                      bad[k], mlxd_errmsg());
+    }
+    /* valid values pass to the next check (dst_ip) */
+    const double good[] = { 0.0, 0.5, 2.0 };
+    for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
+        o.speed = good[k];
+        ck_assert_int_eq(replay_with(c, &o), -EINVAL);
+        ck_assert_msg(strstr(mlxd_errmsg(), "dst_ip"), "speed %g: %s", good[k], mlxd_errmsg());
+    }
+    mlxd_capture_free(c);
+}
+END_TEST
+
+START_TEST(generator_rejects_bad_opts)
+{
+    struct mlxd_replay_map m = { .qpn = 1, .rkey = 1, .base_va = 0, .page_size = 8192, .pages = 2 };
+    struct { struct mlxd_gen_opts g; uint64_t extra; } gv;
+    memset(&gv, 0, sizeof gv);
+    gv.g.sz = sizeof gv.g + 8;
+    gv.g.frame_size = 4096;
+    gv.g.frames = 1;
+    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = "not-an-ip" };
+    ck_assert_int_eq(mlxd_gen_run(&m, &gv.g, &so, NULL), -EINVAL);   /* zero tail: accepted */
+    ck_assert_msg(strstr(mlxd_errmsg(), "dst_ip 'not-an-ip'"), "%s", mlxd_errmsg());
+    gv.extra = 1;
+    ck_assert_int_eq(mlxd_gen_run(&m, &gv.g, &so, NULL), -EINVAL);
+    ck_assert_msg(!strncmp(mlxd_errmsg(), "mlxd_gen_run: opts->sz ", 23), "%s", mlxd_errmsg());
+    gv.extra = 0;
+    struct send_opts_v2 sv;
+    memset(&sv, 0, sizeof sv);
+    sv.o.sz = sizeof sv.o + 8;
+    sv.o.dst_ip = "not-an-ip";
+    ck_assert_int_eq(mlxd_gen_run(&m, &gv.g, &sv.o, NULL), -EINVAL);
+    ck_assert_msg(strstr(mlxd_errmsg(), "dst_ip 'not-an-ip'"), "%s", mlxd_errmsg());
+    sv.extra = 0xff;
+    ck_assert_int_eq(mlxd_gen_run(&m, &gv.g, &sv.o, NULL), -EINVAL);
+    ck_assert_msg(!strncmp(mlxd_errmsg(), "mlxd_gen_run: send opts->sz ", 28), "%s", mlxd_errmsg());
+    /* the documented bounds: payload_size <= 8192, frame_size <= 2^32, fps finite */
+    gv.g.sz = sizeof gv.g;
+    gv.g.payload_size = 8192 + 128;
+    ck_assert_int_eq(mlxd_gen_run(&m, &gv.g, &so, NULL), -EINVAL);
+    ck_assert_msg(strstr(mlxd_errmsg(), "payload_size 8320"), "%s", mlxd_errmsg());
+    gv.g.payload_size = 8192;
+    ck_assert_int_eq(mlxd_gen_run(&m, &gv.g, &so, NULL), -EINVAL);
+    ck_assert_msg(strstr(mlxd_errmsg(), "dst_ip"), "%s", mlxd_errmsg());
+    gv.g.frame_size = (1ull << 32) + 1;
+    ck_assert_int_eq(mlxd_gen_run(&m, &gv.g, &so, NULL), -EINVAL);
+    ck_assert_msg(strstr(mlxd_errmsg(), "frame_size 4294967297"), "%s", mlxd_errmsg());
+    gv.g.frame_size = 4096;
+    gv.g.fps = NAN;
+    ck_assert_int_eq(mlxd_gen_run(&m, &gv.g, &so, NULL), -EINVAL);
+    ck_assert_msg(!strncmp(mlxd_errmsg(), "mlxd_gen_run: fps ", 18), "%s", mlxd_errmsg());
+}
+END_TEST
+
 Suite *pcap_suite(void)
 {
     Suite *s = suite_create("pcap");
@@ -308,6 +423,8 @@ Suite *pcap_suite(void)
     tcase_add_test(tc, load_errors);
     tcase_add_test(tc, rewrite_packet);
     tcase_add_test(tc, rewrite_psn_offset);
+    tcase_add_test(tc, rewrite_small_buffer_message);
+    tcase_add_test(tc, replay_rejects_bad_opts);
     suite_add_tcase(s, tc);
     TCase *tg = tcase_create("generator");
     tcase_set_timeout(tg, 60);
@@ -316,6 +433,7 @@ Suite *pcap_suite(void)
     tcase_add_test(tg, generator_matches_embedded);
     tcase_add_test(tg, generator_matches_medium);
     tcase_add_test(tg, generator_rejects_misuse);
+    tcase_add_test(tg, generator_rejects_bad_opts);
     suite_add_tcase(s, tg);
     return s;
 }

@@ -60,6 +60,10 @@ static void e_legacy_pages(struct mlxd_receiver_opts *o) { o->imm_layout = MLXD_
 static void e_sz(struct mlxd_receiver_opts *o) { o->sz = 8; }
 static void e_batch(struct mlxd_receiver_opts *o) { o->recv_depth = 8; o->repost_batch = 5; }
 static void e_align(struct mlxd_receiver_opts *o) { o->page_size = 8192 + 64; o->buffer_size = (size_t)1 << 20; }
+static void e_frame_big(struct mlxd_receiver_opts *o) { o->frame_size = ((size_t)1 << 40) + 1; }
+static const char long_name[] = "mlx5_01234567890123456789012345678901234567890123456789012345678"; /* 64 */
+static void e_device_long(struct mlxd_receiver_opts *o) { o->device = long_name; }
+static void e_depth_big(struct mlxd_receiver_opts *o) { o->recv_depth = 32769; }
 
 static const struct bad BAD[] = {
     { "page_size below frame+128", "page_size", "4224", e_page_small },
@@ -84,6 +88,9 @@ static const struct bad BAD[] = {
     { "opts->sz", "sz", NULL, e_sz },
     { "repost_batch", "repost_batch", "4", e_batch },
     { "page_size not 128-aligned", "page_size", "128", e_align },
+    { "frame_size above 2^40", "frame_size", "2^40", e_frame_big },
+    { "device name 64 bytes", "device", "63", e_device_long },
+    { "recv_depth 32769", "recv_depth", "32768", e_depth_big },
 };
 
 START_TEST(start_rejects_each_bad_argument)
@@ -167,6 +174,32 @@ START_TEST(never_started)
 }
 END_TEST
 
+/* An options struct from a newer header: sz = sizeof + 8.  Zero tail: accepted (start goes on to
+ * the device: -ENODEV); non-zero tail: -EINVAL naming sz, nothing started. */
+START_TEST(start_opts_tail)
+{
+    _Static_assert(sizeof(long_name) == 65, "64-byte name");
+    struct mlxd_receiver *r = mlxd_receiver_new();
+    struct { struct mlxd_receiver_opts o; uint64_t extra; } v;
+    memset(&v, 0, sizeof v);
+    v.o = good();
+    v.o.sz = sizeof v.o + 8;
+    ck_assert_int_eq(mlxd_receiver_start(r, &v.o), -ENODEV);
+    v.extra = 0x1234;
+    ck_assert_int_eq(mlxd_receiver_start(r, &v.o), -EINVAL);
+    ck_assert_msg(!strncmp(mlxd_errmsg(), "mlxd_receiver_start: opts->sz ", 30), "%s", mlxd_errmsg());
+    ck_assert(!mlxd_receiver_started(r));
+    /* the bounds themselves are accepted */
+    struct mlxd_receiver_opts o = good();
+    o.recv_depth = 32768;
+    ck_assert_int_eq(mlxd_receiver_start(r, &o), -ENODEV);
+    o = good();
+    o.device = long_name + 1;                                   /* 63 bytes */
+    ck_assert_int_eq(mlxd_receiver_start(r, &o), -ENODEV);
+    mlxd_receiver_destroy(r);
+}
+END_TEST
+
 Suite *receiver_suite(void)
 {
     Suite *s = suite_create("receiver");
@@ -176,6 +209,7 @@ Suite *receiver_suite(void)
     tcase_add_test(tc, start_missing_device);
     tcase_add_test(tc, start_accepts_bounds);
     tcase_add_test(tc, never_started);
+    tcase_add_test(tc, start_opts_tail);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include "mlxd_capture.h"
@@ -651,6 +652,43 @@ START_TEST(legacy_immediate)
 }
 END_TEST
 
+/* After close the buffer may be freed (mlxd_receiver.h): frame_check must answer -EINVAL "not
+ * started" without reading it.  The page of the frame's metadata is made inaccessible first: a
+ * read of buffer + page * page_size + metadata_offset + 4 would be a SIGSEGV (the test fails). */
+START_TEST(frame_check_after_close)
+{
+    CHILD_ONLY("frame_check_after_close");
+    struct live l;
+    live_start(&l, "mlx5_0", 4096, 4, 4, MLXD_RECEIVER_BUSY_POLL, false);
+    live_monitor(&l);
+    struct mlxd_receiver_frame f;
+    gen(&l, 0, 1, 1, MLXD_GEN_MD_SEPARATE, true, 0);
+    ck_assert(mlxd_receiver_get_next_frame(l.r, 1000, &f));
+    ck_assert_uint_eq(f.page, 1);
+    /* the device wrote page 1 last and writes page 2 next: page 1 is intact */
+    ck_assert_int_eq(mlxd_receiver_frame_check(l.r, &f), MLXD_FRAME_INTACT);
+    ck_assert_int_eq(mlxd_receiver_close(l.r), 0);
+    pthread_join(l.mon, NULL);
+    l.mon_running = false;
+    ck_assert_int_eq(l.mon_rc, 0);
+    mlxd_err_clear();
+    ck_assert_int_eq(mlxd_receiver_frame_check(l.r, &f), -EINVAL);
+    ck_assert_msg(!strncmp(mlxd_errmsg(), "mlxd_receiver_frame_check: not started", 38), "%s",
+                  mlxd_errmsg());
+    /* the 4 KiB page that holds page 1's metadata PSN (bytes 4224 + 4096 + 4 .. +8) */
+    uintptr_t psn_at = (uintptr_t)l.buf + l.page + mlxd_hsb_metadata_offset(4096) + 4;
+    void *pg = (void *)(psn_at & ~(uintptr_t)4095);
+    ck_assert((uintptr_t)pg >= (uintptr_t)l.buf && (uintptr_t)pg + 4096 <= (uintptr_t)l.buf + l.size);
+    ck_assert_int_eq(mprotect(pg, 4096, PROT_NONE), 0);
+    ck_assert_int_eq(mlxd_receiver_frame_check(l.r, &f), -EINVAL);
+    ck_assert_int_eq(mprotect(pg, 4096, PROT_READ | PROT_WRITE), 0);
+    struct mlxd_receiver_stats st;
+    mlxd_receiver_stats(l.r, &st);
+    ck_assert_uint_eq(st.overwritten_after_read, 0);
+    live_stop(&l);
+}
+END_TEST
+
 Suite *receiver_live_suite(void)
 {
     Suite *s = suite_create(SUITE);
@@ -661,6 +699,7 @@ Suite *receiver_live_suite(void)
     CASE(queue_semantics);
     CASE(overwritten_before_monitor);
     CASE(consumer_check_after_read);
+    CASE(frame_check_after_close);
     CASE(bad_page_counted);
     CASE(no_metadata_mode);
     CASE(close_from_other_threads);

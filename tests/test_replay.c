@@ -184,6 +184,35 @@ START_TEST(stop_during_paced_delay)
 }
 END_TEST
 
+/* Messages start with the called function, also when the fixture reader fails; an options struct
+ * from a newer header (sz = sizeof + 8) is accepted when its tail is zero, -EINVAL otherwise. */
+START_TEST(errors_name_the_call_and_opts_size)
+{
+    write_fixture(3, 0);
+    struct mlxd_cq *cq;
+    ck_assert_int_eq(mlxd_cq_create_detached(4, &cq), 0);
+    struct mlxd_replay *rp = NULL;
+    ck_assert_int_eq(mlxd_replay_start(cq, "/nonexistent.fix", NULL, &rp), -ENOENT);
+    ck_assert_msg(!strncmp(mlxd_errmsg(), "mlxd_replay_start: ", 19), "%s", mlxd_errmsg());
+    ck_assert_msg(!strcmp(mlxd_errmsg(), "mlxd_replay_start: /nonexistent.fix: No such file or directory"),
+                  "%s", mlxd_errmsg());
+    ck_assert_ptr_null(rp);
+    struct { struct mlxd_replay_opts o; uint64_t extra; } v;
+    memset(&v, 0, sizeof v);
+    v.o.sz = sizeof v.o + 8;
+    v.extra = 0x5a;
+    ck_assert_int_eq(mlxd_replay_start(cq, path, &v.o, &rp), -EINVAL);
+    ck_assert_msg(!strncmp(mlxd_errmsg(), "mlxd_replay_start: opts->sz ", 28), "%s", mlxd_errmsg());
+    ck_assert_ptr_null(rp);
+    v.extra = 0;
+    ck_assert_int_eq(mlxd_replay_start(cq, path, &v.o, &rp), 0);
+    wait_written(cq, 3);
+    ck_assert_int_eq(mlxd_replay_finish(rp, true), 3);
+    ck_assert_int_eq(mlxd_cq_destroy(cq), 0);
+    unlink(path);
+}
+END_TEST
+
 Suite *replay_suite(void)
 {
     Suite *s = suite_create("replay");
@@ -193,6 +222,7 @@ Suite *replay_suite(void)
     tcase_add_test(tc, paced);
     tcase_add_test(tc, stop_and_errors);
     tcase_add_test(tc, stop_during_paced_delay);
+    tcase_add_test(tc, errors_name_the_call_and_opts_size);
     suite_add_tcase(s, tc);
     return s;
 }
