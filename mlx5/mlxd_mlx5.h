@@ -258,7 +258,9 @@ int mlxd_cq_ring(struct mlxd_cq *cq, volatile void **ring, uint32_t *ncqe,
                  volatile uint32_t **dbrec);
 
 struct mlxd_replay_opts {
-    size_t   sz;               /* sizeof(struct mlxd_replay_opts) */
+    size_t   sz;               /* sizeof(struct mlxd_replay_opts); a larger sz from a newer
+                                  header is accepted when the fields this library does not know
+                                  are zero (else -EINVAL) */
     bool     paced;            /* true: keep the recorded time between CQEs; false: full speed */
     uint32_t loops;            /* times to play the fixture; 0 = 1 */
 };
@@ -269,8 +271,11 @@ struct mlxd_replay;
  * format) into cq's ring as the NIC would: at producer index pi it writes the CQE's 64 bytes
  * with byte 63's owner bit = !!(pi & ncqe) and op_own written last after a write barrier; it
  * never overtakes the consumer (waits while pi - ci == ncqe, ci read from the CQ doorbell
- * record).  cq must be detached (a NIC's CQ is the NIC's).  Errors: -EINVAL misuse; the fixture
- * reader's errors (the message names the file); -errno of pthread_create.  Any thread. */
+ * record).  cq must be detached (a NIC's CQ is the NIC's).  opts may be NULL (defaults).
+ * Errors (messages start "mlxd_replay_start: "): -EINVAL misuse (cq not a live detached CQ, path
+ * or out NULL, opts->sz too small, or larger with non-zero unknown bytes); the fixture reader's
+ * errors (mlxd_fixture_load's errno, e.g. -ENOENT; the message names the file); -ENOMEM;
+ * -errno of pthread_create.  Nothing is started on error.  Any thread. */
 int mlxd_replay_start(struct mlxd_cq *cq, const char *path, const struct mlxd_replay_opts *opts,
                       struct mlxd_replay **out);
 
