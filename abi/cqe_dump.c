@@ -16,6 +16,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +92,7 @@ static void diag(struct parser *p, unsigned line, enum mlxd_dump_severity sev, i
     if (p->oom) return;
     if (r->ndiags == p->diag_cap) {
         size_t n = p->diag_cap ? p->diag_cap * 2 : 16;
+        if (n > SIZE_MAX / 2 / sizeof *r->diags) { p->oom = 1; return; }
         void *q = realloc(r->diags, n * sizeof *r->diags);
         if (!q) { p->oom = 1; return; }
         r->diags = q;
@@ -123,6 +126,7 @@ static struct mlxd_dump_cqe *push_cqe(struct parser *p)
     if (p->oom) return NULL;
     if (r->ncqes == p->cqe_cap) {
         size_t n = p->cqe_cap ? p->cqe_cap * 2 : 4;
+        if (n > SIZE_MAX / 2 / sizeof *r->cqes) { p->oom = 1; return NULL; }
         void *q = realloc(r->cqes, n * sizeof *r->cqes);
         if (!q) { p->oom = 1; return NULL; }
         r->cqes = q;
@@ -459,6 +463,7 @@ static int try_words(struct parser *p, const char *s, unsigned line)
     if (p->cur.active && cur_has_data(&p->cur)) finish_cur(p);
     if (p->nrun == p->run_cap) {
         size_t ncap = p->run_cap ? p->run_cap * 2 : 16;
+        if (ncap > SIZE_MAX / 2 / sizeof *p->run) { p->oom = 1; return 1; }
         void *q = realloc(p->run, ncap * sizeof *p->run);
         if (!q) { p->oom = 1; return 1; }
         p->run = q;
@@ -839,6 +844,10 @@ int mlxd_cqe_dump_parse(const char *text, size_t len, struct mlxd_dump_result **
 {
     if (!out || (!text && len))
         return mlxd_err(EINVAL, "mlxd_cqe_dump_parse: %s is NULL", out ? "text" : "out");
+    /* The line buffer is len + 1 bytes: refuse a len no object can have (it would wrap). */
+    if (len > (size_t)PTRDIFF_MAX - 1)
+        return mlxd_err(EINVAL, "mlxd_cqe_dump_parse: length %zu exceeds the largest object "
+                        "(%td bytes)", len, PTRDIFF_MAX - 1);
     struct parser p;
     memset(&p, 0, sizeof p);
     p.pending_wc = -1;

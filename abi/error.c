@@ -1,4 +1,5 @@
 /* Per-thread error messages (see mlxd_error.h). */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +20,9 @@ int mlxd_err(int err, const char *fmt, ...)
     vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
     memcpy(errbuf, tmp, sizeof errbuf);
+    /* err 0 is a bug in the caller (a failure path with no errno): it must not read as
+     * success, so it becomes -EIO. */
+    if (err == 0) return -EIO;
     return err > 0 ? -err : err;
 }
 

@@ -2,11 +2,13 @@
  *
  * The reader works line by line on a FILE (a file, or a private copy of the caller's text opened
  * with fmemopen), so a replay can stream files of any length.  Every error message has the form
- * "<name>:<line>: <what is wrong>". */
+ * "<public function>: <name>:<line>: <what is wrong>". */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,7 @@ struct mlxd_fixture_reader {
     FILE    *f;
     char    *mem;          /* private copy for open_mem (fmemopen buffer) */
     char    *name;         /* file name for messages */
+    const char *fn;        /* the public function being run, for messages */
     char    *line;         /* getline buffer */
     size_t   cap;
     unsigned lineno;
@@ -83,7 +86,7 @@ static int rerr(struct mlxd_fixture_reader *r, const char *fmt, ...)
     va_end(ap);
     snprintf(r->errmsg, sizeof r->errmsg, "%s:%u: %s", r->name, r->lineno, what);
     r->err = -EINVAL;
-    return mlxd_err(EINVAL, "%s", r->errmsg);
+    return mlxd_err(EINVAL, "%s: %s", r->fn, r->errmsg);
 }
 
 /* Reads the next line into r->line (without the newline).  1, 0 at EOF, or -errno. */
@@ -97,7 +100,7 @@ static int read_line(struct mlxd_fixture_reader *r)
             r->err = -e;
             snprintf(r->errmsg, sizeof r->errmsg, "%s:%u: read error: %s", r->name, r->lineno + 1,
                      strerror(e));
-            return mlxd_err(e, "%s", r->errmsg);
+            return mlxd_err(e, "%s: %s", r->fn, r->errmsg);
         }
         return 0;
     }
@@ -318,12 +321,30 @@ static void reader_free(struct mlxd_fixture_reader *r)
     free(r);
 }
 
-static int reader_new(const char *name, struct mlxd_fixture_reader **out)
+static int reader_new(const char *fn, const char *name, struct mlxd_fixture_reader **out)
 {
     struct mlxd_fixture_reader *r = calloc(1, sizeof *r);
-    if (!r) return mlxd_err(ENOMEM, "mlxd_fixture_open: out of memory");
+    if (!r) return mlxd_err(ENOMEM, "%s: out of memory", fn);
+    r->fn = fn;
     r->name = strdup(name);
-    if (!r->name) { free(r); return mlxd_err(ENOMEM, "mlxd_fixture_open: out of memory"); }
+    if (!r->name) { free(r); return mlxd_err(ENOMEM, "%s: out of memory", fn); }
+    *out = r;
+    return 0;
+}
+
+/* mlxd_fixture_open() for the public function fn (mlxd_fixture_open or mlxd_fixture_load). */
+static int reader_open(const char *fn, const char *path, struct mlxd_fixture_reader **out)
+{
+    struct mlxd_fixture_reader *r;
+    int rc = reader_new(fn, path, &r);
+    if (rc < 0) return rc;
+    r->f = fopen(path, "r");
+    if (!r->f) {
+        int e = errno ? errno : EIO;
+        reader_free(r);
+        return mlxd_err(e, "%s: %s: %s", fn, path, strerror(e));
+    }
+    if ((rc = reader_start(r)) < 0) { reader_free(r); return rc; }
     *out = r;
     return 0;
 }
@@ -331,18 +352,7 @@ static int reader_new(const char *name, struct mlxd_fixture_reader **out)
 int mlxd_fixture_open(const char *path, struct mlxd_fixture_reader **out)
 {
     if (!path || !out) return mlxd_err(EINVAL, "mlxd_fixture_open: %s is NULL", path ? "out" : "path");
-    struct mlxd_fixture_reader *r;
-    int rc = reader_new(path, &r);
-    if (rc < 0) return rc;
-    r->f = fopen(path, "r");
-    if (!r->f) {
-        int e = errno;
-        reader_free(r);
-        return mlxd_err(e, "%s: %s", path, strerror(e));
-    }
-    if ((rc = reader_start(r)) < 0) { reader_free(r); return rc; }
-    *out = r;
-    return 0;
+    return reader_open("mlxd_fixture_open", path, out);
 }
 
 int mlxd_fixture_open_mem(const char *text, size_t len, const char *name,
@@ -350,8 +360,12 @@ int mlxd_fixture_open_mem(const char *text, size_t len, const char *name,
 {
     if ((!text && len) || !out)
         return mlxd_err(EINVAL, "mlxd_fixture_open_mem: %s is NULL", out ? "text" : "out");
+    /* The private copy is len + 1 bytes: refuse a len no object can have (it would wrap). */
+    if (len > (size_t)PTRDIFF_MAX - 1)
+        return mlxd_err(EINVAL, "mlxd_fixture_open_mem: length %zu exceeds the largest object "
+                        "(%td bytes)", len, PTRDIFF_MAX - 1);
     struct mlxd_fixture_reader *r;
-    int rc = reader_new(name ? name : "<memory>", &r);
+    int rc = reader_new("mlxd_fixture_open_mem", name ? name : "<memory>", &r);
     if (rc < 0) return rc;
     r->mem = malloc(len + 1);
     if (!r->mem) { reader_free(r); return mlxd_err(ENOMEM, "mlxd_fixture_open_mem: out of memory"); }
@@ -364,7 +378,7 @@ int mlxd_fixture_open_mem(const char *text, size_t len, const char *name,
     }
     r->f = fmemopen(r->mem, len, "r");
     if (!r->f) {
-        int e = errno;
+        int e = errno ? errno : EIO;
         reader_free(r);
         return mlxd_err(e, "mlxd_fixture_open_mem: fmemopen: %s", strerror(e));
     }
@@ -378,10 +392,10 @@ const struct mlxd_fixture_header *mlxd_fixture_header(const struct mlxd_fixture_
     return r ? &r->hdr : NULL;
 }
 
-int mlxd_fixture_next(struct mlxd_fixture_reader *r, struct mlxd_fixture_record *rec)
+/* mlxd_fixture_next() without the argument check; messages name r->fn. */
+static int reader_next(struct mlxd_fixture_reader *r, struct mlxd_fixture_record *rec)
 {
-    if (!r || !rec) return mlxd_err(EINVAL, "mlxd_fixture_next: %s is NULL", r ? "rec" : "reader");
-    if (r->err) return mlxd_err(-r->err, "%s", r->errmsg);
+    if (r->err) return mlxd_err(-r->err, "%s: %s", r->fn, r->errmsg);
     for (;;) {
         if (!r->pending) {
             int rc = read_line(r);
@@ -401,6 +415,13 @@ int mlxd_fixture_next(struct mlxd_fixture_reader *r, struct mlxd_fixture_record 
     }
 }
 
+int mlxd_fixture_next(struct mlxd_fixture_reader *r, struct mlxd_fixture_record *rec)
+{
+    if (!r || !rec) return mlxd_err(EINVAL, "mlxd_fixture_next: %s is NULL", r ? "rec" : "reader");
+    r->fn = "mlxd_fixture_next";
+    return reader_next(r, rec);
+}
+
 void mlxd_fixture_close(struct mlxd_fixture_reader *r) { reader_free(r); }
 
 int mlxd_fixture_load(const char *path, struct mlxd_fixture **out)
@@ -408,7 +429,7 @@ int mlxd_fixture_load(const char *path, struct mlxd_fixture **out)
     if (!path || !out) return mlxd_err(EINVAL, "mlxd_fixture_load: %s is NULL", path ? "out" : "path");
     struct mlxd_fixture_reader *r = NULL;
     struct mlxd_fixture *f = NULL;
-    int rc = mlxd_fixture_open(path, &r);
+    int rc = reader_open("mlxd_fixture_load", path, &r);
     if (rc < 0) return rc;
     f = calloc(1, sizeof *f);
     if (!f) { rc = mlxd_err(ENOMEM, "mlxd_fixture_load: out of memory"); goto fail; }
@@ -416,11 +437,15 @@ int mlxd_fixture_load(const char *path, struct mlxd_fixture **out)
     size_t cap = 0;
     for (;;) {
         struct mlxd_fixture_record rec;
-        rc = mlxd_fixture_next(r, &rec);
+        rc = reader_next(r, &rec);
         if (rc < 0) goto fail;
         if (rc == 0) break;
         if (f->count == cap) {
             size_t ncap = cap ? cap * 2 : 64;
+            if (ncap > SIZE_MAX / sizeof *f->records) {
+                rc = mlxd_err(ENOMEM, "mlxd_fixture_load: %s: too many records", path);
+                goto fail;
+            }
             void *p = realloc(f->records, ncap * sizeof *f->records);
             if (!p) { rc = mlxd_err(ENOMEM, "mlxd_fixture_load: out of memory"); goto fail; }
             f->records = p;
@@ -471,13 +496,13 @@ static void wcheck(struct mlxd_fixture_writer *w, int printed)
     if (printed < 0 && !w->err) w->err = errno ? errno : EIO;
 }
 
-static int writer_start(FILE *f, bool owns, const struct mlxd_fixture_header *h,
+static int writer_start(const char *fn, FILE *f, bool owns, const struct mlxd_fixture_header *h,
                         struct mlxd_fixture_writer **out)
 {
     struct mlxd_fixture_writer *w = calloc(1, sizeof *w);
     if (!w) {
         if (owns) fclose(f);
-        return mlxd_err(ENOMEM, "mlxd_fixture_writer: out of memory");
+        return mlxd_err(ENOMEM, "%s: out of memory", fn);
     }
     w->f = f;
     w->owns = owns;
@@ -489,7 +514,7 @@ static int writer_start(FILE *f, bool owns, const struct mlxd_fixture_header *h,
         int e = w->err;
         if (owns) fclose(f);
         free(w);
-        return mlxd_err(e, "mlxd_fixture_writer: writing the header: %s", strerror(e));
+        return mlxd_err(e, "%s: writing the header: %s", fn, strerror(e));
     }
     *out = w;
     return 0;
@@ -502,8 +527,11 @@ int mlxd_fixture_writer_open(const char *path, const struct mlxd_fixture_header 
     int rc = check_header(h, "mlxd_fixture_writer_open");
     if (rc < 0) return rc;
     FILE *f = fopen(path, "w");
-    if (!f) { int e = errno; return mlxd_err(e, "%s: %s", path, strerror(e)); }
-    return writer_start(f, true, h, out);
+    if (!f) {
+        int e = errno ? errno : EIO;
+        return mlxd_err(e, "mlxd_fixture_writer_open: %s: %s", path, strerror(e));
+    }
+    return writer_start("mlxd_fixture_writer_open", f, true, h, out);
 }
 
 int mlxd_fixture_writer_stream(FILE *f, const struct mlxd_fixture_header *h,
@@ -512,7 +540,7 @@ int mlxd_fixture_writer_stream(FILE *f, const struct mlxd_fixture_header *h,
     if (!f || !h || !out) return mlxd_err(EINVAL, "mlxd_fixture_writer_stream: NULL argument");
     int rc = check_header(h, "mlxd_fixture_writer_stream");
     if (rc < 0) return rc;
-    return writer_start(f, false, h, out);
+    return writer_start("mlxd_fixture_writer_stream", f, false, h, out);
 }
 
 int mlxd_fixture_write(struct mlxd_fixture_writer *w, const void *cqe, bool has_delay,

@@ -80,7 +80,8 @@ struct mlxd_dump_result {
 
 /* Parses text[0..len) (need not be NUL-terminated; NUL bytes end a line).  On success returns 0
  * and *out owns a result (possibly with ncqes == 0: nothing decodable), to be freed with
- * mlxd_cqe_dump_free().  Errors: -EINVAL (NULL text with len > 0, NULL out), -ENOMEM.
+ * mlxd_cqe_dump_free().  Errors: -EINVAL (NULL text with len > 0, NULL out, or len > PTRDIFF_MAX - 1,
+ * a length no object can have: the line buffer of len + 1 bytes would wrap), -ENOMEM.
  * Time is linear in len (the work per CQE does not depend on how many came before); memory is
  * len + 1 bytes while parsing, plus the result (sizeof each struct per CQE and diagnostic).
  * Callers reading untrusted streams should bound len (mlxd-cqe reads at most 64 MiB).

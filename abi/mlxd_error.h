@@ -21,7 +21,10 @@ extern "C" {
 const char *mlxd_errmsg(void);
 
 /* Records a message for this thread (printf-style) and returns -err.  For the library's own
- * modules and for applications layering on it.  err is a positive errno. */
+ * modules and for applications layering on it.  err is a positive errno (a negative one is
+ * returned as is).  err 0 is a programming error (a failure path without an errno, e.g. a
+ * saved errno that was 0): the message is recorded and -EIO is returned, so that a failure
+ * can never read as success. */
 int mlxd_err(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Clears this thread's message. */

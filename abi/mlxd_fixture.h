@@ -15,9 +15,10 @@
  * mlxd_fixture_load() reads a whole file into an array for replays that loop.
  *
  * Errors: every failing call returns a negative errno and sets the per-thread message
- * (mlxd_errmsg(), mlxd_error.h).  A malformed file gives -EINVAL with a message of the form
- * "<file>:<line>: <what is wrong>", e.g. "cq.fix:7: record has 126 hex digits, cqe_size 64 needs
- * 128".  A file that cannot be opened gives the errno of fopen() ("<file>: <strerror>").
+ * (mlxd_errmsg(), mlxd_error.h) that starts with the name of the function called.  A malformed
+ * file gives -EINVAL with a message of the form "<function>: <file>:<line>: <what is wrong>",
+ * e.g. "mlxd_fixture_next: cq.fix:7: record has 126 hex digits, cqe_size 64 needs 128".  A file
+ * that cannot be opened gives the errno of fopen() ("<function>: <file>: <strerror>").
  * No function prints, aborts or exits.
  *
  * Threads: a reader or writer object is used by one thread at a time; distinct objects are
@@ -64,7 +65,8 @@ struct mlxd_fixture_reader;   /* opaque */
 
 /* Opens path (or reads text[0..len) from memory, named name in messages; the text is copied)
  * and reads the header.  On success *out owns the reader: free it with mlxd_fixture_close().
- * Errors: -EINVAL (NULL argument, malformed header: message names the line), -ENOMEM,
+ * Errors: -EINVAL (NULL argument, malformed header: message names the line; open_mem: also
+ * len > PTRDIFF_MAX - 1, a length no object can have, as the copy is len + 1 bytes), -ENOMEM,
  * or the errno of fopen()/read. */
 int mlxd_fixture_open(const char *path, struct mlxd_fixture_reader **out);
 int mlxd_fixture_open_mem(const char *text, size_t len, const char *name,
@@ -74,8 +76,8 @@ int mlxd_fixture_open_mem(const char *text, size_t len, const char *name,
 const struct mlxd_fixture_header *mlxd_fixture_header(const struct mlxd_fixture_reader *r);
 
 /* Reads the next record into *rec.  Returns 1 (a record), 0 (end of file), or -EINVAL (NULL
- * argument, or a malformed line: message "<file>:<line>: ...", and every later call returns the
- * same error).  Skips comments and blank lines. */
+ * argument, or a malformed line: message "mlxd_fixture_next: <file>:<line>: ...", and every
+ * later call returns the same error).  Skips comments and blank lines. */
 int mlxd_fixture_next(struct mlxd_fixture_reader *r, struct mlxd_fixture_record *rec);
 
 /* Frees the reader (NULL is a no-op). */
@@ -88,7 +90,8 @@ struct mlxd_fixture {
     size_t                      count;
 };
 /* Reads a whole file.  On success *out is owned by the caller: free it with mlxd_fixture_free().
- * Errors as mlxd_fixture_open() and mlxd_fixture_next(). */
+ * Errors as mlxd_fixture_open() and mlxd_fixture_next() (messages name mlxd_fixture_load), and
+ * -ENOMEM. */
 int mlxd_fixture_load(const char *path, struct mlxd_fixture **out);
 void mlxd_fixture_free(struct mlxd_fixture *f);
 

@@ -55,6 +55,8 @@ extern "C" {
 /* Offset of the BTH from the start of a packet (IPv4 + UDP). */
 #define MLXD_ROCE_BTH_OFF      (MLXD_ROCE_IPV4_LEN + MLXD_ROCE_UDP_LEN)
 /* Largest header stack: IPv4 + UDP + BTH + RETH + ImmDt (write only with immediate). */
+/* Smallest RoCE v2 packet: IPv4 20 + UDP 8 + BTH 12 + iCRC 4 = 44 bytes (IB spec annex A17). */
+#define MLXD_ROCE_MIN_PKT_LEN  (MLXD_ROCE_BTH_OFF + MLXD_ROCE_BTH_LEN + MLXD_ROCE_ICRC_LEN)
 #define MLXD_ROCE_MAX_HDR_LEN  (MLXD_ROCE_BTH_OFF + MLXD_ROCE_BTH_LEN + MLXD_ROCE_ATOMICETH_LEN)
 #define MLXD_ROCE_PSN_MASK     0xffffffu
 #define MLXD_ROCE_QPN_MASK     0xffffffu
@@ -147,16 +149,19 @@ uint32_t mlxd_roce_ext_len(uint8_t opcode);
 /* Builds a complete packet (IPv4 + UDP + BTH + the opcode's headers + payload + pad + iCRC) into
  * buf.  payload may be NULL only if len is 0.  The pad count is computed (len rounded to 4) and
  * p->pad is ignored; the IPv4 header checksum is filled; the UDP checksum is 0 (allowed by
- * A17.3 for IPv4).  Returns the packet length in bytes, or:
- *   -EINVAL  p NULL, an unknown opcode, a payload on an opcode that carries none, or
- *            len > 65535 - headers;
- *   -ENOSPC  cap too small for the packet. */
+ * A17.3 for IPv4).  Returns the packet length in bytes, or (nothing written to buf):
+ *   -EINVAL  buf or p NULL, payload NULL with len > 0, an unknown opcode, a payload on an
+ *            opcode that carries none, or len + headers + pad + iCRC > 65535 (any len up to
+ *            SIZE_MAX is checked without overflow);
+ *   -ENOSPC  cap too small for the packet.
+ * Messages name mlxd_roce_build. */
 ssize_t mlxd_roce_build(void *buf, size_t cap, const struct mlxd_roce_pkt *p,
                         const void *payload, size_t len);
 
 /* Writes only the headers (IPv4 .. last extension header) for a packet whose payload is len
  * bytes; the caller puts the payload (and pad) after them and then calls
- * mlxd_roce_icrc_fill().  Returns the header length in bytes; errors as mlxd_roce_build(). */
+ * mlxd_roce_icrc_fill().  Returns the header length in bytes; errors as mlxd_roce_build()
+ * (without the payload check), with messages that name mlxd_roce_build_hdrs. */
 ssize_t mlxd_roce_build_hdrs(void *buf, size_t cap, const struct mlxd_roce_pkt *p, size_t len);
 
 /* Parses one packet that starts at its IPv4 header; len = bytes available (the IP total length
@@ -179,15 +184,20 @@ int mlxd_roce_wrap_udp(void *buf, uint32_t src_ip, uint16_t src_port, uint32_t d
                        uint16_t dst_port, size_t udp_len);
 
 /* The iCRC of the packet at buf (pkt_len bytes, from the IPv4 header to the end of the iCRC
- * field; the iCRC field itself is not read).  Does not modify buf. */
+ * field; the iCRC field itself is not read).  Does not modify buf.  buf must not be NULL and
+ * must hold pkt_len bytes.  pkt_len below MLXD_ROCE_MIN_PKT_LEN (44: IPv4 20 + UDP 8 + BTH 12 +
+ * iCRC 4, IB spec annex A17) is not a packet: nothing is read and 0 is returned (0 is also a
+ * possible iCRC, so check the length first if it matters; mlxd_roce_icrc_ok() does). */
 uint32_t mlxd_roce_icrc(const void *buf, size_t pkt_len);
-/* Computes the iCRC and stores it (little-endian) in the last 4 bytes of the packet. */
+/* Computes the iCRC and stores it (little-endian) in the last 4 bytes of the packet.  buf must
+ * not be NULL.  pkt_len below MLXD_ROCE_MIN_PKT_LEN (44): does nothing (buf is not touched). */
 void mlxd_roce_icrc_fill(void *buf, size_t pkt_len);
-/* true if the stored iCRC is right. */
+/* true if the stored iCRC is right; false for pkt_len below MLXD_ROCE_MIN_PKT_LEN (44).  buf
+ * must not be NULL. */
 bool mlxd_roce_icrc_ok(const void *buf, size_t pkt_len);
 
 /* Standard IPv4 header checksum of the 20-byte header at hdr (the checksum field included as
- * is: fill it with 0 first when computing). */
+ * is: fill it with 0 first when computing).  hdr must not be NULL and must hold 20 bytes. */
 uint16_t mlxd_roce_ipv4_csum(const void *hdr);
 
 /* PSN arithmetic (24-bit, IB spec 9.7.1): a - b in [-2^23, 2^23). */
@@ -239,7 +249,8 @@ static inline uint32_t mlxd_roce_aeth_msn(const uint8_t *aeth)
 {
     return (uint32_t)aeth[1] << 16 | (uint32_t)aeth[2] << 8 | aeth[3];
 }
-/* The iCRC as stored in the last 4 bytes of a packet of pkt_len bytes (little-endian). */
+/* The iCRC as stored in the last 4 bytes of a packet of pkt_len bytes (little-endian).  No
+ * check: pkt must not be NULL and pkt_len must be at least MLXD_ROCE_MIN_PKT_LEN. */
 static inline uint32_t mlxd_roce_icrc_stored(const void *pkt, size_t pkt_len)
 {
     const uint8_t *t = (const uint8_t *)pkt + pkt_len - MLXD_ROCE_ICRC_LEN;

@@ -205,7 +205,7 @@ uint32_t mlxd_roce_icrc(const void *buf, size_t pkt_len)
     const uint8_t *p = buf;
     uint8_t h[8 + MLXD_ROCE_BTH_OFF + MLXD_ROCE_BTH_LEN];
     size_t hl = MLXD_ROCE_BTH_OFF + MLXD_ROCE_BTH_LEN;
-    if (pkt_len < hl + MLXD_ROCE_ICRC_LEN) return 0;
+    if (pkt_len < MLXD_ROCE_MIN_PKT_LEN) return 0;
     memset(h, 0xff, 8);
     memcpy(h + 8, p, hl);
     uint8_t *ip = h + 8, *udp = ip + MLXD_ROCE_IPV4_LEN, *bth = udp + MLXD_ROCE_UDP_LEN;
@@ -220,6 +220,7 @@ uint32_t mlxd_roce_icrc(const void *buf, size_t pkt_len)
 
 void mlxd_roce_icrc_fill(void *buf, size_t pkt_len)
 {
+    if (pkt_len < MLXD_ROCE_MIN_PKT_LEN) return;   /* not a packet: leave buf alone */
     uint32_t c = mlxd_roce_icrc(buf, pkt_len);
     uint8_t *t = (uint8_t *)buf + pkt_len - MLXD_ROCE_ICRC_LEN;
     t[0] = (uint8_t)c; t[1] = (uint8_t)(c >> 8); t[2] = (uint8_t)(c >> 16); t[3] = (uint8_t)(c >> 24);
@@ -233,7 +234,7 @@ static uint32_t icrc_stored(const uint8_t *p, size_t pkt_len)
 
 bool mlxd_roce_icrc_ok(const void *buf, size_t pkt_len)
 {
-    if (pkt_len < MLXD_ROCE_BTH_OFF + MLXD_ROCE_BTH_LEN + MLXD_ROCE_ICRC_LEN) return false;
+    if (pkt_len < MLXD_ROCE_MIN_PKT_LEN) return false;
     return mlxd_roce_icrc(buf, pkt_len) == icrc_stored(buf, pkt_len);
 }
 
@@ -264,21 +265,28 @@ int mlxd_roce_wrap_udp(void *buf, uint32_t src_ip, uint16_t src_port, uint32_t d
     return 0;
 }
 
-ssize_t mlxd_roce_build_hdrs(void *buf, size_t cap, const struct mlxd_roce_pkt *p, size_t len)
+/* The checks and the header writing of mlxd_roce_build() and mlxd_roce_build_hdrs(); fn is the
+ * public function the caller called, for the messages. */
+static ssize_t build_hdrs(const char *fn, void *buf, size_t cap, const struct mlxd_roce_pkt *p,
+                          size_t len)
 {
-    if (!buf || !p) return mlxd_err(EINVAL, "mlxd_roce_build: NULL %s", buf ? "packet" : "buffer");
+    if (!buf || !p) return mlxd_err(EINVAL, "%s: NULL %s", fn, buf ? "packet" : "buffer");
     uint32_t h = mlxd_roce_opcode_hdrs(p->opcode);
-    if (!h) return mlxd_err(EINVAL, "mlxd_roce_build: opcode 0x%02x is not RC/UC", p->opcode);
+    if (!h) return mlxd_err(EINVAL, "%s: opcode 0x%02x is not RC/UC", fn, p->opcode);
     if (len && !(h & MLXD_ROCE_HAS_PAYLOAD))
-        return mlxd_err(EINVAL, "mlxd_roce_build: %s carries no payload (%zu bytes given)",
+        return mlxd_err(EINVAL, "%s: %s carries no payload (%zu bytes given)", fn,
                         mlxd_roce_opcode_name(p->opcode), len);
     size_t hl = MLXD_ROCE_BTH_OFF + MLXD_ROCE_BTH_LEN + mlxd_roce_ext_len(p->opcode);
+    /* Bound len on its own before any sum with it, so that no sum can wrap (len near SIZE_MAX
+     * would make hl + len + pad + 4 small). */
+    if (len > 65535 - hl - MLXD_ROCE_ICRC_LEN)
+        return mlxd_err(EINVAL, "%s: %zu-byte payload exceeds an IPv4 datagram", fn, len);
     size_t pad = (4 - (len & 3)) & 3;
     size_t total = hl + len + pad + MLXD_ROCE_ICRC_LEN;
     if (total > 65535)
-        return mlxd_err(EINVAL, "mlxd_roce_build: %zu-byte payload exceeds an IPv4 datagram", len);
+        return mlxd_err(EINVAL, "%s: %zu-byte payload exceeds an IPv4 datagram", fn, len);
     if (cap < total)
-        return mlxd_err(ENOSPC, "mlxd_roce_build: %zu-byte buffer, packet needs %zu", cap, total);
+        return mlxd_err(ENOSPC, "%s: %zu-byte buffer, packet needs %zu", fn, cap, total);
     uint8_t *b = buf;
     write_ip_udp(b, p->src_ip, p->src_port, p->dst_ip,
                  p->dst_port ? p->dst_port : MLXD_ROCE_UDP_PORT,
@@ -313,11 +321,16 @@ ssize_t mlxd_roce_build_hdrs(void *buf, size_t cap, const struct mlxd_roce_pkt *
     return (ssize_t)hl;
 }
 
+ssize_t mlxd_roce_build_hdrs(void *buf, size_t cap, const struct mlxd_roce_pkt *p, size_t len)
+{
+    return build_hdrs("mlxd_roce_build_hdrs", buf, cap, p, len);
+}
+
 ssize_t mlxd_roce_build(void *buf, size_t cap, const struct mlxd_roce_pkt *p,
                         const void *payload, size_t len)
 {
     if (len && !payload) return mlxd_err(EINVAL, "mlxd_roce_build: NULL payload of %zu bytes", len);
-    ssize_t hl = mlxd_roce_build_hdrs(buf, cap, p, len);
+    ssize_t hl = build_hdrs("mlxd_roce_build", buf, cap, p, len);
     if (hl < 0) return hl;
     uint8_t *b = buf;
     size_t pad = (4 - (len & 3)) & 3;

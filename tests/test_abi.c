@@ -212,6 +212,17 @@ START_TEST(error_message_wraps_itself)
 }
 END_TEST
 
+/* mlxd_err(0, ...) is a failure path without an errno: it must not return 0 (success). */
+START_TEST(error_zero_errno_returns_eio)
+{
+    mlxd_err_clear();
+    ck_assert_int_eq(mlxd_err(0, "lost errno %d", 3), -EIO);
+    ck_assert_str_eq(mlxd_errmsg(), "lost errno 3");
+    ck_assert_int_eq(mlxd_err(ENOENT, "x"), -ENOENT);
+    ck_assert_int_eq(mlxd_err(-ENOSPC, "y"), -ENOSPC);
+}
+END_TEST
+
 Suite *abi_suite(void)
 {
     Suite *s = suite_create("abi");
@@ -227,6 +238,7 @@ Suite *abi_suite(void)
     tcase_add_test(tc, syndrome_to_wc_status_matches_reference_6_4);
     tcase_add_test(tc, opcode_names);
     tcase_add_test(tc, error_message_wraps_itself);
+    tcase_add_test(tc, error_zero_errno_returns_eio);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -8,12 +8,16 @@
  * bytes 48-51, 52-55, 56-59 and 60-63 in memory order; for rows, the row 00000030 holds bytes
  * 48-63.  Nothing here was copied from the decoder's output. */
 #include <check.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "mlxd_abi.h"
 #include "mlxd_cqe.h"
 #include "mlxd_cqe_dump.h"
+#include "mlxd_error.h"
 #include "mlxd_names.h"
 #include "util.h"
 
@@ -575,6 +579,28 @@ START_TEST(refused_run_keeps_its_line_warnings)
 }
 END_TEST
 
+/* A length whose + 1 wraps (the line buffer is len + 1 bytes) is refused before any allocation
+ * or read: -EINVAL, *out untouched, and the message names the call. */
+START_TEST(huge_length_is_refused)
+{
+    static const char text[] = "00000000 00000000 00000000 00000000";
+    struct mlxd_dump_result *r = (struct mlxd_dump_result *)(uintptr_t)0x1;
+    size_t lens[] = { SIZE_MAX, SIZE_MAX - 1, (size_t)PTRDIFF_MAX };
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        mlxd_err_clear();
+        ck_assert_int_eq(mlxd_cqe_dump_parse(text, lens[i], &r), -EINVAL);
+        ck_assert_ptr_eq(r, (struct mlxd_dump_result *)(uintptr_t)0x1);
+        ck_assert_msg(!strncmp(mlxd_errmsg(), "mlxd_cqe_dump_parse: length ", 28), "%s",
+                      mlxd_errmsg());
+    }
+    /* the real length still parses */
+    r = NULL;
+    ck_assert_int_eq(mlxd_cqe_dump_parse(text, sizeof text - 1, &r), 0);
+    ck_assert_ptr_nonnull(r);
+    mlxd_cqe_dump_free(r);
+}
+END_TEST
+
 Suite *cqe_dump_suite(void)
 {
     Suite *s = suite_create("cqe_dump");
@@ -596,6 +622,7 @@ Suite *cqe_dump_suite(void)
     tcase_add_test(tc, missing_last_row_is_refused_missing_other_row_warned);
     tcase_add_test(tc, header_contradicting_bytes_is_warned);
     tcase_add_test(tc, nothing_decodable);
+    tcase_add_test(tc, huge_length_is_refused);
     suite_add_tcase(s, tc);
     tc = tcase_create("several");
     tcase_set_timeout(tc, 60);

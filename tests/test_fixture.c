@@ -2,6 +2,8 @@
  * round trips, delays and their units, and malformed files whose errors must name the line. */
 #include <check.h>
 #include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,8 +159,10 @@ START_TEST(malformed_file_error_names_line)
         ck_assert_int_eq(rc, -EINVAL);
         ck_assert_ptr_null(r);
     }
-    char want[64];
-    snprintf(want, sizeof want, "%s:%u: ", name, bad[_i].line);
+    /* "<called function>: <file>:<line>: " */
+    char want[96];
+    snprintf(want, sizeof want, "%s: %s:%u: ",
+             bad[_i].at_open ? "mlxd_fixture_open_mem" : "mlxd_fixture_next", name, bad[_i].line);
     const char *m = mlxd_errmsg();
     ck_assert_msg(!strncmp(m, want, strlen(want)), "case %d: message '%s' does not start with '%s'",
                   _i, m, want);
@@ -191,8 +195,50 @@ START_TEST(writer_refuses_bad_headers_and_reader_missing_file)
     fclose(f);
     struct mlxd_fixture_reader *r = NULL;
     ck_assert_int_eq(mlxd_fixture_open("/nonexistent/x.fix", &r), -ENOENT);
-    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "/nonexistent/x.fix"));
+    ck_assert_str_eq(mlxd_errmsg(), "mlxd_fixture_open: /nonexistent/x.fix: No such file or directory");
+    struct mlxd_fixture *fx = NULL;
+    ck_assert_int_eq(mlxd_fixture_load("/nonexistent/x.fix", &fx), -ENOENT);
+    ck_assert_str_eq(mlxd_errmsg(), "mlxd_fixture_load: /nonexistent/x.fix: No such file or directory");
+    ck_assert_int_eq(mlxd_fixture_writer_open("/nonexistent/x.fix", &h, &w), -ENOENT);
+    ck_assert_str_eq(mlxd_errmsg(),
+                     "mlxd_fixture_writer_open: /nonexistent/x.fix: No such file or directory");
     ck_assert_int_eq(mlxd_fixture_open(NULL, &r), -EINVAL);
+}
+END_TEST
+
+/* mlxd_fixture_load reports a malformed line under its own name, with file:line kept. */
+START_TEST(load_error_names_load_and_line)
+{
+    char path[] = "/tmp/mlxd-fixture-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    static const char text[] = HDR HEX64 "\n+15 " HEX64 "\n";
+    ck_assert_int_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+    close(fd);
+    struct mlxd_fixture *f = NULL;
+    ck_assert_int_eq(mlxd_fixture_load(path, &f), -EINVAL);
+    ck_assert_ptr_null(f);
+    char want[160];
+    snprintf(want, sizeof want, "mlxd_fixture_load: %s:7: delay needs a unit (ns, us, ms or s) "
+             "right after the number", path);
+    ck_assert_str_eq(mlxd_errmsg(), want);
+    unlink(path);
+}
+END_TEST
+
+/* A length whose + 1 wraps (the private copy is len + 1 bytes) is refused before any
+ * allocation or read. */
+START_TEST(open_mem_refuses_huge_length)
+{
+    struct mlxd_fixture_reader *r = NULL;
+    size_t lens[] = { SIZE_MAX, SIZE_MAX - 1, (size_t)PTRDIFF_MAX };
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        mlxd_err_clear();
+        ck_assert_int_eq(mlxd_fixture_open_mem(HDR, lens[i], "big.fix", &r), -EINVAL);
+        ck_assert_ptr_null(r);
+        ck_assert_msg(!strncmp(mlxd_errmsg(), "mlxd_fixture_open_mem: length ", 30), "%s",
+                      mlxd_errmsg());
+    }
 }
 END_TEST
 
@@ -242,6 +288,8 @@ Suite *fixture_suite(void)
     tcase_add_loop_test(tc, malformed_file_error_names_line, 0, (int)(sizeof bad / sizeof bad[0]));
     tcase_add_test(tc, writer_refuses_bad_headers_and_reader_missing_file);
     tcase_add_test(tc, docs_example_reads_as_documented);
+    tcase_add_test(tc, load_error_names_load_and_line);
+    tcase_add_test(tc, open_mem_refuses_huge_length);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+#include <stdint.h>
+#include "mlxd_error.h"
 #include "mlxd_roce.h"
 #include "util.h"
 
@@ -273,6 +275,103 @@ START_TEST(truncated_and_malformed)
 }
 END_TEST
 
+/* Lengths near SIZE_MAX must not wrap the length sum into a small "fits" (the IPv4 total
+ * length is 16 bits: every packet is at most 65535 bytes, RFC 791); nothing is written, and
+ * each function's message names that function. */
+START_TEST(build_refuses_huge_lengths_without_overflow)
+{
+    static uint8_t buf[2048], canary[2048];
+    memset(buf, 0xa5, sizeof buf);
+    memcpy(canary, buf, sizeof buf);
+    uint8_t src[8] = {0};
+    struct mlxd_roce_pkt p = {.opcode = MLXD_ROCE_TRANSPORT_RC | MLXD_ROCE_OP_SEND_ONLY};
+    size_t huge[] = { SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - 2, SIZE_MAX - 3, SIZE_MAX - 47,
+                      SIZE_MAX - 65535, 65536 };
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+        mlxd_err_clear();
+        ck_assert_int_eq(mlxd_roce_build(buf, sizeof buf, &p, src, huge[i]), -EINVAL);
+        ck_assert_msg(!strncmp(mlxd_errmsg(), "mlxd_roce_build: ", 17), "%s", mlxd_errmsg());
+        ck_assert_mem_eq(buf, canary, sizeof buf);
+        mlxd_err_clear();
+        ck_assert_int_eq(mlxd_roce_build_hdrs(buf, sizeof buf, &p, huge[i]), -EINVAL);
+        ck_assert_msg(!strncmp(mlxd_errmsg(), "mlxd_roce_build_hdrs: ", 22), "%s", mlxd_errmsg());
+        ck_assert_mem_eq(buf, canary, sizeof buf);
+    }
+    /* The boundary: SEND Only has 20 + 8 + 12 header bytes and a 4-byte iCRC, the payload is
+     * padded to 4: 65488 bytes make 65532; 65489..65491 would make 65536. */
+    uint8_t *big = calloc(1, 65536), *pl = calloc(1, 65536);
+    ck_assert(big && pl);
+    ck_assert_int_eq(mlxd_roce_build(big, 65536, &p, pl, 65488), 65532);
+    ck_assert_uint_eq(big[2] << 8 | big[3], 65532);
+    ck_assert_int_eq(mlxd_roce_build(big, 65536, &p, pl, 65489), -EINVAL);
+    ck_assert_int_eq(mlxd_roce_build_hdrs(big, 65536, &p, 65488), 40);
+    ck_assert_int_eq(mlxd_roce_build_hdrs(big, 65536, &p, 65491), -EINVAL);
+    free(big);
+    free(pl);
+}
+END_TEST
+
+/* mlxd_roce_build_hdrs names itself, not mlxd_roce_build (exact text). */
+START_TEST(build_hdrs_messages_name_build_hdrs)
+{
+    uint8_t buf[64];
+    struct mlxd_roce_pkt p = {.opcode = MLXD_ROCE_TRANSPORT_RC | MLXD_ROCE_OP_SEND_ONLY};
+    /* 20 IP + 8 UDP + 12 BTH + 8 payload + 0 pad + 4 iCRC = 52 */
+    ck_assert_int_eq(mlxd_roce_build_hdrs(buf, 10, &p, 8), -ENOSPC);
+    ck_assert_str_eq(mlxd_errmsg(), "mlxd_roce_build_hdrs: 10-byte buffer, packet needs 52");
+    ck_assert_int_eq(mlxd_roce_build_hdrs(buf, sizeof buf, NULL, 0), -EINVAL);
+    ck_assert_str_eq(mlxd_errmsg(), "mlxd_roce_build_hdrs: NULL packet");
+    ck_assert_int_eq(mlxd_roce_build_hdrs(NULL, sizeof buf, &p, 0), -EINVAL);
+    ck_assert_str_eq(mlxd_errmsg(), "mlxd_roce_build_hdrs: NULL buffer");
+    p.opcode = 0xff;
+    ck_assert_int_eq(mlxd_roce_build_hdrs(buf, sizeof buf, &p, 0), -EINVAL);
+    ck_assert_str_eq(mlxd_errmsg(), "mlxd_roce_build_hdrs: opcode 0xff is not RC/UC");
+    /* and mlxd_roce_build keeps its own name */
+    p.opcode = MLXD_ROCE_TRANSPORT_RC | MLXD_ROCE_OP_SEND_ONLY;
+    ck_assert_int_eq(mlxd_roce_build(buf, 10, &p, buf, 8), -ENOSPC);
+    ck_assert_str_eq(mlxd_errmsg(), "mlxd_roce_build: 10-byte buffer, packet needs 52");
+}
+END_TEST
+
+/* Below 44 bytes (IPv4 20 + UDP 8 + BTH 12 + iCRC 4, IB spec annex A17) there is no packet:
+ * icrc_fill writes nothing (before or inside the buffer), icrc returns 0, icrc_ok is false.  At
+ * 44 bytes the iCRC is CRC-32 over 8 x 0xff and the masked IPv4/UDP/BTH (A17.8), stored
+ * little-endian in the last 4 bytes. */
+START_TEST(icrc_below_minimum_length_does_nothing)
+{
+    uint8_t mem[4 + 64], ref[4 + 64];
+    for (unsigned i = 0; i < sizeof mem; i++) mem[i] = (uint8_t)(0x30 + i);
+    memcpy(ref, mem, sizeof mem);
+    uint8_t *pkt = mem + 4;
+    ck_assert_uint_eq(MLXD_ROCE_MIN_PKT_LEN, 44);
+    for (size_t l = 0; l < 44; l++) {
+        mlxd_roce_icrc_fill(pkt, l);
+        ck_assert_msg(!memcmp(mem, ref, sizeof mem), "icrc_fill(%zu) wrote", l);
+        ck_assert_uint_eq(mlxd_roce_icrc(pkt, l), 0);
+        ck_assert(!mlxd_roce_icrc_ok(pkt, l));
+    }
+    /* 44 bytes: SEND Middle, BTH only, no payload */
+    struct mlxd_roce_pkt p = {.opcode = MLXD_ROCE_TRANSPORT_RC | MLXD_ROCE_OP_SEND_MIDDLE,
+                              .dest_qp = 0x12, .psn = 0x345, .tos = 0x10, .ttl = 9};
+    ck_assert_int_eq(mlxd_roce_build(pkt, 64, &p, NULL, 0), 44);
+    uint8_t m[8 + 40];
+    memset(m, 0xff, 8);
+    memcpy(m + 8, pkt, 40);
+    m[8 + 1] = 0xff; m[8 + 8] = 0xff; m[8 + 10] = m[8 + 11] = 0xff;   /* TOS, TTL, csum */
+    m[8 + 26] = m[8 + 27] = 0xff;                                       /* UDP csum */
+    m[8 + 28 + 4] = 0xff;                                               /* BTH byte 4 */
+    uint32_t want = (uint32_t)crc32(0, m, sizeof m);
+    memset(pkt + 40, 0, 4);
+    mlxd_roce_icrc_fill(pkt, 44);
+    const uint8_t le[4] = {(uint8_t)want, (uint8_t)(want >> 8), (uint8_t)(want >> 16),
+                           (uint8_t)(want >> 24)};
+    ck_assert_mem_eq(pkt + 40, le, 4);
+    ck_assert_uint_eq(mlxd_roce_icrc(pkt, 44), want);
+    ck_assert(mlxd_roce_icrc_ok(pkt, 44));
+    ck_assert_mem_eq(mem, ref, 4);   /* nothing before the packet */
+}
+END_TEST
+
 Suite *roce_suite(void)
 {
     Suite *s = suite_create("roce");
@@ -282,6 +381,9 @@ Suite *roce_suite(void)
     tcase_add_test(tc, capture_first_packet_fields);
     tcase_add_test(tc, build_layout_write_only_imm);
     tcase_add_test(tc, truncated_and_malformed);
+    tcase_add_test(tc, build_refuses_huge_lengths_without_overflow);
+    tcase_add_test(tc, build_hdrs_messages_name_build_hdrs);
+    tcase_add_test(tc, icrc_below_minimum_length_does_nothing);
     suite_add_tcase(s, tc);
     return s;
 }
