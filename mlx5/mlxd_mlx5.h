@@ -76,7 +76,9 @@ struct mlxd_entry {
  * Errors: -EAGAIN the ring is full: its WQEBBs are used up, or send_depth entries are
  * outstanding (nothing written); -EINVAL misuse: qp invalid/destroyed, a
  * QP with no send ring, unknown op/flags, READ on UC, READ with MLXD_INLINE, inline longer than
- * max_inline, num_local > 1.  The state (RTS) is not checked: the NIC ignores entries of a QP
+ * max_inline, num_local > 1, local.length above 2^31 - 1 (a data segment's byte_count has 31
+ * bits; a length above the port's max_msg_sz completes with IBV_WC_LOC_LEN_ERR, as on the
+ * hardware).  The state (RTS) is not checked: the NIC ignores entries of a QP
  * that is not in RTS until it gets there, and flushes them in ERR.
  * Thread rules: one mlxd_qp_post/mlxd_qp_ring of qp at a time; may run while another thread
  * polls the CQ. */
@@ -166,7 +168,7 @@ struct mlxd_completion {
  * overruns (the sizing rule of ibv_create_cq(3)).
  * An error CQE is one completion among the others: the CQEs after it in the same batch are
  * returned too.
- * Errors: -EINVAL cq invalid/destroyed, out NULL with max > 0.
+ * Errors: -EINVAL cq invalid/destroyed, out NULL with max > 0, max < 0 (max 0 returns 0).
  * Thread rules: one mlxd_cq_poll/mlxd_cq_arm of cq at a time.
  *
  * Cost: a call of mlxd_cq_poll(cq, out, max) compiles to the inline ownership test below

@@ -63,11 +63,11 @@ _Static_assert(MLXD_WC_SOLICITED == 1u << MLXD_CQE_SE_SHIFT, "SE bit of op_own =
 
 /* Error CQE syndrome -> ibv_wc_status, as libmlx5 maps them (rdma-core providers/mlx5/cq.c,
  * mlx5_handle_error_cqe; MLX5_CQE_SYNDROME_* from mlx5dv.h; enum ibv_wc_status values from
- * infiniband/verbs.h).  Anything else is IBV_WC_GENERAL_ERR (19). */
+ * infiniband/verbs.h).  Anything else is IBV_WC_GENERAL_ERR (21, MLXD_WC_GENERAL_ERR). */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Woverride-init"
 static const uint8_t syndrome_status[256] = {
-    [0 ... 255] = 19,
+    [0 ... 255] = MLXD_WC_GENERAL_ERR,
     [0x01] = 1,   /* LOCAL_LENGTH_ERR      -> IBV_WC_LOC_LEN_ERR */
     [0x02] = 2,   /* LOCAL_QP_OP_ERR       -> IBV_WC_LOC_QP_OP_ERR */
     [0x04] = 4,   /* LOCAL_PROT_ERR        -> IBV_WC_LOC_PROT_ERR */
@@ -156,7 +156,7 @@ static __attribute__((noinline, cold)) enum side decode_rare(struct mlxd_complet
         put_tail(w, wc, synd, vendor, opcode, wqe_op, 0);
         return req ? SIDE_SEND : SIDE_RECV;
     }
-    put_2x32(w, offsetof(struct mlxd_completion, status), 19 /* IBV_WC_GENERAL_ERR */, MLXD_WC_NOP);
+    put_2x32(w, offsetof(struct mlxd_completion, status), MLXD_WC_GENERAL_ERR, MLXD_WC_NOP);
     put_tail(w, wc, 0, 0, opcode, 0, 0);
     return SIDE_NONE;
 }
@@ -480,9 +480,9 @@ int mlxd__cq_poll_ready(struct mlxd_cq *cq, struct mlxd_completion *out, int max
 
 int mlxd__cq_poll_checked(struct mlxd_cq *cq, struct mlxd_completion *out, int max)
 {
-    if (mlxd_unlikely(!cq || cq->state != OBJ_LIVE || (max > 0 && !out)))
-        return mlxd_err(EINVAL, "mlxd_cq_poll: invalid or destroyed CQ, or out NULL");
-    if (max <= 0) return 0;
+    if (mlxd_unlikely(!cq || cq->state != OBJ_LIVE || (max > 0 && !out) || max < 0))
+        return mlxd_err(EINVAL, "mlxd_cq_poll: invalid or destroyed CQ, out NULL, or max %d below 0", max);
+    if (max == 0) return 0;
     return mlxd__cq_poll_inline(cq, out, max);
 }
 

@@ -23,6 +23,9 @@ const uint8_t mlxd__wqe_opcode[6] = {
 uint32_t mlxd__wqe_bytes(const struct mlxd_entry *e, uint32_t max_inline, bool uc)
 {
     if (e->op > MLXD_OP_READ || (e->flags & ~KNOWN_FLAGS) || e->num_local > 1) return 0;
+    /* a data segment's byte_count has 31 bits: bit 31 marks an inline segment
+     * (MLX5_INLINE_SEG, mlx5dv.h), so a larger length would be read as one */
+    if (e->num_local && e->local.length > 0x7fffffffu) return 0;
     uint32_t bytes = MLXD_WQE_CTRL_SIZE;
     if (e->op == MLXD_OP_NOP) return bytes;
     bool rdma = e->op == MLXD_OP_WRITE || e->op == MLXD_OP_WRITE_IMM || e->op == MLXD_OP_READ;
@@ -157,13 +160,13 @@ int mlxd_qp_receive(struct mlxd_qp *qp, const struct mlxd_recv *r, size_t n)
 {
     if (mlxd_unlikely(!qp || qp->state != OBJ_LIVE || !qp->rq_wqe_cnt || (n && !r)))
         return mlxd_err(EINVAL, "mlxd_qp_receive: invalid/destroyed QP, a QP without a receive ring, or r NULL");
+    if (mlxd_unlikely(n > qp->rq_depth))     /* before r[] is read: it may be shorter than n */
+        return mlxd_err(EINVAL, "mlxd_qp_receive: QP 0x%x: %zu receives at once exceed its recv_depth %u",
+                        qp->qpn, n, qp->rq_depth);
     for (size_t i = 0; i < n; i++)
         if (mlxd_unlikely(r[i].num_local > qp->max_recv_sge || (r[i].num_local && !r[i].local)))
             return mlxd_err(EINVAL, "mlxd_qp_receive: QP 0x%x: receive %zu has %u scatter entries (max %u)",
                             qp->qpn, i, r[i].num_local, qp->max_recv_sge);
-    if (mlxd_unlikely(n > qp->rq_depth))
-        return mlxd_err(EINVAL, "mlxd_qp_receive: QP 0x%x: %zu receives at once exceed its recv_depth %u",
-                        qp->qpn, n, qp->rq_depth);
     uint32_t ci = atomic_load_explicit(&qp->rq_ci, memory_order_acquire);
     if (mlxd_unlikely(n > (size_t)(qp->rq_depth - (qp->rq_head - ci)))) return -EAGAIN;
     if (!n) return 0;

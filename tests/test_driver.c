@@ -182,6 +182,67 @@ START_TEST(lifecycle_and_queries)
 }
 END_TEST
 
+/* Misuse of options gives -EINVAL and changes nothing (mlxd_uverbs.h): option fields wider than
+ * the NIC's QP context takes (timeout 5 bits, retry counts 3, min RNR timer 5, SL 4), PSNs over
+ * 24 bits, max_rd_atomic above the device's, and an options struct larger than this library
+ * knows with its unknown tail set (a zero tail is accepted: libbpf's rule). */
+START_TEST(option_misuse_changes_nothing)
+{
+    struct side a, b;
+    side_open(&a, "mlx5_0", MLXD_QP_RC, false);
+    side_open(&b, "mlx5_1", MLXD_QP_RC, false);
+    struct mlxd_endpoint eb;
+    ck_assert_int_eq(mlxd_qp_endpoint(b.qp, &eb), 0);
+    struct { struct mlxd_connect_opts o; uint8_t tail[8]; } big;
+    static const struct { uint8_t timeout, retry, rnr, min_rnr, sl, rd; const char *what; } bad[] = {
+        { 32, 0, 0, 0, 0, 0, "timeout 32" }, { 0, 8, 0, 0, 0, 0, "retry_cnt 8" },
+        { 0, 0, 8, 0, 0, 0, "rnr_retry 8" }, { 0, 0, 0, 32, 0, 0, "min_rnr_timer 32" },
+        { 0, 0, 0, 0, 16, 0, "sl 16" }, { 0, 0, 0, 0, 0, 255, "max_rd_atomic 255" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct mlxd_connect_opts o = { .sz = sizeof o, .timeout = bad[i].timeout, .retry_cnt = bad[i].retry,
+                                       .rnr_retry = bad[i].rnr, .min_rnr_timer = bad[i].min_rnr, .sl = bad[i].sl,
+                                       .max_rd_atomic = bad[i].rd };
+        ck_assert_int_eq(mlxd_qp_connect(a.qp, &eb, &o), -EINVAL);
+        ck_assert_msg(strstr(mlxd_errmsg(), bad[i].what), "%s: %s", bad[i].what, mlxd_errmsg());
+        ck_assert_int_eq(mlxd_qp_state(a.qp), 0);                 /* still RESET */
+    }
+    struct mlxd_endpoint far = eb;
+    far.psn = 0x1000000;
+    ck_assert_int_eq(mlxd_qp_connect(a.qp, &far, NULL), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "peer PSN 0x1000000"));
+    memset(&big, 0, sizeof big);
+    big.o.sz = sizeof big;
+    big.tail[3] = 1;                                              /* a field this library lacks */
+    ck_assert_int_eq(mlxd_qp_connect(a.qp, &eb, &big.o), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "past the"));
+    ck_assert_int_eq(mlxd_qp_state(a.qp), 0);
+    big.tail[3] = 0;                                              /* zero tail: a newer header */
+    big.o.timeout = 31; big.o.retry_cnt = 7; big.o.rnr_retry = 7; big.o.min_rnr_timer = 31; big.o.sl = 15;
+    ck_assert_int_eq(mlxd_qp_connect(a.qp, &eb, &big.o), 0);
+    ck_assert_int_eq(mlxd_qp_state(a.qp), 3);
+    /* create: a PSN over 24 bits, an options struct with an unknown tail */
+    struct { struct mlxd_qp_opts o; uint8_t tail[8]; } qo;
+    memset(&qo, 0, sizeof qo);
+    qo.o = (struct mlxd_qp_opts){ .sz = sizeof qo.o, .type = MLXD_QP_RC, .send_depth = 4, .psn = 0x1000000 };
+    struct mlxd_qp *q = (struct mlxd_qp *)1;
+    ck_assert_int_eq(mlxd_qp_create(a.cq, &qo.o, &q), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "psn 0x1000000"));
+    qo.o.psn = 0;
+    qo.o.sz = sizeof qo;
+    qo.tail[0] = 9;
+    ck_assert_int_eq(mlxd_qp_create(a.cq, &qo.o, &q), -EINVAL);
+    ck_assert_ptr_eq(q, (struct mlxd_qp *)1);                     /* *out untouched */
+    /* mlxd_gid_for_peer: a length beyond any sockaddr */
+    struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000002) };
+    ck_assert_int_eq(mlxd_gid_for_peer(a.nic, (struct sockaddr *)&sin, 4096, NULL), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "length 4096"));
+    ck_assert_int_eq(mlxd_gid_for_peer(a.nic, (struct sockaddr *)&sin, sizeof sin - 1, NULL), -EINVAL);
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
 START_TEST(destroy_rules)
 {
     struct side a;
@@ -720,6 +781,7 @@ Suite *driver_suite(void)
     tcase_add_checked_fixture(tc, emu_setup, NULL);
     tcase_add_test(tc, lifecycle_and_queries);
     tcase_add_test(tc, destroy_rules);
+    tcase_add_test(tc, option_misuse_changes_nothing);
     tcase_add_test(tc, rc_transfers);
     tcase_add_test(tc, uc_transfers);
     tcase_add_test(tc, error_completions);

@@ -205,7 +205,7 @@ START_TEST(completion_fields)
     ck_assert_uint_eq(wc[2].status, 0);
     ck_assert_uint_eq(wc[2].opcode, 2);                    /* IBV_WC_RDMA_READ */
     ck_assert_uint_eq(wc[2].byte_len, 77);
-    ck_assert_uint_eq(wc[3].status, 19);                   /* unknown syndrome: IBV_WC_GENERAL_ERR */
+    ck_assert_uint_eq(wc[3].status, 21);                   /* unknown syndrome: IBV_WC_GENERAL_ERR (verbs.h) */
     ck_assert_uint_eq(wc[4].opcode, 128);
     ck_assert_uint_eq(wc[4].imm, 7);
     ck_assert_uint_eq(wc[4].flags, MLXD_WC_WITH_IMM);
@@ -220,6 +220,9 @@ START_TEST(poll_misuse)
     struct mlxd_cq *cq;
     ck_assert_int_eq(mlxd_cq_create_detached(4, &cq), 0);
     ck_assert_int_eq(mlxd_cq_poll(cq, NULL, 2), -EINVAL);
+    ck_assert_int_eq(mlxd_cq_poll(cq, wc, -1), -EINVAL);   /* a negative count is misuse */
+    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "max -1"));
+    ck_assert_int_eq(mlxd_cq_poll(cq, wc, 0), 0);           /* asking for none is not */
     ck_assert_int_eq(mlxd_cq_arm(cq, false), -EINVAL);     /* detached: no events */
     ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "mlxd_cq_arm"));
     ck_assert_int_eq(mlxd_cq_create_detached(0, &cq), -EINVAL);
@@ -508,6 +511,19 @@ START_TEST(post_misuse)
     f->qp.type = MLXD_QP_UC; e.flags = 0;
     ck_assert_int_eq(mlxd_qp_post(&f->qp, &e), -EINVAL);               /* UC has no READ */
     ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "UC"));
+    /* 2^31 bytes: bit 31 of byte_count is the inline flag (MLX5_INLINE_SEG) */
+    f->qp.type = MLXD_QP_RC;
+    struct mlxd_entry big = { .op = MLXD_OP_WRITE, .num_local = 1, .local = { 0x1000, 0x80000000u, 1 } };
+    ck_assert_int_eq(mlxd_qp_post(&f->qp, &big), -EINVAL);
+    big.local.length = 0x7fffffffu;                                      /* the largest: accepted */
+    ck_assert_int_eq(mlxd_qp_post(&f->qp, &big), 0);
+    f->qp.sq_pi = 0; f->qp.sq_posted = 0;
+    memset(f->ring, 0xEE, 4096);
+    /* more receives at once than recv_depth: EINVAL before r[] is read (r is one entry here) */
+    struct mlxd_recv one = { .wr_id = 1 };
+    ck_assert_int_eq(mlxd_qp_receive(&f->qp, &one, 5), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "recv_depth 4"));
+    ck_assert_uint_eq(f->qp.rq_head, 0);
     ck_assert_uint_eq(f->qp.sq_pi, 0);
     ck_assert_uint_eq(f->ring[0], 0xEE);
     ck_assert_int_eq(mlxd_qp_post(NULL, &e), -EINVAL);

@@ -18,7 +18,9 @@
  * Errors (abi/mlxd_error.h): every int-returning call returns 0 (or a count) on success and a
  * negative errno on failure, with a per-thread message (mlxd_errmsg()) naming the call and the
  * reason.  Misuse (NULL object, destroyed object, object of a closed NIC, options with a wrong
- * sz or an out-of-range value) gives -EINVAL and changes nothing.  A call the kernel refuses gives
+ * sz or an out-of-range value) gives -EINVAL and changes nothing.  Options structs: sz is
+ * sizeof(the struct); a smaller sz than the first version's is refused, a larger one (a newer
+ * header) is accepted when every byte past the fields this library knows is zero.  A call the kernel refuses gives
  * the kernel's errno, the message naming the kernel call ("QP_CREATE", "MODIFY_QP INIT->RTR"...)
  * and strerror of the reason.
  *
@@ -33,6 +35,7 @@
  *   - mlxd_qp_post and mlxd_qp_ring of one QP run one call at a time; so does mlxd_qp_receive;
  *   - mlxd_cq_poll and mlxd_cq_arm of one CQ run one call at a time;
  *   - mlxd_wait of one NIC runs one call at a time;
+ *   - mlxd_qp_connect of one QP runs one call at a time (it moves the QP through three states);
  *   - a destroy/deregister runs after every other call on its object has returned (a poll of a
  *     CQ counts as a call on every QP attached to that CQ), and mlxd_close after every other
  *     call on the NIC and its objects has returned.
@@ -69,7 +72,8 @@ struct mlxd_qp;
 /* The sysfs root: $SYSFS_PATH when set and the process is not setuid (getuid()==geteuid()),
  * trailing '/' removed; else "/sys" (rdma-core's convention, libibverbs/sysfs.c
  * ibv_get_sysfs_path).
- * Returns a pointer to static storage computed at each call (not thread-safe against setenv). */
+ * Returns "/sys" or a per-thread buffer, rewritten by the next call on the same thread (not
+ * thread-safe against setenv). */
 const char *mlxd_sysfs_root(void);
 
 /* The names of this machine's RDMA devices whose PCI function the mlx5_core driver holds,
@@ -108,7 +112,8 @@ struct mlxd_open_opts {
  * ALLOC_PD.  Every step is undone in reverse order on failure.
  *
  * Errors (each message names the device and what failed):
- *   -EINVAL  name NULL/empty/too long, out NULL, opts->sz too small, opts->port not 0/1
+ *   -EINVAL  name NULL/empty/too long or containing '/', out NULL, opts->sz too small (or
+ *            larger with unknown fields set), opts->port not 0/1
  *   -ENODEV  no RDMA device `name` (no <root>/class/infiniband/<name>)
  *   -ENODEV  mlx5_core does not hold its PCI function ("not held by mlx5_core")
  *   -ENOENT  no verbs file: no uverbsN whose ibdev is name, or /dev/infiniband/uverbsN missing
@@ -186,7 +191,9 @@ int mlxd_default_gid_index(const struct mlxd_nic *nic);
 /* The RoCE v2 GID whose address the kernel's routing table uses as the source towards peer
  * (AF_INET or AF_INET6 sockaddr; a UDP socket is connect()ed and getsockname()d, nothing is
  * sent).  Returns the GID index (>= 0) and fills *gid when gid is not NULL.
- * Errors: -EINVAL bad arguments; -errno of socket/connect (no route, e.g. -ENETUNREACH);
+ * Errors: -EINVAL bad arguments (nic or peer NULL, a family other than AF_INET/AF_INET6, len
+ * shorter than its sockaddr or longer than a sockaddr_storage); -errno of socket/connect (no
+ * route, e.g. -ENETUNREACH);
  * -EADDRNOTAVAIL when no RoCE v2 GID of this port carries that source address (the message
  * names the address).  Not on a hot path (system calls).  Any thread. */
 int mlxd_gid_for_peer(const struct mlxd_nic *nic, const struct sockaddr *peer, socklen_t len,
@@ -237,6 +244,7 @@ struct mlxd_remote {
  * The memory must stay mapped until deregistered; the caller keeps owning it.
  * Errors: -EINVAL misuse (NULL, length 0, unknown access bits, REMOTE_WRITE/ATOMIC without
  * LOCAL_WRITE (kernel rule ib_check_mr_access), iova with another in-page offset than addr);
+ * -EFAULT from the kernel when [addr, addr + length) is not mapped memory of this process;
  * -ENOMEM/-EAGAIN/-EPERM from the kernel: when the locked-memory limit is the cause
  * (RLIMIT_MEMLOCK below the bytes pinned so far plus length, and no CAP_IPC_LOCK), the message
  * says "RLIMIT_MEMLOCK", the limit and the bytes asked for; other kernel refusals name REG_MR.

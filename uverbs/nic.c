@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "driver.h"
+#include "opts.h"
 #include "mlxd_abi.h"
 #include "ioctl.h"
 #include "mlxd_error.h"
@@ -215,6 +216,9 @@ int mlxd_open(const char *name, const struct mlxd_open_opts *opts, struct mlxd_n
     if (opts) {
         if (opts->sz < offsetof(struct mlxd_open_opts, port) + sizeof opts->port)
             return mlxd_err(EINVAL, "mlxd_open: opts->sz %zu is too small", opts->sz);
+        if (!mlxd__opts_tail_ok(opts, opts->sz, sizeof *opts))
+            return mlxd_err(EINVAL, "mlxd_open: opts->sz %zu: fields past the %zu bytes this library knows are set", opts->sz,
+                            sizeof *opts);
         if (opts->port > 1)
             return mlxd_err(EINVAL, "mlxd_open: port %u: only port 1 can be opened", opts->port);
     }
@@ -401,8 +405,10 @@ int mlxd_gid_for_peer(const struct mlxd_nic *nic, const struct sockaddr *peer, s
                       struct mlxd_gid *gid)
 {
     if (!nic_ok(nic) || !peer || (peer->sa_family != AF_INET && peer->sa_family != AF_INET6) ||
-        len < (peer->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)))
-        return mlxd_err(EINVAL, "mlxd_gid_for_peer: invalid arguments");
+        len < (peer->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)) ||
+        len > sizeof(struct sockaddr_storage))
+        return mlxd_err(EINVAL, "mlxd_gid_for_peer: invalid arguments (nic, peer NULL, family %d or length %u)",
+                        peer ? peer->sa_family : -1, (unsigned)len);
     int s = socket(peer->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (s < 0) return mlxd_err(errno, "mlxd_gid_for_peer: socket: %s", strerror(errno));
     struct sockaddr_storage dst;

@@ -12,6 +12,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 #include "driver.h"
+#include "opts.h"
 #include "ioctl.h"
 #include "mlxd_abi.h"
 #include "mlxd_error.h"
@@ -72,6 +73,10 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     struct mlxd_nic *nic = cq->nic;
     if (opts->sz < offsetof(struct mlxd_qp_opts, user_data) + sizeof opts->user_data)
         return mlxd_err(EINVAL, "%s: opts->sz %zu is too small", fn, opts->sz);
+    if (!mlxd__opts_tail_ok(opts, opts->sz, sizeof *opts))
+        return mlxd_err(EINVAL, "%s: opts->sz %zu: fields past the %zu bytes this library knows are set", fn, opts->sz,
+                        sizeof *opts);
+    if (opts->psn > 0xffffff) return mlxd_err(EINVAL, "%s: psn 0x%x exceeds 24 bits", fn, opts->psn);
     uint32_t type = opts->type ? opts->type : MLXD_QP_RC;
     if (type != MLXD_QP_RC && type != MLXD_QP_UC) return mlxd_err(EINVAL, "%s: type %u is not RC (2) or UC (3)", fn, type);
     if (!opts->send_depth && !opts->recv_depth) return mlxd_err(EINVAL, "%s: send and receive depth are both 0", fn);
@@ -291,7 +296,20 @@ int mlxd_qp_connect(struct mlxd_qp *qp, const struct mlxd_endpoint *peer,
                      : MLXD_ACCESS_REMOTE_WRITE | MLXD_ACCESS_REMOTE_READ | MLXD_ACCESS_REMOTE_ATOMIC;
     if (access & ~allowed) return mlxd_err(EINVAL, "%s: peer_access 0x%x not allowed on this QP type (allowed 0x%x)", fn, access, allowed);
     if (o && o->path_mtu > 5) return mlxd_err(EINVAL, "%s: path_mtu %u is not an IB MTU enum 1..5", fn, o->path_mtu);
+    if (o && !mlxd__opts_tail_ok(o, o->sz, sizeof *o))
+        return mlxd_err(EINVAL, "%s: opts->sz %zu: fields past the %zu bytes this library knows are set", fn, o->sz, sizeof *o);
+    /* the widths of these fields in the NIC's QP context (kernel include/linux/mlx5/mlx5_ifc.h:
+     * ads ack_timeout 5 bits and sl 4 bits, qpc retry_count and rnr_retry 3 bits, min_rnr_nak
+     * 5 bits): a larger value would be cut silently or refused halfway through connect */
+    if (o && (o->timeout > 31 || o->retry_cnt > 7 || o->rnr_retry > 7 || o->min_rnr_timer > 31 || o->sl > 15))
+        return mlxd_err(EINVAL, "%s: timeout %u (0..31), retry_cnt %u (0..7), rnr_retry %u (0..7), "
+                        "min_rnr_timer %u (0..31) or sl %u (0..15) out of range", fn, o->timeout, o->retry_cnt,
+                        o->rnr_retry, o->min_rnr_timer, o->sl);
+    if (o && o->max_rd_atomic > qp->nic->max_qp_rd_atom)
+        return mlxd_err(EINVAL, "%s: max_rd_atomic %u exceeds the device's maximum %u", fn, o->max_rd_atomic,
+                        qp->nic->max_qp_rd_atom);
     if (peer->qpn > 0xffffff) return mlxd_err(EINVAL, "%s: peer QPN 0x%x exceeds 24 bits", fn, peer->qpn);
+    if (peer->psn > 0xffffff) return mlxd_err(EINVAL, "%s: peer PSN 0x%x exceeds 24 bits", fn, peer->psn);
     struct mlxd_nic *nic = qp->nic;
     bool rc_qp = qp->type == MLXD_QP_RC;
     uint8_t mtu = o && o->path_mtu ? o->path_mtu : (uint8_t)nic->port.active_mtu;
