@@ -89,10 +89,8 @@ int mlxd_replay_start(struct mlxd_cq *cq, const char *path, const struct mlxd_re
         return mlxd_err(EINVAL, "mlxd_replay_start: needs a live detached CQ, a path and out");
     if (opts && opts->sz < offsetof(struct mlxd_replay_opts, loops) + sizeof opts->loops)
         return mlxd_err(EINVAL, "mlxd_replay_start: opts->sz %zu is too small", opts->sz);
-    if (opts && !mlxd__opts_tail_ok(opts, opts->sz, sizeof *opts))
-        return mlxd_err(EINVAL, "mlxd_replay_start: opts->sz %zu exceeds the %zu bytes this library "
-                        "knows and the extra bytes are not zero (or the excess is over %u bytes)",
-                        opts->sz, sizeof *opts, MLXD_OPTS_MAX_TAIL);
+    int trc = opts ? mlxd__opts_tail_check("mlxd_replay_start", "opts", opts, opts->sz, sizeof *opts) : 0;
+    if (trc) return trc;
     struct mlxd_replay *rp = calloc(1, sizeof *rp);
     if (!rp) return mlxd_err(ENOMEM, "mlxd_replay_start: out of memory");
     int rc = mlxd_fixture_load(path, &rp->fx);

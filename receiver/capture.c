@@ -349,10 +349,8 @@ static int check_send_opts(const struct mlxd_send_opts *o, const char *fn, const
         return 0;
     if (o->sz < sizeof *o)
         return mlxd_err(EINVAL, "%s: %s->sz %zu is below %zu", fn, what, o->sz, sizeof *o);
-    if (!mlxd__opts_tail_ok(o, o->sz, sizeof *o))
-        return mlxd_err(EINVAL, "%s: %s->sz %zu exceeds the %zu bytes this library knows and the "
-                        "extra bytes are not zero (or the excess is over %u bytes)", fn, what, o->sz,
-                        sizeof *o, MLXD_OPTS_MAX_TAIL);
+    int trc = mlxd__opts_tail_check(fn, what, o, o->sz, sizeof *o);
+    if (trc) return trc;
     if (o->pacing > MLXD_PACE_RECORDED)
         return mlxd_err(EINVAL, "%s: %s->pacing %u is not MLXD_PACE_FAST (0) or MLXD_PACE_RECORDED (1)",
                         fn, what, o->pacing);
@@ -591,10 +589,8 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
         return mlxd_err(EINVAL, "mlxd_gen_run: NULL %s", m ? "opts" : "map");
     if (g->sz < sizeof *g)
         return mlxd_err(EINVAL, "mlxd_gen_run: opts->sz %zu is below %zu", g->sz, sizeof *g);
-    if (!mlxd__opts_tail_ok(g, g->sz, sizeof *g))
-        return mlxd_err(EINVAL, "mlxd_gen_run: opts->sz %zu exceeds the %zu bytes this library knows "
-                        "and the extra bytes are not zero (or the excess is over %u bytes)", g->sz,
-                        sizeof *g, MLXD_OPTS_MAX_TAIL);
+    int trc = mlxd__opts_tail_check("mlxd_gen_run", "opts", g, g->sz, sizeof *g);
+    if (trc) return trc;
     int rc0 = check_send_opts(so, "mlxd_gen_run", "send opts");
     if (rc0 < 0)
         return rc0;

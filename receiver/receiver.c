@@ -113,9 +113,8 @@ static int check_opts(const struct mlxd_receiver_opts *o, uint32_t *peer)
     if (o->sz < offsetof(struct mlxd_receiver_opts, mode))
         BAD("opts->sz %zu is below the %zu bytes of the original's arguments", o->sz,
             offsetof(struct mlxd_receiver_opts, mode));
-    if (!mlxd__opts_tail_ok(o, o->sz, sizeof *o))
-        BAD("opts->sz %zu exceeds the %zu bytes this library knows and the extra bytes are not "
-            "zero (or the excess is over %u bytes)", o->sz, sizeof *o, MLXD_OPTS_MAX_TAIL);
+    int trc = mlxd__opts_tail_check("mlxd_receiver_start", "opts", o, o->sz, sizeof *o);
+    if (trc) return trc;
     if (!o->device || !o->device[0])
         BAD("device is %s", o->device ? "empty" : "NULL");
     if (strlen(o->device) >= 64)

@@ -346,7 +346,7 @@ START_TEST(replay_rejects_bad_opts)
     v.extra = 0xdeadbeef;
     ck_assert_int_eq(replay_with(c, &v.o), -EINVAL);
     ck_assert_msg(!strncmp(mlxd_errmsg(), "mlxd_capture_replay: opts->sz ", 30), "%s", mlxd_errmsg());
-    ck_assert_msg(strstr(mlxd_errmsg(), "not zero"), "%s", mlxd_errmsg());
+    ck_assert_msg(strstr(mlxd_errmsg(), "not all zero"), "%s", mlxd_errmsg());
 
     struct mlxd_send_opts o = { .sz = sizeof o, .dst_ip = "not-an-ip" };
     o.pacing = 7;

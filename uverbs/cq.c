@@ -63,9 +63,8 @@ int mlxd_cq_create(struct mlxd_nic *nic, uint32_t entries, const struct mlxd_cq_
     if (!entries) return mlxd_err(EINVAL, "%s: 0 entries", fn);
     if (opts && opts->sz < offsetof(struct mlxd_cq_opts, user_data) + sizeof opts->user_data)
         return mlxd_err(EINVAL, "%s: opts->sz %zu is too small", fn, opts->sz);
-    if (opts && !mlxd__opts_tail_ok(opts, opts->sz, sizeof *opts))
-        return mlxd_err(EINVAL, "%s: opts->sz %zu: fields past the %zu bytes this library knows are set", fn, opts->sz,
-                        sizeof *opts);
+    int trc = opts ? mlxd__opts_tail_check(fn, "opts", opts, opts->sz, sizeof *opts) : 0;
+    if (trc) return trc;
     if (opts && nic->num_comp_vectors && opts->comp_vector >= nic->num_comp_vectors)
         return mlxd_err(EINVAL, "%s: comp_vector %u, the device has %u", fn, opts->comp_vector,
                         nic->num_comp_vectors);

@@ -216,9 +216,8 @@ int mlxd_open(const char *name, const struct mlxd_open_opts *opts, struct mlxd_n
     if (opts) {
         if (opts->sz < offsetof(struct mlxd_open_opts, port) + sizeof opts->port)
             return mlxd_err(EINVAL, "mlxd_open: opts->sz %zu is too small", opts->sz);
-        if (!mlxd__opts_tail_ok(opts, opts->sz, sizeof *opts))
-            return mlxd_err(EINVAL, "mlxd_open: opts->sz %zu: fields past the %zu bytes this library knows are set", opts->sz,
-                            sizeof *opts);
+        int trc = mlxd__opts_tail_check("mlxd_open", "opts", opts, opts->sz, sizeof *opts);
+        if (trc) return trc;
         if (opts->port > 1)
             return mlxd_err(EINVAL, "mlxd_open: port %u: only port 1 can be opened", opts->port);
     }

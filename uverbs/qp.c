@@ -73,9 +73,8 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     struct mlxd_nic *nic = cq->nic;
     if (opts->sz < offsetof(struct mlxd_qp_opts, user_data) + sizeof opts->user_data)
         return mlxd_err(EINVAL, "%s: opts->sz %zu is too small", fn, opts->sz);
-    if (!mlxd__opts_tail_ok(opts, opts->sz, sizeof *opts))
-        return mlxd_err(EINVAL, "%s: opts->sz %zu: fields past the %zu bytes this library knows are set", fn, opts->sz,
-                        sizeof *opts);
+    int trc = mlxd__opts_tail_check(fn, "opts", opts, opts->sz, sizeof *opts);
+    if (trc) return trc;
     if (opts->psn > 0xffffff) return mlxd_err(EINVAL, "%s: psn 0x%x exceeds 24 bits", fn, opts->psn);
     uint32_t type = opts->type ? opts->type : MLXD_QP_RC;
     if (type != MLXD_QP_RC && type != MLXD_QP_UC) return mlxd_err(EINVAL, "%s: type %u is not RC (2) or UC (3)", fn, type);
@@ -296,8 +295,8 @@ int mlxd_qp_connect(struct mlxd_qp *qp, const struct mlxd_endpoint *peer,
                      : MLXD_ACCESS_REMOTE_WRITE | MLXD_ACCESS_REMOTE_READ | MLXD_ACCESS_REMOTE_ATOMIC;
     if (access & ~allowed) return mlxd_err(EINVAL, "%s: peer_access 0x%x not allowed on this QP type (allowed 0x%x)", fn, access, allowed);
     if (o && o->path_mtu > 5) return mlxd_err(EINVAL, "%s: path_mtu %u is not an IB MTU enum 1..5", fn, o->path_mtu);
-    if (o && !mlxd__opts_tail_ok(o, o->sz, sizeof *o))
-        return mlxd_err(EINVAL, "%s: opts->sz %zu: fields past the %zu bytes this library knows are set", fn, o->sz, sizeof *o);
+    int trc = o ? mlxd__opts_tail_check(fn, "opts", o, o->sz, sizeof *o) : 0;
+    if (trc) return trc;
     /* the widths of these fields in the NIC's QP context (kernel include/linux/mlx5/mlx5_ifc.h:
      * ads ack_timeout 5 bits and sl 4 bits, qpc retry_count and rnr_retry 3 bits, min_rnr_nak
      * 5 bits): a larger value would be cut silently or refused halfway through connect */

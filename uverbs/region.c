@@ -20,9 +20,8 @@ static int check_opts(const char *fn, const struct mlxd_region_opts *o, uint32_t
     if (!o) return 0;
     if (o->sz < offsetof(struct mlxd_region_opts, iova) + sizeof o->iova)
         return mlxd_err(EINVAL, "%s: opts->sz %zu is too small", fn, o->sz);
-    if (!mlxd__opts_tail_ok(o, o->sz, sizeof *o))
-        return mlxd_err(EINVAL, "%s: opts->sz %zu: fields past the %zu bytes this library knows are set", fn, o->sz,
-                        sizeof *o);
+    int trc = mlxd__opts_tail_check(fn, "opts", o, o->sz, sizeof *o);
+    if (trc) return trc;
     if (o->access & ~ACCESS_ALL)
         return mlxd_err(EINVAL, "%s: unknown access bits 0x%x", fn, o->access & ~ACCESS_ALL);
     if ((o->access & (MLXD_ACCESS_REMOTE_WRITE | MLXD_ACCESS_REMOTE_ATOMIC)) &&
