@@ -15,6 +15,7 @@
 #include <endian.h>
 #include <string.h>
 #include "barrier.h"
+#include "cqe_owner.h"
 #include "driver.h"
 #include "mlxd_abi.h"
 #include "mlxd_cqe.h"
@@ -26,19 +27,12 @@ static inline uint8_t *slot(const struct mlxd_cq *cq, uint32_t i)
 
 static inline uint8_t owner_of(const struct mlxd_cq *cq, uint32_t i) { return (i & cq->ncqe) ? 1 : 0; }
 
-/* The CQE at index i is the software's: opcode not INVALID and the owner bit of i's pass. */
-static inline bool sw_owned(const struct mlxd_cq *cq, uint32_t i)
-{
-    uint8_t op_own = mlxd_shared_load(slot(cq, i) + MLXD_CQE_OFF_OP_OWN);
-    return (op_own >> MLXD_CQE_OPCODE_SHIFT) != MLXD_CQE_INVALID && (op_own & 1) == owner_of(cq, i);
-}
-
 uint32_t mlxd__cq_clean(struct mlxd_cq *cq, uint32_t qpn)
 {
     if (!cq || !cq->buf || !cq->ncqe) return 0;
     const uint32_t ci = cq->ci;
     uint32_t pi = ci;
-    while (pi - ci < cq->ncqe && sw_owned(cq, pi)) pi++;
+    while (pi - ci < cq->ncqe && mlxd__cqe_sw_owned(slot(cq, pi), owner_of(cq, pi))) pi++;
     mlxd_rmb();                               /* owner bytes before the QPNs and the copies */
     uint32_t freed = 0;
     for (uint32_t i = pi; i-- != ci;) {       /* from the newest down: a CQE moves up by freed */

@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <string.h>
 #include "barrier.h"
+#include "cqe_owner.h"
 #include "driver.h"
 #include "mlxd_abi.h"
 #include "mlxd_cqe.h"
@@ -256,14 +257,6 @@ static inline __attribute__((always_inline)) void put_resp(struct mlxd_completio
 
 /* ---- the batch ---------------------------------------------------------------------------- */
 
-/* The owner byte of CQE slot p is the software's for pass parity `par` (see the inline test in
- * mlxd_mlx5.h: ror8(op_own ^ par, 1) < 0x78 <=> owner bit == par and opcode != INVALID). */
-static inline bool sw_owned(const uint8_t *p, uint32_t par)
-{
-    uint8_t x = (uint8_t)(mlxd_shared_load(p + MLXD_CQE_OFF_OP_OWN) ^ par);
-    return (uint8_t)(x >> 1 | x << 7) < 0x78;
-}
-
 /* Decodes cnt owned CQEs from c (no ring end in between) into w; w0 is the batch's first
  * completion (w - w0 CQEs of the batch precede c).  The QP of the current run of CQEs (key =
  * its QPN; ~0: none yet), its receive wr_id table and what the run frees (*rel: carried in
@@ -426,11 +419,11 @@ static __attribute__((noinline)) int poll_batch(struct mlxd_cq *cq, struct mlxd_
     const uint32_t par = (ci & ncqe) != 0, room = ncqe - idx;
     const uint32_t lim = (uint32_t)max < room ? (uint32_t)max : room;
     const uint8_t *p = c + 64, *const p_end = c + ((size_t)lim << 6);
-    while (p != p_end && sw_owned(p, par)) p += 64;
+    while (p != p_end && mlxd__cqe_sw_owned(p, par)) p += 64;
     const uint32_t n = (uint32_t)((size_t)(p - c) >> 6);
-    if (mlxd_unlikely(n == room) && n < (uint32_t)max && sw_owned(buf, par ^ 1)) {
+    if (mlxd_unlikely(n == room) && n < (uint32_t)max && mlxd__cqe_sw_owned(buf, par ^ 1)) {
         uint32_t n2 = 1;
-        while (n + n2 < (uint32_t)max && sw_owned(buf + ((size_t)n2 << 6), par ^ 1)) n2++;
+        while (n + n2 < (uint32_t)max && mlxd__cqe_sw_owned(buf + ((size_t)n2 << 6), par ^ 1)) n2++;
         return poll_straddle(cq, out, n, n2);
     }
     /* 2. One read barrier for the whole batch.  Every owner byte counted above was loaded
