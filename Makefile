@@ -14,7 +14,8 @@
 #   uverbs/    the kernel's RDMA interface: sysfs, /dev/infiniband/uverbsN, RDMA_VERBS_IOCTL
 #   mlx5/      the data path the process owns: CQ ring, WQEs, doorbells, poll loop
 #   receiver/  the Holoscan-Sensor-Bridge-style frame receiver
-#   emu/       the emulated kernel + ConnectX NIC (libmlx5direct-emu.so, LD_PRELOAD-able)
+#   emu/       the emulated kernel (emu/kernel/) + ConnectX NIC (emu/nic/), one header between
+#              them (emu/emu.h); libmlx5direct-emu.so, LD_PRELOAD-able
 #   tools/     mlxd-<verb>.c, one program each; tools/common/*.c is linked into all of them
 #   tests/     Check suites: tests/test_<name>.c defines  Suite *<name>_suite(void)
 
@@ -42,7 +43,7 @@ LIBS     := -lpcap -lz -ldl -lm $(CUDA_LIBS)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 
 LIB_SRC  := $(wildcard abi/*.c uverbs/*.c mlx5/*.c receiver/*.c)
-EMU_SRC  := $(wildcard emu/*.c) $(wildcard abi/*.c)
+EMU_SRC  := $(wildcard emu/kernel/*.c emu/nic/*.c) $(wildcard abi/*.c)
 TOOL_SRC := $(wildcard tools/mlxd-*.c)
 TOOLCOMMON_SRC := $(wildcard tools/common/*.c)
 TEST_SRC := $(wildcard tests/*.c)
@@ -126,7 +127,7 @@ $(BUILD)/tests/progs/%: tests/progs/%.c | $(DEPS_OK)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LDFLAGS) $(LIBS)
 
 # nic_unit compiles the NIC sources in (their hooks are hidden in the emulator library).
-$(BUILD)/tests/progs/nic_unit: $(wildcard emu/nic*.c emu/nic*.h emu/wire_*.c emu/pcap*.c emu/emu.h abi/roce.c abi/mlxd_roce.h abi/error.c)
+$(BUILD)/tests/progs/nic_unit: $(wildcard emu/nic/*.c emu/nic/*.h emu/emu.h abi/roce.c abi/mlxd_roce.h abi/error.c)
 # rdma_core_scatter is rdma-core's side of scatter-to-CQE (tests/test_rdma_core.c): libibverbs + libmlx5.
 $(BUILD)/tests/progs/rdma_core_scatter: private LIBS += -libverbs -lmlx5
 
@@ -169,7 +170,7 @@ FUZZ_EMU     := fuzz_ioctl fuzz_wire
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -std=gnu11 -O1 -g $(WARN) -Wno-gnu-variable-sized-type-not-at-end -Wno-unused-function -pthread $(FUZZ_SAN)
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
-FUZZ_EMU_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(wildcard emu/*.c))
+FUZZ_EMU_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(wildcard emu/kernel/*.c emu/nic/*.c))
 .SECONDARY: $(FUZZ_LIB_OBJ) $(FUZZ_EMU_OBJ)
 $(FUZZ_BUILD)/obj/%.o: %.c | $(DEPS_OK)
 	@mkdir -p $(@D)

@@ -1,9 +1,11 @@
-/* emu.h: the emulator's internal object model, shared by its two halves.
+/* emu.h: the emulator's internal object model: the one header between its two halves.
  *
- *   the kernel half (emu/kernel_*.c, emu/boundary_*.c, emu/sysfs.c ...): decodes the system
+ *   the kernel half (emu/kernel/: boundary.c, uverbs_ioctl.c, objects.c, sysfs_tree.c ...,
+ *       private header emu/kernel/kernel.h): decodes the system
  *       calls the process makes on /dev/infiniband/uverbsN and creates/destroys the objects below,
  *       validating as drivers/infiniband/core + hw/mlx5 do.
- *   the NIC half (emu/nic_*.c, emu/wire_*.c ...): one engine thread per opened device that
+ *   the NIC half (emu/nic/: nic_engine.c, nic_req.c, nic_resp.c, wire_udp.c ..., private header
+ *       emu/nic/nic.h): one engine thread per opened device that
  *       watches doorbell records and UAR pages in the process's memory, executes WQEs, moves
  *       real RoCE v2 packets over UDP and writes CQEs into the process's CQ rings.
  *

@@ -73,7 +73,7 @@ int mlxd_emu_configure(const char *devices);
 int mlxd_emu_fail_nth_call(unsigned n, int err);
 
 /* Same, counting only calls of one method, by name (docs/emulator.md lists the names:
- * e.g. "QP_CREATE", "ALLOC_PD", "MODIFY_QP", "MMAP"; emu/faults.c has the full list: the ioctl
+ * e.g. "QP_CREATE", "ALLOC_PD", "MODIFY_QP", "MMAP"; emu/kernel/faults.c has the full list: the ioctl
  * methods, the legacy write commands and MMAP).
  * -EINVAL: method NULL, "*" (use mlxd_emu_fail_nth_call) or a name the emulator does not know
  * (a rule for it would never fire), n == 0, or err out of 1..4095;  -ENOSPC: 32 rules pending. */
@@ -90,7 +90,7 @@ void mlxd_emu_fail_clear(void);
  * -ENOSPC): the state change itself has still taken effect. */
 int mlxd_emu_set_link(unsigned dev, bool up);
 
-/* ---- The emulated NIC (appended by the NIC half: emu/nic_*.c, emu/wire_udp.c) -----------------
+/* ---- The emulated NIC (appended by the NIC half: emu/nic/) -----------------
  *
  * All functions are exported by libmlx5direct-emu.so (default visibility), thread-safe, and
  * take the emulated device by its index N (the N of /dev/infiniband/uverbsN).  They may be

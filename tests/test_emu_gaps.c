@@ -313,7 +313,7 @@ START_TEST(asan_preloaded_into_timeout)
 END_TEST
 
 
-/* Stale sysfs trees (emu/sysfs.c sweep_stale, docs/emulator.md "sysfs"): building a tree removes
+/* Stale sysfs trees (emu/kernel/sysfs_tree.c sweep_stale, docs/emulator.md "sysfs"): building a tree removes
  * the mlxd-emu.* trees in $TMPDIR whose .mlxd-owner names a process that is gone (an exited,
  * reaped child) or a pid whose start time differs (reuse); a live owner, a tree without the
  * marker and a symlink (and what it points to) stay. */
@@ -404,7 +404,7 @@ END_TEST
  * "*" (that is mlxd_emu_fail_nth_call), with -EINVAL and no rule made; every name the emulator
  * checks is accepted: the ioctl methods and legacy commands of the uverbs ABI
  * (rdma/ib_user_ioctl_cmds.h, rdma/ib_user_verbs.h, rdma/mlx5_user_ioctl_cmds.h) it serves, and
- * MMAP (emu/faults.c). */
+ * MMAP (emu/kernel/faults.c). */
 START_TEST(fail_method_unknown_name)
 {
     static const char *const known[] = {

@@ -1,4 +1,4 @@
-/* The emulated NIC (emu/nic_*.c, emu/wire_udp.c, emu/pcap_writer.c), one Check test per case of
+/* The emulated NIC (emu/nic/), one Check test per case of
  * the stand-alone program tests/progs/nic_unit.c, which builds the kernel objects by hand and
  * writes/reads the rings as a driver does.  Expected values there come from the mlx5 layouts
  * (mlx5dv.h), the IB spec's transport rules and the error syndromes ConnectX reports. */

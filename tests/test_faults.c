@@ -6,7 +6,7 @@
  * (mlxd_emu.h live counts).
  *
  * Which methods a step uses is not assumed: every method of the emulator's list
- * (emu/faults.c, docs/emulator.md) is armed in turn; a method the step does not call leaves the
+ * (emu/kernel/faults.c, docs/emulator.md) is armed in turn; a method the step does not call leaves the
  * step succeeding (the rule is then cleared), and each step must be refused for at least the
  * methods listed in `must` (the calls rdma-core/the kernel make for it: libibverbs device.c,
  * cmd_*.c, providers/mlx5/mlx5.c and verbs.c).

@@ -36,7 +36,6 @@
 #include "mlxd_mlx5.h"
 #include "mlxd_roce.h"
 #include "mlxd_uverbs.h"
-#include "nic_api.h"
 
 #define PAGE 4096u
 #define PAT  0x5a

@@ -281,7 +281,7 @@ static void retry_next_addresses(void)
     if (n + 1 >= 250) return;
     pick_emu_addresses(n + 1);
     /* the emulator of the new image builds its own sysfs tree for the new addresses (this one
-     * is swept once this process is gone, emu/sysfs.c) */
+     * is swept once this process is gone, emu/kernel/sysfs_tree.c) */
     unsetenv("SYSFS_PATH");
     execv("/proc/self/exe", g_argv);
 }

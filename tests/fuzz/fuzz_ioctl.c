@@ -1,5 +1,5 @@
-/* libFuzzer target: the emulator's RDMA_VERBS_IOCTL decoder (emu/ioctl.c emu_ioctl and every
- * method handler behind it, emu/write.c through INVOKE_WRITE), as a hostile program drives it:
+/* libFuzzer target: the emulator's RDMA_VERBS_IOCTL decoder (emu/kernel/uverbs_ioctl.c emu_ioctl and every
+ * method handler behind it, emu/kernel/write.c through INVOKE_WRITE), as a hostile program drives it:
  * it controls every byte of the header and the attribute array and every pointer in them.
  *
  * Each input is: [ctl u8] then up to 4 calls, each [len u16 LE][len bytes].  A call's bytes are

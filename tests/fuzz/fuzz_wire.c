@@ -1,5 +1,5 @@
-/* libFuzzer target: the emulator's incoming-packet path (emu/wire_udp.c rx_one ->
- * mlxd_roce_parse -> emu/nic_resp.c nic_resp_packet), on a live emulated port whose RC and UC
+/* libFuzzer target: the emulator's incoming-packet path (emu/nic/wire_udp.c rx_one ->
+ * mlxd_roce_parse -> emu/nic/nic_resp.c nic_resp_packet), on a live emulated port whose RC and UC
  * QPs were made by the real driver (uverbs/, mlx5/).
  *
  * Input: up to 8 records [ctl u8][len u16 LE][len bytes of UDP payload: BTH .. iCRC].  Each
@@ -27,7 +27,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "emu.h"
-#include "nic.h"
+#include "nic/nic.h"
 #include "mlxd_emu.h"
 #include "mlxd_error.h"
 #include "mlxd_mlx5.h"

@@ -7,12 +7,12 @@
  * The NIC sources are compiled into this program (their hooks are hidden inside the emulator
  * library); tests/test_emu_nic.c runs one case per Check test. */
 #define NIC_NO_WEAK_SERVICES 1
-#include "../../emu/nic_engine.c"
-#include "../../emu/nic_cq.c"
-#include "../../emu/nic_req.c"
-#include "../../emu/nic_resp.c"
-#include "../../emu/wire_udp.c"
-#include "../../emu/pcap_writer.c"
+#include "../../emu/nic/nic_engine.c"
+#include "../../emu/nic/nic_cq.c"
+#include "../../emu/nic/nic_req.c"
+#include "../../emu/nic/nic_resp.c"
+#include "../../emu/nic/wire_udp.c"
+#include "../../emu/nic/pcap_writer.c"
 #include "../../abi/roce.c"
 #include "../../abi/error.c"
 

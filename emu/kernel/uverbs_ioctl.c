@@ -31,7 +31,7 @@
 #include <rdma/mlx5-abi.h>
 #include <rdma/mlx5_user_ioctl_cmds.h>
 #include "kernel.h"
-#include "ioctl.h"
+#include "ioctl_bundle.h"
 
 #define RDMA_DRIVER_MLX5_ID 1
 /* newer than the installed 6.1 uapi: UVERBS_ID_DRIVER_NS_WITH_UHW + 0 on CQ_CREATE (k >= 6.11) */

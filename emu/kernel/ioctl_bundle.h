@@ -1,4 +1,4 @@
-/* ioctl.h: the attribute bundle of one RDMA_VERBS_IOCTL call (private to ioctl.c). */
+/* ioctl_bundle.h: the attribute bundle of one RDMA_VERBS_IOCTL call (private to uverbs_ioctl.c). */
 #ifndef MLXD_EMU_IOCTL_H
 #define MLXD_EMU_IOCTL_H
 #include <stdbool.h>

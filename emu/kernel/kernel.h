@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 #include <sys/stat.h>
-#include "emu.h"
+#include "../emu.h"
 
 #define EMU_API __attribute__((visibility("default")))
 

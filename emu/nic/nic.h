@@ -9,8 +9,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include "emu.h"
-#include "nic_api.h"
+#include "../emu.h"
+#include "mlxd_emu.h"      /* the NIC control API: the public header's NIC section */
 #include "mlxd_roce.h"
 
 #define NIC_PKT_MAX     (MLXD_ROCE_MAX_HDR_LEN + 4096 + 8)   /* one packet incl. IP/UDP */
