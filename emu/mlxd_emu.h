@@ -149,6 +149,18 @@ int mlxd_emu_fault_set(unsigned index, const struct mlxd_emu_fault *f);
  * IB_EVENT_PORT_ERR (10) / IB_EVENT_PORT_ACTIVE (9) on its default async fd.  -ENODEV if the device is not open. */
 int mlxd_emu_port_set(unsigned index, bool up);
 
+/* Raises a hardware error on device `index`, as the kernel reports it on the async fd
+ * (include/rdma/ib_verbs.h enum ib_event_type):
+ *   type 8 (IB_EVENT_DEVICE_FATAL): every QP of the device goes to the error state (its receives
+ *          flushed) and every open context gets the event (mlx5_ib_handle_internal_error);
+ *   type 1, 2, 3 (IB_EVENT_QP_FATAL, _REQ_ERR, _ACCESS_ERR): QP number `num` (UINT32_MAX: every
+ *          RC/UC QP of the device) goes to the error state and its owner gets the event;
+ *   type 0 (IB_EVENT_CQ_ERR): CQ number `num` (UINT32_MAX: every CQ) takes no more CQEs and its
+ *          owner gets the event.
+ * Returns 0; -EINVAL another type or index; -ENODEV the device is not open; -ENOENT no such QP
+ * or CQ. */
+int mlxd_emu_inject_event(unsigned index, uint32_t type, uint32_t num);
+
 /* Starts (path) or stops (NULL) the wire capture of device `index`.  -ENODEV if not open;
  * -EIO if the file cannot be created. */
 int mlxd_emu_pcap(unsigned index, const char *path);

@@ -1,0 +1,363 @@
+/* receiver_events: the receiver reports what departs from its configuration (issue 13), on the
+ * emulated NIC fed by the generator:
+ *   port_flap            the link goes down for 80 ms while frames flow (both monitor modes):
+ *                        PORT_DOWN, PORT_UP (down_ns >= 80 ms) and RESUMED (frames_lost =
+ *                        stats.lost_link_down) reach the handler and the queue, the receiver goes
+ *                        on, and frames + lost (+ any other named cause) = frames sent.
+ *   fatal_events         QP fatal, CQ error and device fatal (mlxd_emu_inject_event, the kernel's
+ *                        async events) end blocking_monitor with -EIO / -ENODEV and a message
+ *                        naming the event, in both modes; counted in the stats; queued.
+ *   lost_gap             frame numbers 0..9 then 15..24: exactly 5 frames lost, 20 received.
+ *   no_receive_and_gap   two causes at once: receives run out (the callback stalls the monitor
+ *                        with 2 receives posted) and 5 frame numbers never sent: the CQEs'
+ *                        hw_drops and the port's out_of_buffer name the dropped frames, the gap
+ *                        names the 5, and everything adds up to the 25 numbers.
+ *   short_frame          the device sends 4000-byte frames to a receiver of 4096: each is
+ *                        flagged MLXD_FRAME_SIZE_MISMATCH, counted in short_frames, and
+ *                        last_bytes_written says 4000.
+ *   missing_metadata     the receiver expects 4352-byte frames (metadata at 4352), the device
+ *                        sends 4096 (metadata at 4096): every frame is MLXD_FRAME_MISSING_METADATA
+ *                        and none is counted as overwritten.
+ * Expected values: the generator's contract (receiver/mlxd_capture.h), Holoscan Sensor Bridge's
+ * metadata layout (mlxd_hsb.h), the kernel's ib_event_type numbers (include/rdma/ib_verbs.h). */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mlxd_capture.h"
+#include "mlxd_emu.h"
+#include "mlxd_error.h"
+#include "mlxd_receiver.h"
+#include "util.h"
+
+struct ev_rx {
+    struct mlxd_receiver *r;
+    uint8_t *buf;
+    size_t frame, page;
+    unsigned pages;
+    pthread_t mon;
+    int mon_rc;
+    char mon_msg[512];
+    _Atomic bool mon_done;
+    char dst[32];
+    /* the event handler's record */
+    pthread_mutex_t lock;
+    struct mlxd_receiver_event seen[16];
+    unsigned nseen;
+    _Atomic unsigned stall_ms;     /* the frame-ready callback sleeps this long once */
+};
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void on_event(void *ctx, const struct mlxd_receiver_event *ev)
+{
+    struct ev_rx *x = ctx;
+    pthread_mutex_lock(&x->lock);
+    if (x->nseen < 16) x->seen[x->nseen++] = *ev;
+    pthread_mutex_unlock(&x->lock);
+}
+
+static void on_ready(void *ctx)
+{
+    struct ev_rx *x = ctx;
+    unsigned ms = atomic_exchange(&x->stall_ms, 0);
+    if (ms) usleep(ms * 1000);
+}
+
+static void *mon_main(void *arg)
+{
+    struct ev_rx *x = arg;
+    x->mon_rc = mlxd_receiver_blocking_monitor(x->r);
+    if (x->mon_rc < 0) snprintf(x->mon_msg, sizeof x->mon_msg, "%s", mlxd_errmsg());
+    atomic_store(&x->mon_done, true);
+    return NULL;
+}
+
+/* A receiver of frame_size frames (metadata where a device of that size puts it). */
+static void ev_start(struct ev_rx *x, size_t frame, unsigned pages, uint32_t mode, unsigned recv_depth)
+{
+    memset(x, 0, sizeof *x);
+    mlxd_test_private_devices();
+    pthread_mutex_init(&x->lock, NULL);
+    x->frame = frame;
+    x->page = mlxd_hsb_min_page_size(frame);
+    x->pages = pages;
+    size_t size = x->page * pages;
+    ck_assert_int_eq(posix_memalign((void **)&x->buf, 4096, size), 0);
+    memset(x->buf, 0, size);
+    x->r = mlxd_receiver_new();
+    mlxd_receiver_set_event_handler(x->r, on_event, x);
+    mlxd_receiver_set_frame_ready(x->r, on_ready, x);
+    struct mlxd_receiver_opts o = { .sz = sizeof o, .device = "mlx5_0", .port = 1, .buffer = (uintptr_t)x->buf,
+        .buffer_size = size, .frame_size = frame, .page_size = x->page, .pages = pages,
+        .metadata_offset = mlxd_hsb_metadata_offset(frame), .peer_ip = "127.0.0.1",
+        .queue_size = pages, .mode = mode, .recv_depth = recv_depth };
+    int rc = mlxd_receiver_start(x->r, &o);
+    ck_assert_msg(rc == 0, "start: %s", mlxd_errmsg());
+    uint32_t ip = mlxd_receiver_local_ipv4(x->r);
+    snprintf(x->dst, sizeof x->dst, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
+    ck_assert_int_eq(pthread_create(&x->mon, NULL, mon_main, x), 0);
+    usleep(20000);   /* the monitor runs (and, in event mode, has armed the CQ) */
+}
+
+static void ev_stop(struct ev_rx *x)
+{
+    ck_assert_int_eq(mlxd_receiver_close(x->r), 0);
+    pthread_join(x->mon, NULL);
+    mlxd_receiver_destroy(x->r);
+    pthread_mutex_destroy(&x->lock);
+    free(x->buf);
+}
+
+/* Sends frames numbered first..first+n-1 of gen_frame bytes at fps (0: as fast as possible). */
+static uint64_t ev_gen(struct ev_rx *x, uint64_t first, uint64_t n, size_t gen_frame, double fps, uint32_t *psn)
+{
+    struct mlxd_replay_map m = { .qpn = mlxd_receiver_qp_number(x->r), .rkey = mlxd_receiver_rkey(x->r),
+        .base_va = mlxd_receiver_external_frame_memory(x->r), .page_size = x->page, .pages = x->pages };
+    struct mlxd_gen_opts g = { .sz = sizeof g, .frame_size = gen_frame, .fps = fps, .frames = n,
+        .first_page = (uint32_t)(first % x->pages), .first_frame = first, .first_psn = *psn };
+    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = x->dst, .src_ip = "127.0.0.1" };
+    struct mlxd_send_stats st;
+    int rc = mlxd_gen_run(&m, &g, &so, &st);
+    ck_assert_msg(rc == 0, "gen: %s", mlxd_errmsg());
+    *psn = (uint32_t)((*psn + st.packets) & 0xFFFFF);
+    return st.frames;
+}
+
+/* Waits until the receiver has accounted for `n` frames (received or named), or 10 s. */
+static void ev_wait_accounted(struct ev_rx *x, uint64_t n, struct mlxd_receiver_stats *st)
+{
+    double end = mono_s() + 10;
+    do {
+        mlxd_receiver_stats(x->r, st);
+        if (st->frames + st->errors + st->bad_page + st->hw_drops + st->lost >= n) return;
+        usleep(2000);
+    } while (mono_s() < end);
+}
+
+static unsigned count_kind(struct ev_rx *x, uint32_t kind, struct mlxd_receiver_event *last)
+{
+    unsigned n = 0;
+    pthread_mutex_lock(&x->lock);
+    for (unsigned i = 0; i < x->nseen; i++)
+        if (x->seen[i].kind == kind) { n++; if (last) *last = x->seen[i]; }
+    pthread_mutex_unlock(&x->lock);
+    return n;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+struct flap { struct ev_rx *x; uint64_t sent; uint32_t psn; };
+
+static void *flap_sender(void *arg)
+{
+    struct flap *f = arg;
+    f->sent = ev_gen(f->x, 0, 400, 4096, 1000, &f->psn);
+    return NULL;
+}
+
+START_TEST(port_flap)
+{
+    struct ev_rx x;
+    ev_start(&x, 4096, 8, _i ? MLXD_RECEIVER_EVENT : MLXD_RECEIVER_BUSY_POLL, 0);
+    struct flap f = { .x = &x };
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, flap_sender, &f), 0);
+    struct mlxd_receiver_stats st;
+    do { usleep(2000); mlxd_receiver_stats(x.r, &st); } while (st.frames < 100);
+    ck_assert_int_eq(mlxd_emu_port_set(0, false), 0);
+    usleep(80000);
+    ck_assert_int_eq(mlxd_emu_port_set(0, true), 0);
+    pthread_join(t, NULL);
+    ck_assert_uint_eq(f.sent, 400);
+    ev_wait_accounted(&x, 400, &st);
+
+    struct mlxd_receiver_event up, res, down;
+    ck_assert_uint_eq(count_kind(&x, MLXD_RX_EVENT_PORT_DOWN, &down), 1);
+    ck_assert_uint_eq(count_kind(&x, MLXD_RX_EVENT_PORT_UP, &up), 1);
+    ck_assert_uint_eq(count_kind(&x, MLXD_RX_EVENT_RESUMED, &res), 1);
+    ck_assert_uint_eq(down.kernel_type, 10);   /* IB_EVENT_PORT_ERR */
+    ck_assert_uint_eq(up.kernel_type, 9);      /* IB_EVENT_PORT_ACTIVE */
+    ck_assert_uint_ge(up.down_ns, 80000000);
+    ck_assert_uint_eq(res.down_ns, up.down_ns);
+    /* 80 ms at 1000 fps: frames were sent while the port dropped everything */
+    ck_assert_uint_gt(res.frames_lost, 0);
+    ck_assert_uint_eq(res.frames_lost, st.lost_link_down);
+    ck_assert_uint_eq(st.port_down, 1);
+    ck_assert_uint_eq(st.port_up, 1);
+    ck_assert_uint_eq(st.events, 2);
+    ck_assert_uint_ge(st.link_down_ns, 80000000);
+    /* the receiver went on, and every frame is accounted for */
+    ck_assert_uint_gt(st.frames, res.frames);
+    ck_assert_uint_eq(st.frames + st.lost + st.hw_drops + st.errors + st.bad_page, 400);
+    /* the queue holds the same events, in order */
+    struct mlxd_receiver_event q;
+    uint32_t want[] = { MLXD_RX_EVENT_PORT_DOWN, MLXD_RX_EVENT_PORT_UP, MLXD_RX_EVENT_RESUMED };
+    for (int i = 0; i < 3; i++) {
+        ck_assert(mlxd_receiver_next_event(x.r, &q));
+        ck_assert_uint_eq(q.kind, want[i]);
+    }
+    ck_assert(!mlxd_receiver_next_event(x.r, &q));
+    ck_assert(!atomic_load(&x.mon_done));
+    ev_stop(&x);
+}
+END_TEST
+
+/* _i: mode (bit 0) x event (_i / 2: QP fatal, CQ error, device fatal) */
+START_TEST(fatal_events)
+{
+    static const struct { uint32_t type, kind; int err; const char *name; } E[] = {
+        { 1, MLXD_RX_EVENT_QP_FATAL, EIO, "IB_EVENT_QP_FATAL" },
+        { 0, MLXD_RX_EVENT_CQ_ERROR, EIO, "IB_EVENT_CQ_ERR" },
+        { 8, MLXD_RX_EVENT_DEVICE_FATAL, ENODEV, "IB_EVENT_DEVICE_FATAL" },
+    };
+    int e = _i / 2;
+    struct ev_rx x;
+    ev_start(&x, 4096, 4, (_i & 1) ? MLXD_RECEIVER_EVENT : MLXD_RECEIVER_BUSY_POLL, 0);
+    uint32_t psn = 0;
+    ev_gen(&x, 0, 3, 4096, 1000, &psn);
+    struct mlxd_receiver_stats st;
+    ev_wait_accounted(&x, 3, &st);
+    ck_assert_uint_eq(st.frames, 3);
+    ck_assert_int_eq(mlxd_emu_inject_event(0, E[e].type, UINT32_MAX), 0);
+    double end = mono_s() + 10;
+    while (!atomic_load(&x.mon_done) && mono_s() < end) usleep(1000);
+    ck_assert_msg(atomic_load(&x.mon_done), "the monitor did not end on %s", E[e].name);
+    pthread_join(x.mon, NULL);
+    ck_assert_int_eq(x.mon_rc, -E[e].err);
+    ck_assert_msg(strstr(x.mon_msg, "mlxd_receiver_blocking_monitor: ") == x.mon_msg && strstr(x.mon_msg, E[e].name),
+                  "message: %s", x.mon_msg);
+    mlxd_receiver_stats(x.r, &st);
+    ck_assert_uint_eq(st.qp_errors, E[e].kind == MLXD_RX_EVENT_QP_FATAL);
+    ck_assert_uint_eq(st.cq_errors, E[e].kind == MLXD_RX_EVENT_CQ_ERROR);
+    ck_assert_uint_eq(st.device_fatal, E[e].kind == MLXD_RX_EVENT_DEVICE_FATAL);
+    struct mlxd_receiver_event q;
+    ck_assert(mlxd_receiver_next_event(x.r, &q));
+    ck_assert_uint_eq(q.kind, E[e].kind);
+    ck_assert_uint_eq(q.kernel_type, E[e].type);
+    ck_assert_uint_eq(q.frames, 3);
+    ck_assert_uint_eq(count_kind(&x, E[e].kind, NULL), 1);
+    /* the receiver stays started until close */
+    ck_assert(mlxd_receiver_started(x.r));
+    ck_assert_int_eq(mlxd_receiver_close(x.r), 0);
+    mlxd_receiver_destroy(x.r);
+    free(x.buf);
+}
+END_TEST
+
+START_TEST(lost_gap)
+{
+    struct ev_rx x;
+    ev_start(&x, 4096, 4, MLXD_RECEIVER_BUSY_POLL, 0);
+    uint32_t psn = 0;
+    ev_gen(&x, 0, 10, 4096, 500, &psn);
+    ev_gen(&x, 15, 10, 4096, 500, &psn);
+    struct mlxd_receiver_stats st;
+    ev_wait_accounted(&x, 25, &st);
+    ck_assert_uint_eq(st.frames, 20);
+    ck_assert_uint_eq(st.lost, 5);
+    ck_assert_uint_eq(st.lost_link_down, 0);
+    ck_assert_uint_eq(st.hw_drops, 0);
+    ck_assert_uint_eq(st.last_frame_number, 24);
+    ev_stop(&x);
+}
+END_TEST
+
+START_TEST(no_receive_and_gap)
+{
+    struct ev_rx x;
+    ev_start(&x, 4096, 8, MLXD_RECEIVER_BUSY_POLL, 2);
+    uint32_t psn = 0;
+    /* the first frame's callback holds the monitor 300 ms: the second frame takes the last
+     * posted receive and frames 2..9 find none (dropped by the port, counted in out_of_buffer
+     * and in the hw_drops byte of the QP's next CQE); frames 10..14 are never sent; frames
+     * 15..24 come after the stall */
+    atomic_store(&x.stall_ms, 300);
+    ev_gen(&x, 0, 10, 4096, 200, &psn);
+    struct mlxd_receiver_stats st;
+    double end = mono_s() + 10;
+    do { usleep(10000); mlxd_receiver_stats(x.r, &st); } while (atomic_load(&x.stall_ms) && mono_s() < end);
+    usleep(400000);
+    ev_gen(&x, 15, 10, 4096, 200, &psn);
+    ev_wait_accounted(&x, 25, &st);
+    usleep(50000);   /* the emulator's counters reach sysfs within 10 ms */
+    mlxd_receiver_stats(x.r, &st);
+    ck_assert(st.hw_counters_valid);
+    ck_assert_uint_eq(st.frames, 12);
+    ck_assert_uint_eq(st.hw_drops, 8);
+    ck_assert_uint_eq(st.out_of_buffer, 8);
+    ck_assert_uint_eq(st.lost, 5);
+    ck_assert_uint_eq(st.frames + st.lost + st.hw_drops, 25);
+    ev_stop(&x);
+}
+END_TEST
+
+START_TEST(short_frame)
+{
+    struct ev_rx x;
+    ev_start(&x, 4096, 4, MLXD_RECEIVER_BUSY_POLL, 0);
+    uint32_t psn = 0;
+    ev_gen(&x, 0, 6, 4000, 500, &psn);   /* round_up(4000, 128) = 4096: the same metadata offset */
+    struct mlxd_receiver_stats st;
+    ev_wait_accounted(&x, 6, &st);
+    ck_assert_uint_eq(st.frames, 6);
+    ck_assert_uint_eq(st.short_frames, 6);
+    ck_assert_uint_eq(st.long_frames, 0);
+    ck_assert_uint_eq(st.last_bytes_written, 4000);
+    ck_assert_uint_eq(st.lost, 0);
+    struct mlxd_receiver_frame f;
+    ck_assert(mlxd_receiver_get_next_frame(x.r, 1000, &f));
+    ck_assert_uint_eq(f.flags, MLXD_FRAME_SIZE_MISMATCH);
+    ck_assert_uint_eq(f.metadata.bytes_written, 4000);
+    ev_stop(&x);
+}
+END_TEST
+
+START_TEST(missing_metadata)
+{
+    struct ev_rx x;
+    ev_start(&x, 4352, 4, MLXD_RECEIVER_EVENT, 0);
+    uint32_t psn = 0;
+    ev_gen(&x, 0, 6, 4096, 500, &psn);
+    struct mlxd_receiver_stats st;
+    ev_wait_accounted(&x, 6, &st);
+    ck_assert_uint_eq(st.frames, 6);
+    ck_assert_uint_eq(st.missing_metadata, 6);
+    ck_assert_uint_eq(st.overwritten, 0);
+    ck_assert_uint_eq(st.lost, 0);
+    struct mlxd_receiver_frame f;
+    ck_assert(mlxd_receiver_get_next_frame(x.r, 1000, &f));
+    ck_assert_uint_eq(f.flags, MLXD_FRAME_MISSING_METADATA);
+    ev_stop(&x);
+}
+END_TEST
+
+Suite *receiver_events_suite(void)
+{
+    Suite *s = suite_create("receiver_events");
+#define CASE(fn) do { TCase *tc = tcase_create(#fn); tcase_set_timeout(tc, 120); \
+                      tcase_add_test(tc, fn); suite_add_tcase(s, tc); } while (0)
+#define LOOP(fn, n) do { TCase *tc = tcase_create(#fn); tcase_set_timeout(tc, 120); \
+                         tcase_add_loop_test(tc, fn, 0, n); suite_add_tcase(s, tc); } while (0)
+    LOOP(port_flap, 2);
+    LOOP(fatal_events, 6);
+    CASE(lost_gap);
+    CASE(no_receive_and_gap);
+    CASE(short_frame);
+    CASE(missing_metadata);
+#undef CASE
+#undef LOOP
+    return s;
+}
