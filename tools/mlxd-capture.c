@@ -97,6 +97,9 @@ static void usage(FILE *f)
 "      --consumer-delay-ms M  sleep M ms after each frame (a deliberately slow consumer)\n"
 "      --timeout-ms M       [replay, generate] give up when no frame came for M ms after the\n"
 "                           source ended (2000)\n"
+"      --link-down F:MS     [replay, generate] pull the emulated port's link after F frames\n"
+"                           were sent, for MS ms (the emulator's link control): the receiver\n"
+"                           reports the events and the frames lost\n"
 "  -q, --quiet              no live status line\n"
 "  -h, --help\n"
 "\n"
@@ -131,6 +134,8 @@ struct cfg {
     const char *save;
     bool json, print_frames, verify, quiet;
     unsigned consumer_delay_ms, timeout_ms;
+    uint64_t link_down_at;      /* --link-down FRAME:MS: after FRAME frames were sent, */
+    unsigned link_down_ms;      /* the emulated port goes down for MS ms (0: never) */
 };
 
 static volatile int g_stop;      /* mlxd_send_opts.stop: __atomic_load_n/__atomic_store_n */
@@ -361,6 +366,8 @@ struct run {
     char target_ip[64];
     uint16_t target_port;
     uint64_t expected;          /* frames expected (0 = unknown) */
+    int link_state;             /* --link-down: 0 not yet, 1 down, 2 back up */
+    double link_down_t;
 };
 
 static _Atomic uint64_t g_taken;     /* frames the consumer has finished with */
@@ -390,6 +397,40 @@ static void *monitor_main(void *arg)
     return NULL;
 }
 
+/* --link-down: the emulator's link control (mlxd_emu_port_set, found with dlsym), as pulling
+ * the cable would: the port drops every packet while down and raises PORT_ERR / PORT_ACTIVE. */
+static void set_emulated_link(const struct cfg *c, bool up)
+{
+    int (*port_set)(unsigned, bool) = (int (*)(unsigned, bool))dlsym(RTLD_DEFAULT, "mlxd_emu_port_set");
+    const char *us = strrchr(c->device, '_');   /* mlx5_N is the emulator's device N */
+    if (port_set && us && us[1] >= '0' && us[1] <= '9')
+        port_set((unsigned)atoi(us + 1), up);
+}
+
+static void link_control(struct run *r, uint64_t sent)
+{
+    const struct cfg *c = r->c;
+    if (!c->link_down_ms) return;
+    if (r->link_state == 0 && sent >= c->link_down_at) {
+        set_emulated_link(c, false);
+        r->link_down_t = now_s();
+        r->link_state = 1;
+    } else if (r->link_state == 1 && now_s() - r->link_down_t >= c->link_down_ms / 1000.0) {
+        set_emulated_link(c, true);
+        r->link_state = 2;
+    }
+}
+
+/* After each frame sent: the link control, then lock-step pacing when asked for. */
+static bool sent_frame(void *ctx, uint64_t frame)
+{
+    struct run *r = ctx;
+    link_control(r, frame + 1);
+    if (r->c->replay && !strcmp(r->c->pace, "lockstep") && r->link_state != 1)
+        return lockstep_wait(ctx, frame);
+    return !__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE);
+}
+
 static void *feed_main(void *arg)
 {
     struct run *r = arg;
@@ -406,6 +447,12 @@ static void *feed_main(void *arg)
     }
     if (r->feed_rc < 0)
         snprintf(r->feed_err, sizeof r->feed_err, "%s", mlxd_errmsg());
+    if (r->link_state == 1) {    /* the source ended while the link was down: bring it back */
+        double left = c->link_down_ms / 1000.0 - (now_s() - r->link_down_t);
+        if (left > 0) usleep((useconds_t)(left * 1e6));
+        set_emulated_link(c, true);
+        r->link_state = 2;
+    }
     atomic_store(&r->feed_done, true);
     return NULL;
 }
@@ -754,13 +801,14 @@ static void on_event(void *ctx, const struct mlxd_receiver_event *ev)
         fflush(stdout);
         return;
     }
-    fprintf(stderr, "\r\033[Kmlxd-capture: event: %s after %" PRIu64 " frames", mlxd_receiver_event_name(ev->kind),
-            ev->frames);
+    fprintf(stderr, "%smlxd-capture: event: ", !c->quiet && isatty(2) ? "\r\033[K" : "");
+    if (ev->kind == MLXD_RX_EVENT_RESUMED)
+        fprintf(stderr, "frames resumed after %" PRIu64 " frames: %" PRIu64 " frames lost while the link "
+                "was down (%.1f ms)", ev->frames, ev->frames_lost, ev->down_ns / 1e6);
+    else
+        fprintf(stderr, "%s after %" PRIu64 " frames", mlxd_receiver_event_name(ev->kind), ev->frames);
     if (ev->kind == MLXD_RX_EVENT_PORT_UP)
         fprintf(stderr, "; the link was down %.1f ms", ev->down_ns / 1e6);
-    if (ev->kind == MLXD_RX_EVENT_RESUMED)
-        fprintf(stderr, ": %" PRIu64 " frames lost while the link was down (%.1f ms)", ev->frames_lost,
-                ev->down_ns / 1e6);
     if (ev->kind == MLXD_RX_EVENT_OTHER)
         fprintf(stderr, " (ib_event_type %u)", ev->kernel_type);
     fprintf(stderr, "\n");
@@ -897,14 +945,10 @@ static int run(struct cfg *c)
                                         .src_ip = c->peer_ip,
                                         .loops = c->loops, .max_frames = c->replay ? c->frames : 0,
                                         .stop = &g_stop };
-        if (c->replay) {
-            if (!strcmp(c->pace, "lockstep")) {
-                R.so.sent_frame = lockstep_wait;
-                R.so.ctx = &R;
-            } else if (!strcmp(c->pace, "recorded")) {
-                R.so.pacing = MLXD_PACE_RECORDED;
-            }
-        }
+        R.so.sent_frame = sent_frame;
+        R.so.ctx = &R;
+        if (c->replay && !strcmp(c->pace, "recorded"))
+            R.so.pacing = MLXD_PACE_RECORDED;
         if (pthread_create(&feed, NULL, feed_main, &R)) {
             fprintf(stderr, "mlxd-capture: cannot start the feeder thread\n");
             goto out;
@@ -1093,14 +1137,15 @@ int main(int argc, char **argv)
                      .verify = true, .timeout_ms = 2000, .gen_md = MLXD_GEN_MD_SEPARATE };
     enum { O_FRAME = 256, O_PAGE, O_PAGES, O_MDOFF, O_PEER, O_QUEUE, O_DURATION, O_BUSY, O_EVENT,
            O_LEGACY, O_NOMD, O_EMULATE, O_REPLAY, O_PACE, O_LOOPS, O_GENERATE, O_FPS, O_GENMD,
-           O_PAYLOAD, O_TARGET, O_SAVE, O_JSON, O_NOVERIFY, O_DELAY, O_TIMEOUT };
+           O_PAYLOAD, O_TARGET, O_SAVE, O_JSON, O_NOVERIFY, O_DELAY, O_TIMEOUT, O_LINKDOWN };
     static const struct mode_option mode_opts[] = {
         { O_PACE, "--pace", MODE_REPLAY }, { O_LOOPS, "--loops", MODE_REPLAY },
         { O_FPS, "--fps", MODE_GENERATE }, { O_GENMD, "--gen-metadata", MODE_GENERATE },
         { O_PAYLOAD, "--payload-size", MODE_GENERATE },
         { O_TARGET, "--target", MODE_REPLAY | MODE_GENERATE },
         { O_NOVERIFY, "--no-verify", MODE_REPLAY | MODE_GENERATE },
-        { O_TIMEOUT, "--timeout-ms", MODE_REPLAY | MODE_GENERATE } };
+        { O_TIMEOUT, "--timeout-ms", MODE_REPLAY | MODE_GENERATE },
+        { O_LINKDOWN, "--link-down", MODE_REPLAY | MODE_GENERATE } };
     enum { N_MODE_OPTS = sizeof mode_opts / sizeof mode_opts[0] };
     /* the mode options given, in the order of the command line (each once): the mode is known
      * only once every option is read, and the first misplaced one is the one reported */
@@ -1116,6 +1161,7 @@ int main(int argc, char **argv)
         { "payload-size", 1, 0, O_PAYLOAD }, { "target", 1, 0, O_TARGET }, { "save", 1, 0, O_SAVE },
         { "json", 0, 0, O_JSON }, { "print-frames", 0, 0, 'v' }, { "no-verify", 0, 0, O_NOVERIFY },
         { "consumer-delay-ms", 1, 0, O_DELAY }, { "timeout-ms", 1, 0, O_TIMEOUT }, { "quiet", 0, 0, 'q' },
+        { "link-down", 1, 0, O_LINKDOWN },
         { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
     int ch;
     uint64_t v;
@@ -1182,6 +1228,23 @@ int main(int argc, char **argv)
         case O_NOVERIFY: c.verify = false; break;
         case O_DELAY: NUM("--consumer-delay-ms", 0, UINT_MAX); c.consumer_delay_ms = (unsigned)v; break;
         case O_TIMEOUT: NUM("--timeout-ms", 0, UINT_MAX); c.timeout_ms = (unsigned)v; break;
+        case O_LINKDOWN: {
+            /* FRAME:MS, both through the one number parser */
+            char what[64], num[32];
+            const char *colon = strchr(optarg, ':');
+            if (!colon || (size_t)(colon - optarg) >= sizeof num)
+                return usage_error("--link-down %s: FRAME:MS (after FRAME frames, MS milliseconds down)", optarg);
+            snprintf(num, sizeof num, "%.*s", (int)(colon - optarg), optarg);
+            snprintf(what, sizeof what, "--link-down frame");
+            int prc = parse_uint(what, num, 0, UINT64_MAX, &v);
+            if (prc) return prc;
+            c.link_down_at = v;
+            snprintf(what, sizeof what, "--link-down milliseconds");
+            prc = parse_uint(what, colon + 1, 1, 600000, &v);
+            if (prc) return prc;
+            c.link_down_ms = (unsigned)v;
+            break;
+        }
         case 'q': c.quiet = true; break;
         case 'h': usage(stdout); return 0;
         default:
