@@ -27,6 +27,16 @@
  * memory (a CUdeviceptr, builds with CUDA=1) through a dma-buf of the range
  * (cuMemGetHandleForAddressRange, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD).
  *
+ * fork(): a child of fork cannot disturb its parent's receiver.  The rings, doorbell records and
+ * the registered frame buffer are MADV_DONTFORK (as rdma-core's ibv_fork_init arranges): they
+ * are not mapped in the child.  Registration covers whole pages, so allocate the frame buffer
+ * in whole pages (mmap, or posix_memalign with the size rounded up to the page size): heap data
+ * sharing its first or last page would be missing in the child too.  In the child every call on
+ * the parent's receiver returns -EINVAL (false, 0), with a message saying so, and changes
+ * nothing; destroy does nothing there.  So a child's atexit handler or C++ static destructor
+ * that closes the receiver neither hangs nor stops the parent's monitor, which stops only when
+ * the parent's own close asks it to.  A child that wants frames makes its own receiver.
+ *
  * Errors (abi/mlxd_error.h): int-returning calls give 0 or a negative errno and a per-thread
  * message naming the call, the argument and the bound.  Misuse gives -EINVAL and changes nothing.
  *

@@ -26,6 +26,7 @@
 #include "mlxd_uverbs.h"
 #include "opts.h"
 #include "rx_events.h"
+#include "fork_gen.h"
 
 #define DEFAULT_RECV_DEPTH 256u    /* the original posts 256 receives (roce_receiver.cpp start) */
 #define DEFAULT_REPOST_BATCH 16u
@@ -56,6 +57,7 @@ enum {
 };
 
 struct mlxd_receiver {
+    unsigned fork_gen;             /* mlxd__fork_gen at new: a child of fork may not use it */
     pthread_mutex_t lock;          /* start / close / monitor entry and exit; never per frame */
     pthread_cond_t cond;           /* monitor_running changes */
     bool monitor_running, teardown_by_monitor;
@@ -111,6 +113,7 @@ struct mlxd_receiver {
     unsigned ev_spins;             /* idle polls since the last clock read (monitor) */
     bool resume_pending;           /* monitor: the port came back, no frame since */
     uint64_t outage_ns;            /* monitor: length of the last outage */
+    uint64_t lost_at_down;         /* monitor: acct[A_LOST] when the port went down */
     bool good_seen;                /* monitor: a frame with its own metadata was seen */
     uint64_t good_fn;              /* monitor: its extended frame number */
     uint64_t since_good;           /* monitor: frames accounted otherwise since then */
@@ -120,7 +123,16 @@ struct mlxd_receiver {
 
 struct mlxd_receiver *mlxd_receiver_new(void)
 {
-    struct mlxd_receiver *r = calloc(1, sizeof *r);
+    /* whole pages of its own: a registered frame buffer's pages are MADV_DONTFORK, and a
+     * receiver sharing its last page would be unmapped in a child of fork, whose calls must
+     * still read fork_gen to be refused */
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t size = (sizeof(struct mlxd_receiver) + (size_t)pg - 1) & ~((size_t)pg - 1);
+    struct mlxd_receiver *r = NULL;
+    if (posix_memalign((void **)&r, (size_t)pg, size))
+        r = NULL;
+    if (r)
+        memset(r, 0, size);
     if (!r) {
         mlxd_err(ENOMEM, "mlxd_receiver_new: out of memory");
         return NULL;
@@ -129,8 +141,25 @@ struct mlxd_receiver *mlxd_receiver_new(void)
     pthread_cond_init(&r->cond, NULL);
     r->stop_fd = -1;
     r->gid_index = -1;
+    r->fork_gen = mlxd__fork_gen;
     rx_evq_init(&r->evq);
     return r;
+}
+
+/* A child of fork() holds a copy of the parent's receiver: its rings, doorbell records and
+ * registered buffer are not mapped there (MADV_DONTFORK), its file descriptors and stop eventfd
+ * are the parent's.  Every call is refused and changes nothing, so that neither the child's
+ * close (an atexit handler, a C++ static destructor) nor anything else disturbs the parent. */
+static inline bool forked(const struct mlxd_receiver *r)
+{
+    return r->fork_gen != mlxd__fork_gen;
+}
+
+static int forked_err(const char *fn)
+{
+    return mlxd_err(EINVAL, "%s: called in a child of fork(): the receiver belongs to the parent process "
+                    "(its rings, doorbell records and frame buffer are not mapped in the child, and its "
+                    "descriptors are the parent's); nothing was done: a child makes its own receiver", fn);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -388,6 +417,8 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
 {
     if (!r || !opts)
         return mlxd_err(EINVAL, "mlxd_receiver_start: NULL %s", r ? "opts" : "receiver");
+    if (forked(r))
+        return forked_err("mlxd_receiver_start");
     uint32_t peer = 0;
     int rc = check_opts(opts, &peer);
     if (rc < 0)
@@ -666,8 +697,10 @@ static int on_async(struct mlxd_receiver *r, const struct mlxd_event *e)
     case MLXD_EVENT_PORT_ERROR:
         kind = MLXD_RX_EVENT_PORT_DOWN;
         acct_add(r, A_PORT_DOWN, 1);
-        if (!atomic_load(&r->acct[A_DOWN_SINCE]))
+        if (!atomic_load(&r->acct[A_DOWN_SINCE])) {
             atomic_store(&r->acct[A_DOWN_SINCE], mono_ns());
+            r->lost_at_down = atomic_load(&r->acct[A_LOST]);
+        }
         break;
     case MLXD_EVENT_PORT_ACTIVE: {
         kind = MLXD_RX_EVENT_PORT_UP;
@@ -772,10 +805,13 @@ static __attribute__((noinline)) void account_gap(struct mlxd_receiver *r, uint6
     if (lost)
         acct_add(r, A_LOST, lost);
     if (r->resume_pending) {
+        /* the frames lost since the port went down: the gap may have been counted already, when
+         * the first frame after the outage came before the monitor read PORT_UP */
         r->resume_pending = false;
-        if (lost)
-            acct_add(r, A_LOST_LINK_DOWN, lost);
-        emit(r, MLXD_RX_EVENT_RESUMED, 0, r->outage_ns, lost);
+        uint64_t outage_lost = atomic_load(&r->acct[A_LOST]) - r->lost_at_down;
+        if (outage_lost)
+            acct_add(r, A_LOST_LINK_DOWN, outage_lost);
+        emit(r, MLXD_RX_EVENT_RESUMED, 0, r->outage_ns, outage_lost);
     }
 }
 
@@ -983,8 +1019,15 @@ static int loop_event(struct mlxd_receiver *r)
                 continue;
             return mlxd_err(errno, "mlxd_receiver_blocking_monitor: poll: %s", strerror(errno));
         }
-        if (p[1].revents || atomic_load(&r->stop))
+        if (atomic_load(&r->stop))
             return 0;
+        if (p[1].revents) {
+            /* only this process's close stops the monitor (stop is set first); a write by
+             * anyone else (a child of fork shares the eventfd) is drained and ignored */
+            uint64_t v;
+            ssize_t rd = read(r->stop_fd, &v, sizeof v);
+            (void)rd;
+        }
         if (p[0].revents || p[2].revents) {
             bool completion = false;
             rc = read_events(r, &completion);   /* consumes completion and async events */
@@ -1003,6 +1046,8 @@ int mlxd_receiver_blocking_monitor(struct mlxd_receiver *r)
 {
     if (!r)
         return mlxd_err(EINVAL, "mlxd_receiver_blocking_monitor: NULL receiver");
+    if (forked(r))
+        return forked_err("mlxd_receiver_blocking_monitor");
     pthread_mutex_lock(&r->lock);
     if (!r->started) {
         pthread_mutex_unlock(&r->lock);
@@ -1043,6 +1088,8 @@ int mlxd_receiver_close(struct mlxd_receiver *r)
 {
     if (!r)
         return mlxd_err(EINVAL, "mlxd_receiver_close: NULL receiver");
+    if (forked(r))
+        return forked_err("mlxd_receiver_close");
     pthread_mutex_lock(&r->lock);
     if (!r->started) {
         pthread_mutex_unlock(&r->lock);
@@ -1080,6 +1127,12 @@ void mlxd_receiver_destroy(struct mlxd_receiver *r)
 {
     if (!r)
         return;
+    if (forked(r)) {
+        /* its lock may have been held by a parent thread at the fork, and its monitor runs in
+         * the parent only: the child's copy is left as it is (the child exits or execs) */
+        forked_err("mlxd_receiver_destroy");
+        return;
+    }
     mlxd_receiver_close(r);
     pthread_mutex_lock(&r->lock);
     while (r->monitor_running)
@@ -1109,6 +1162,10 @@ bool mlxd_receiver_get_next_frame(struct mlxd_receiver *r, unsigned timeout_ms,
         mlxd_err(EINVAL, "mlxd_receiver_get_next_frame: start() has not been called");
         return false;
     }
+    if (forked(r)) {
+        forked_err("mlxd_receiver_get_next_frame");
+        return false;
+    }
     uint64_t w[FRAMEQ_WORDS];
     if (!frameq_wait_pop(&r->q, w, timeout_ms))
         return false;
@@ -1132,7 +1189,7 @@ bool mlxd_receiver_get_next_frame(struct mlxd_receiver *r, unsigned timeout_ms,
 
 bool mlxd_receiver_frames_ready(struct mlxd_receiver *r)
 {
-    return r && r->q_ready && frameq_nonempty(&r->q);
+    return r && r->q_ready && !forked(r) && frameq_nonempty(&r->q);
 }
 
 void mlxd_receiver_set_event_handler(struct mlxd_receiver *r, mlxd_receiver_event_fn cb, void *ctx)
@@ -1147,6 +1204,10 @@ bool mlxd_receiver_next_event(struct mlxd_receiver *r, struct mlxd_receiver_even
 {
     if (!r || !ev) {
         mlxd_err(EINVAL, "mlxd_receiver_next_event: NULL %s", r ? "ev" : "receiver");
+        return false;
+    }
+    if (forked(r)) {
+        forked_err("mlxd_receiver_next_event");
         return false;
     }
     return rx_evq_pop(&r->evq, ev);
@@ -1164,6 +1225,8 @@ int mlxd_receiver_frame_check(struct mlxd_receiver *r, const struct mlxd_receive
 {
     if (!r || !info)
         return mlxd_err(EINVAL, "mlxd_receiver_frame_check: NULL %s", r ? "info" : "receiver");
+    if (forked(r))
+        return forked_err("mlxd_receiver_frame_check");
     /* started, not page_gen: close keeps page_gen, and after close the buffer may be gone */
     if (!r->started || !r->page_gen || !r->o.pages)
         return mlxd_err(EINVAL, "mlxd_receiver_frame_check: not started (start() not called, or "
@@ -1237,6 +1300,8 @@ int mlxd_receiver_stats(struct mlxd_receiver *r, struct mlxd_receiver_stats *out
 {
     if (!r || !out)
         return mlxd_err(EINVAL, "mlxd_receiver_stats: NULL %s", r ? "out" : "receiver");
+    if (forked(r))
+        return forked_err("mlxd_receiver_stats");
     memset(out, 0, sizeof *out);
     out->frames = atomic_load(&r->frames);
     out->consumed = atomic_load(&r->consumed);
@@ -1268,6 +1333,10 @@ bool mlxd_receiver_started(const struct mlxd_receiver *r)
 
 static bool need_started(const struct mlxd_receiver *r, const char *fn)
 {
+    if (r && forked(r)) {
+        forked_err(fn);
+        return false;
+    }
     if (r && r->started)
         return true;
     mlxd_err(EINVAL, "%s: start() has not been called", fn);

@@ -18,6 +18,11 @@
  *   missing_metadata     the receiver expects 4352-byte frames (metadata at 4352), the device
  *                        sends 4096 (metadata at 4096): every frame is MLXD_FRAME_MISSING_METADATA
  *                        and none is counted as overwritten.
+ *   fork_mid_capture     (both modes) the process forks while frames flow; the child's close,
+ *                        stats, get_next_frame and destroy are refused (-EINVAL, "fork" in the
+ *                        message) without hanging, the child cannot read the frame buffer
+ *                        (MADV_DONTFORK), and the parent receives every frame, its monitor
+ *                        running until its own close.
  * Expected values: the generator's contract (receiver/mlxd_capture.h), Holoscan Sensor Bridge's
  * metadata layout (mlxd_hsb.h), the kernel's ib_event_type numbers (include/rdma/ib_verbs.h). */
 #include <check.h>
@@ -30,6 +35,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 
 #include "mlxd_capture.h"
 #include "mlxd_emu.h"
@@ -94,7 +101,9 @@ static void ev_start(struct ev_rx *x, size_t frame, unsigned pages, uint32_t mod
     x->frame = frame;
     x->page = mlxd_hsb_min_page_size(frame);
     x->pages = pages;
-    size_t size = x->page * pages;
+    /* whole pages, as registered memory must be to keep a child of fork safe: its pages are
+     * MADV_DONTFORK, and heap data sharing its last page would vanish in the child */
+    size_t size = (x->page * pages + 4095) & ~(size_t)4095;
     ck_assert_int_eq(posix_memalign((void **)&x->buf, 4096, size), 0);
     memset(x->buf, 0, size);
     x->r = mlxd_receiver_new();
@@ -344,6 +353,54 @@ START_TEST(missing_metadata)
 }
 END_TEST
 
+struct fork_feed { struct ev_rx *x; uint32_t psn; uint64_t sent; };
+
+static void *fork_sender(void *arg)
+{
+    struct fork_feed *f = arg;
+    f->sent = ev_gen(f->x, 0, 200, 4096, 500, &f->psn);
+    return NULL;
+}
+
+START_TEST(fork_mid_capture)
+{
+    struct ev_rx x;
+    ev_start(&x, 4096, 8, _i ? MLXD_RECEIVER_EVENT : MLXD_RECEIVER_BUSY_POLL, 0);
+    struct fork_feed f = { .x = &x };
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, fork_sender, &f), 0);
+    struct mlxd_receiver_stats st;
+    do { usleep(2000); mlxd_receiver_stats(x.r, &st); } while (st.frames < 50);
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* the child: every call refused, nothing touched, no hang (an alarm ends a hang) */
+        alarm(20);
+        int code = 0;
+        if (mlxd_receiver_close(x.r) != -EINVAL || !strstr(mlxd_errmsg(), "child of fork()")) code |= 1;
+        if (mlxd_receiver_stats(x.r, &st) != -EINVAL) code |= 2;
+        struct mlxd_receiver_frame fr;
+        if (mlxd_receiver_get_next_frame(x.r, 0, &fr)) code |= 4;
+        mlxd_receiver_destroy(x.r);
+        /* the registered frame buffer is not mapped in the child (MADV_DONTFORK) */
+        unsigned char vec;
+        if (mincore((void *)((uintptr_t)x.buf & ~(uintptr_t)4095), 4096, &vec) != -1 || errno != ENOMEM) code |= 8;
+        _exit(code);
+    }
+    ck_assert_int_gt(pid, 0);
+    int ws;
+    ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+    ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "child status 0x%x", ws);
+    pthread_join(t, NULL);
+    ck_assert_uint_eq(f.sent, 200);
+    ev_wait_accounted(&x, 200, &st);
+    ck_assert_uint_eq(st.frames, 200);
+    ck_assert_uint_eq(st.lost, 0);
+    ck_assert(!atomic_load(&x.mon_done));   /* the parent's monitor stops only on its own close */
+    ev_stop(&x);
+    ck_assert_int_eq(x.mon_rc, 0);
+}
+END_TEST
+
 Suite *receiver_events_suite(void)
 {
     Suite *s = suite_create("receiver_events");
@@ -357,6 +414,7 @@ Suite *receiver_events_suite(void)
     CASE(no_receive_and_gap);
     CASE(short_frame);
     CASE(missing_metadata);
+    LOOP(fork_mid_capture, 2);
 #undef CASE
 #undef LOOP
     return s;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include "mlxd_uverbs.h"
 #include "mlxd_mlx5.h"
+#include "fork_gen.h"
 
 #define MLXD_MAX_QPS 4096          /* per NIC; uidx (cqe_version 1) indexes nic->qp_table */
 #define MLXD_MAX_GIDS 256
@@ -103,11 +104,13 @@ struct mlxd_region {
     uint32_t handle;
     struct mlxd_nic *nic;
     int      deregister_result;
+    void    *host_addr;             /* host memory registered (NULL: dma-buf): MADV_DONTFORK */
     struct mlxd_region *next;
 };
 
 struct mlxd_nic {
     uint32_t state;                 /* enum obj_state (DEAD after close) */
+    unsigned fork_gen;              /* mlxd__fork_gen at open: a child of fork may not use it */
     char     name[64];
     char     dev_path[64];
     int      fd, async_fd, comp_fd;
@@ -136,7 +139,17 @@ struct mlxd_nic {
 };
 
 /* Validity checks used by every entry point (misuse -> -EINVAL with a message). */
-static inline bool nic_ok(const struct mlxd_nic *n) { return n && n->state == OBJ_LIVE; }
+/* Live, and used by the process that opened it (not a child of fork: the child shares the
+ * parent's uverbs file, so its calls would act on the parent's objects). */
+static inline bool nic_ok(const struct mlxd_nic *n)
+{
+    return n && n->state == OBJ_LIVE && n->fork_gen == mlxd__fork_gen;
+}
+
+/* The refusal of a destroy or close in a child of fork (fn: the call).  The child shares the
+ * parent's uverbs file, so the kernel would destroy the parent's object. */
+int mlxd__forked_child(const char *fn, const struct mlxd_nic *n);
+#define NIC_FORKED(n) ((n)->fork_gen != mlxd__fork_gen)
 
 /* Kernel-side helpers (uverbs/). */
 /* UAR_OBJ_ALLOC + mmap.  0, a negative errno of the kernel (ioctl or mmap), or

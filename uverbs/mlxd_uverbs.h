@@ -40,7 +40,11 @@
  *     CQ counts as a call on every QP attached to that CQ), and mlxd_close after every other
  *     call on the NIC and its objects has returned.
  * A QP may be posted while another thread polls its CQ.
- * A child of fork() must not use its parent's NICs or objects.
+ * A child of fork() must not use its parent's NICs or objects: the rings, doorbell records and
+ * registered host memory (whole pages) are MADV_DONTFORK, so not mapped in the child, and the
+ * calls that check their NIC (creation, connect, query, wait, destroy, deregister, close)
+ * return -EINVAL there and do nothing (the child shares the parent's uverbs file: a destroy
+ * would destroy the parent's object).
  *
  * Privileges: opening needs read+write access to /dev/infiniband/uverbsN only.  Registering
  * memory pins it: RLIMIT_MEMLOCK bounds the bytes unless the process has CAP_IPC_LOCK.

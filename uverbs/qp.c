@@ -384,6 +384,7 @@ int mlxd_qp_destroy(struct mlxd_qp *qp)
     if (!qp || !qp->nic) return mlxd_err(EINVAL, "mlxd_qp_destroy: qp is NULL");
     struct mlxd_nic *nic = qp->nic;
     if (nic->state != OBJ_LIVE) return mlxd_err(EINVAL, "mlxd_qp_destroy: its NIC is closed");
+    if (NIC_FORKED(nic)) return mlxd__forked_child("mlxd_qp_destroy", nic);
     if (qp->state == OBJ_DEAD)
         return qp->destroy_result ? mlxd_err(-qp->destroy_result, "mlxd_qp_destroy: the first call failed: %s",
                                              strerror(-qp->destroy_result)) : 0;
