@@ -1,9 +1,10 @@
 /* receiver_events: the receiver reports what departs from its configuration (issue 13), on the
  * emulated NIC fed by the generator:
- *   port_flap            the link goes down for 80 ms while frames flow (both monitor modes):
- *                        PORT_DOWN, PORT_UP (down_ns >= 80 ms) and RESUMED (frames_lost =
- *                        stats.lost_link_down) reach the handler and the queue, the receiver goes
- *                        on, and frames + lost (+ any other named cause) = frames sent.
+ *   port_flap            the link goes down while 50 of 250 frames are sent (both monitor modes):
+ *                        PORT_DOWN, PORT_UP (down_ns >= 50 ms) and RESUMED (frames_lost = 50 =
+ *                        stats.lost_link_down, less any frame still in the host's socket when
+ *                        the link came back) reach the handler and the queue, and the receiver
+ *                        goes on: 200 frames + 50 lost.
  *   fatal_events         QP fatal, CQ error and device fatal (mlxd_emu_inject_event, the kernel's
  *                        async events) end blocking_monitor with -EIO / -ENODEV and a message
  *                        naming the event, in both modes; counted in the stats; queued.
@@ -18,6 +19,12 @@
  *   missing_metadata     the receiver expects 4352-byte frames (metadata at 4352), the device
  *                        sends 4096 (metadata at 4096): every frame is MLXD_FRAME_MISSING_METADATA
  *                        and none is counted as overwritten.
+ *   gen_run_refuses      mlxd_gen_run refuses an unset src_ip (-EINVAL), a src_ip that is not this
+ *                        host's (-EADDRNOTAVAIL) and packets above the port's MTU (-EMSGSIZE, naming
+ *                        both sizes); a run that succeeds leaves no message behind.
+ *   qp_create_cq_overrun mlxd_qp_create refuses a QP whose depths could overrun its CQ (naming the
+ *                        numbers and the size needed), counts the QPs already on it, frees the
+ *                        budget on destroy, and accepts opts.share_cq.
  *   fork_mid_capture     (both modes) the process forks while frames flow; the child's close,
  *                        stats, get_next_frame and destroy are refused (-EINVAL, "fork" in the
  *                        message) without hanging, the child cannot read the frame buffer
@@ -42,6 +49,7 @@
 #include "mlxd_emu.h"
 #include "mlxd_error.h"
 #include "mlxd_receiver.h"
+#include "mlxd_uverbs.h"
 #include "util.h"
 
 struct ev_rx {
@@ -168,30 +176,21 @@ static unsigned count_kind(struct ev_rx *x, uint32_t kind, struct mlxd_receiver_
 
 /* ---------------------------------------------------------------------------------------- */
 
-struct flap { struct ev_rx *x; uint64_t sent; uint32_t psn; };
-
-static void *flap_sender(void *arg)
-{
-    struct flap *f = arg;
-    f->sent = ev_gen(f->x, 0, 400, 4096, 1000, &f->psn);
-    return NULL;
-}
-
 START_TEST(port_flap)
 {
     struct ev_rx x;
     ev_start(&x, 4096, 8, _i ? MLXD_RECEIVER_EVENT : MLXD_RECEIVER_BUSY_POLL, 0);
-    struct flap f = { .x = &x };
-    pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, flap_sender, &f), 0);
+    uint32_t psn = 0;
     struct mlxd_receiver_stats st;
-    do { usleep(2000); mlxd_receiver_stats(x.r, &st); } while (st.frames < 100);
+    /* frames 0..99 arrive; 100..149 are sent while the link is down (50 ms at 1000 fps); 150..249
+     * arrive after it came back */
+    ck_assert_uint_eq(ev_gen(&x, 0, 100, 4096, 1000, &psn), 100);
+    ev_wait_accounted(&x, 100, &st);
     ck_assert_int_eq(mlxd_emu_port_set(0, false), 0);
-    usleep(80000);
+    ck_assert_uint_eq(ev_gen(&x, 100, 50, 4096, 1000, &psn), 50);
     ck_assert_int_eq(mlxd_emu_port_set(0, true), 0);
-    pthread_join(t, NULL);
-    ck_assert_uint_eq(f.sent, 400);
-    ev_wait_accounted(&x, 400, &st);
+    ck_assert_uint_eq(ev_gen(&x, 150, 100, 4096, 1000, &psn), 100);
+    ev_wait_accounted(&x, 250, &st);
 
     struct mlxd_receiver_event up, res, down;
     ck_assert_uint_eq(count_kind(&x, MLXD_RX_EVENT_PORT_DOWN, &down), 1);
@@ -199,18 +198,22 @@ START_TEST(port_flap)
     ck_assert_uint_eq(count_kind(&x, MLXD_RX_EVENT_RESUMED, &res), 1);
     ck_assert_uint_eq(down.kernel_type, 10);   /* IB_EVENT_PORT_ERR */
     ck_assert_uint_eq(up.kernel_type, 9);      /* IB_EVENT_PORT_ACTIVE */
-    ck_assert_uint_ge(up.down_ns, 80000000);
+    ck_assert_uint_ge(up.down_ns, 49000000);
     ck_assert_uint_eq(res.down_ns, up.down_ns);
-    /* 80 ms at 1000 fps: frames were sent while the port dropped everything */
-    ck_assert_uint_gt(res.frames_lost, 0);
-    ck_assert_uint_eq(res.frames_lost, st.lost_link_down);
+    /* the frames sent while the port dropped everything: 50, less the last one or two whose
+     * packets still sat in the host's socket when the link came back */
+    ck_assert_uint_ge(res.frames_lost, 45);
+    ck_assert_uint_le(res.frames_lost, 50);
+    ck_assert_uint_eq(st.lost_link_down, res.frames_lost);
+    ck_assert_uint_eq(st.lost, res.frames_lost);
+    ck_assert_uint_eq(st.frames + st.lost, 250);
     ck_assert_uint_eq(st.port_down, 1);
     ck_assert_uint_eq(st.port_up, 1);
     ck_assert_uint_eq(st.events, 2);
-    ck_assert_uint_ge(st.link_down_ns, 80000000);
-    /* the receiver went on, and every frame is accounted for */
-    ck_assert_uint_gt(st.frames, res.frames);
-    ck_assert_uint_eq(st.frames + st.lost + st.hw_drops + st.errors + st.bad_page, 400);
+    ck_assert_uint_ge(st.link_down_ns, 49000000);
+    /* the receiver went on */
+    ck_assert_uint_ge(res.frames, 100);   /* RESUMED comes with the first frame after the outage */
+    ck_assert_uint_lt(res.frames, st.frames);
     /* the queue holds the same events, in order */
     struct mlxd_receiver_event q;
     uint32_t want[] = { MLXD_RX_EVENT_PORT_DOWN, MLXD_RX_EVENT_PORT_UP, MLXD_RX_EVENT_RESUMED };
@@ -401,6 +404,75 @@ START_TEST(fork_mid_capture)
 }
 END_TEST
 
+START_TEST(gen_run_refuses)
+{
+    mlxd_test_private_devices();
+    const char *spec = getenv("MLXD_EMU_DEVICES");
+    (void)spec;
+    unsigned a = 20 + (unsigned)getpid() % 200, b = 1 + ((unsigned)getpid() / 200) % 250;
+    char devs[128], dst[32];
+    snprintf(devs, sizeof devs, "mlx5_0:127.%u.%u.1:mtu=1024", a, b);
+    snprintf(dst, sizeof dst, "127.%u.%u.1", a, b);
+    ck_assert_int_eq(mlxd_emu_configure(devs), 0);
+    struct mlxd_replay_map m = { .qpn = 2, .rkey = 1, .base_va = 0, .page_size = 8192, .pages = 2 };
+    struct mlxd_gen_opts g = { .sz = sizeof g, .frame_size = 4096, .payload_size = 1024, .frames = 1 };
+    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = dst };
+    ck_assert_int_eq(mlxd_gen_run(&m, &g, &so, NULL), -EINVAL);
+    ck_assert_msg(strstr(mlxd_errmsg(), "mlxd_gen_run: src_ip is not set") && strstr(mlxd_errmsg(), "peer_ip"),
+                  "%s", mlxd_errmsg());
+    ck_assert_int_eq(mlxd_gen_run(&m, &g, NULL, NULL), -EINVAL);
+    so.src_ip = "10.255.255.1";
+    ck_assert_int_eq(mlxd_gen_run(&m, &g, &so, NULL), -EADDRNOTAVAIL);
+    ck_assert_msg(strstr(mlxd_errmsg(), "src_ip 10.255.255.1 is not an address of this host"), "%s", mlxd_errmsg());
+    so.src_ip = "127.0.0.1";
+    g.payload_size = 2048;   /* 2048-byte packets into a 1024-byte MTU port */
+    ck_assert_int_eq(mlxd_gen_run(&m, &g, &so, NULL), -EMSGSIZE);
+    ck_assert_msg(strstr(mlxd_errmsg(), "packets of up to 2048 bytes of payload exceed the MTU 1024"), "%s",
+                  mlxd_errmsg());
+    g.payload_size = 1024;
+    struct mlxd_send_stats st;
+    ck_assert_int_eq(mlxd_gen_run(&m, &g, &so, &st), 0);
+    ck_assert_uint_eq(st.frames, 1);
+    ck_assert_str_eq(mlxd_errmsg(), "");
+}
+END_TEST
+
+START_TEST(qp_create_cq_overrun)
+{
+    mlxd_test_private_devices();
+    struct mlxd_nic *nic;
+    ck_assert_int_eq(mlxd_open("mlx5_0", NULL, &nic), 0);
+    struct mlxd_cq *cq;
+    ck_assert_int_eq(mlxd_cq_create(nic, 16, NULL, &cq), 0);
+    uint32_t n = mlxd_cq_size(cq);
+    ck_assert_uint_ge(n, 16);
+    struct mlxd_qp_opts o = { .sz = sizeof o, .type = MLXD_QP_RC, .send_depth = n, .recv_depth = n };
+    struct mlxd_qp *qp, *qp2;
+    ck_assert_int_eq(mlxd_qp_create(cq, &o, &qp), -EINVAL);
+    char want[160];
+    snprintf(want, sizeof want, "= %u completions could be outstanding, more than the CQ's %u entries", 2 * n, n);
+    ck_assert_msg(strstr(mlxd_errmsg(), want) && strstr(mlxd_errmsg(), "share_cq"), "%s", mlxd_errmsg());
+    o.send_depth = n / 2;
+    o.recv_depth = n / 2;
+    ck_assert_int_eq(mlxd_qp_create(cq, &o, &qp), 0);
+    struct mlxd_qp_opts o2 = { .sz = sizeof o2, .type = MLXD_QP_RC, .send_depth = 1 };
+    ck_assert_int_eq(mlxd_qp_create(cq, &o2, &qp2), -EINVAL);
+    snprintf(want, sizeof want, "send_depth 1 + recv_depth 0 + %u of 1 QP already on the CQ", n);
+    ck_assert_msg(strstr(mlxd_errmsg(), want), "%s", mlxd_errmsg());
+    o2.share_cq = true;
+    ck_assert_int_eq(mlxd_qp_create(cq, &o2, &qp2), 0);
+    ck_assert_str_eq(mlxd_errmsg(), "");
+    ck_assert_int_eq(mlxd_qp_destroy(qp2), 0);
+    ck_assert_int_eq(mlxd_qp_destroy(qp), 0);
+    o.send_depth = n;            /* the budget came back with the destroys */
+    o.recv_depth = 0;
+    ck_assert_int_eq(mlxd_qp_create(cq, &o, &qp), 0);
+    ck_assert_int_eq(mlxd_qp_destroy(qp), 0);
+    ck_assert_int_eq(mlxd_cq_destroy(cq), 0);
+    ck_assert_int_eq(mlxd_close(nic), 0);
+}
+END_TEST
+
 Suite *receiver_events_suite(void)
 {
     Suite *s = suite_create("receiver_events");
@@ -415,6 +487,8 @@ Suite *receiver_events_suite(void)
     CASE(short_frame);
     CASE(missing_metadata);
     LOOP(fork_mid_capture, 2);
+    CASE(gen_run_refuses);
+    CASE(qp_create_cq_overrun);
 #undef CASE
 #undef LOOP
     return s;

@@ -41,6 +41,8 @@ struct mlxd_cq {
     size_t   mem_len;
     void    *db;                    /* aligned_alloc'ed doorbell record (64 bytes) */
     unsigned qps;                   /* QPs using this CQ (under nic->lock) */
+    uint64_t committed;             /* completions its QPs can have outstanding: their send and
+                                       receive depths on this CQ (under nic->lock) */
     int      destroy_result;
     struct mlxd_cq *next;
 };
@@ -94,6 +96,7 @@ struct mlxd_qp {
     void    *uar_map;
     bool     uar_bf;
     int      destroy_result;
+    uint32_t send_commit, recv_commit; /* what it added to its CQs' committed */
     struct mlxd_qp *next;
 };
 

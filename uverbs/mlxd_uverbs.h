@@ -333,11 +333,19 @@ struct mlxd_qp_opts {
     uint32_t gid_index;        /* local GID table index (source GID of every packet) */
     uint32_t psn;              /* first send PSN (24 bits); 0 = random */
     uint64_t user_data;        /* returned in struct mlxd_event.user_data for QP events */
+    bool     share_cq;         /* the caller sizes the CQ itself: skip the overrun check below
+                                  (e.g. not every send is signaled, or the QPs sharing the CQ
+                                  never have all their entries outstanding at once) */
 };
 
 /* Creates a QP on cq (QP_CREATE ioctl, state RESET).  The QP buffer (receive ring, then send
  * ring, page aligned) and its doorbell record are owned by the library.
  * Errors: -EINVAL misuse (type not RC/UC, both depths 0, gid index not valid on the port);
+ * -EINVAL when the CQ could overrun: the depths of this QP on a CQ plus those of the QPs
+ * already on it exceed its mlxd_cq_size() (a full CQ fails with IB_EVENT_CQ_ERR and its QPs go
+ * to the error state: rdma-core's ibv_create_cq(3) sizing rule); the message names the numbers
+ * and the size needed; opts.share_cq skips the check for a caller that shares the CQ
+ * deliberately;
  * -EINVAL "exceeds the device's maximum" when a depth, the inline size or the WQE size
  * (max_sq_desc_sz) is beyond the device (the message names the bound); -ENOMEM; -ENOSPC when
  * the NIC's table of QPs (4096 per NIC) is full; the kernel's errno (message "QP_CREATE").

@@ -65,6 +65,34 @@ static const uint8_t *gid_by_index(const struct mlxd_nic *nic, uint32_t idx)
     return NULL;
 }
 
+/* A CQ must hold every completion its QPs can have outstanding (ibv_create_cq(3)): otherwise
+ * the NIC overruns it, raises a CQ error and the QPs go to error (issue 13: a busy-polling user
+ * saw 4 of 16 completions, then silence). */
+static int cq_overrun_check(const char *fn, struct mlxd_cq *cq, struct mlxd_cq *rcq, uint32_t send,
+                            uint32_t recv)
+{
+    struct mlxd_nic *nic = cq->nic;
+    pthread_mutex_lock(&nic->lock);
+    uint64_t on_cq = send + (rcq == cq ? (uint64_t)recv : 0);
+    uint64_t have = cq->committed, rhave = rcq->committed;
+    unsigned users = cq->qps, rusers = rcq->qps;
+    pthread_mutex_unlock(&nic->lock);
+    if (have + on_cq > cq->ncqe)
+        return mlxd_err(EINVAL, "%s: send_depth %u + recv_depth %u + %llu of %u QP%s already on the CQ = %llu "
+                        "completions could be outstanding, more than the CQ's %u entries (it would overrun: CQ error, "
+                        "its QPs to error); create the CQ with at least %llu entries, or set opts.share_cq to share "
+                        "it deliberately", fn, send, rcq == cq ? recv : 0, (unsigned long long)have,
+                        users, users == 1 ? "" : "s", (unsigned long long)(have + on_cq), cq->ncqe,
+                        (unsigned long long)(have + on_cq));
+    if (rcq != cq && rhave + recv > rcq->ncqe)
+        return mlxd_err(EINVAL, "%s: recv_depth %u + %llu of %u QP%s already on recv_cq = %llu completions could "
+                        "be outstanding, more than recv_cq's %u entries (it would overrun); create it with at "
+                        "least %llu entries, or set opts.share_cq to share it deliberately", fn, recv,
+                        (unsigned long long)rhave, rusers, rusers == 1 ? "" : "s",
+                        (unsigned long long)(rhave + recv), rcq->ncqe, (unsigned long long)(rhave + recv));
+    return 0;
+}
+
 int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct mlxd_qp **out)
 {
     static const char fn[] = "mlxd_qp_create";
@@ -86,6 +114,11 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     if (opts->send_depth > nic->max_qp_wr) return mlxd_err(EINVAL, "%s: send depth %u exceeds the device's maximum %u", fn, opts->send_depth, nic->max_qp_wr);
     if (opts->recv_depth > nic->max_qp_wr) return mlxd_err(EINVAL, "%s: receive depth %u exceeds the device's maximum %u", fn, opts->recv_depth, nic->max_qp_wr);
     if (opts->max_inline > nic->port.max_inline) return mlxd_err(EINVAL, "%s: max_inline %u exceeds the device's maximum %u", fn, opts->max_inline, nic->port.max_inline);
+    bool share = opts->sz >= offsetof(struct mlxd_qp_opts, share_cq) + sizeof opts->share_cq && opts->share_cq;
+    if (!share) {
+        int orc = cq_overrun_check(fn, cq, rcq, opts->send_depth, opts->recv_depth);
+        if (orc) return orc;
+    }
     uint32_t gid_index = opts->has_gid_index ? opts->gid_index : (uint32_t)nic->default_gid;
     const uint8_t *gid = gid_by_index(nic, gid_index);
     if (!gid) return mlxd_err(EINVAL, "%s: GID index %u is not a valid GID of port 1", fn, gid_index);
@@ -234,8 +267,13 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     nic->qps = qp;
     cq->qps++;
     if (rcq != cq) rcq->qps++;
+    qp->send_commit = opts->send_depth;
+    qp->recv_commit = opts->recv_depth;
+    cq->committed += qp->send_commit;
+    rcq->committed += qp->recv_commit;
     pthread_mutex_unlock(&nic->lock);
     *out = qp;
+    mlxd_err_clear();   /* no stale message from an earlier refusal */
     return 0;
 
 fail_uar:
@@ -402,6 +440,8 @@ int mlxd_qp_destroy(struct mlxd_qp *qp)
     if (qp->recv_cq->hot_qp == qp) qp->recv_cq->hot_qp = NULL;
     qp->send_cq->qps--;
     if (qp->recv_cq != qp->send_cq) qp->recv_cq->qps--;
+    qp->send_cq->committed -= qp->send_commit;
+    qp->recv_cq->committed -= qp->recv_commit;
     pthread_mutex_unlock(&nic->lock);
     if (rc) return mlxd_err(-rc, "mlxd_qp_destroy %s: the kernel refused QP_DESTROY of QP 0x%x: %s", nic->name, qp->qpn, strerror(-rc));
     /* its completions nobody polled leave the CQs too (as libmlx5's ibv_destroy_qp): they would
