@@ -161,6 +161,13 @@ int mlxd_emu_port_set(unsigned index, bool up);
  * or CQ. */
 int mlxd_emu_inject_event(unsigned index, uint32_t type, uint32_t num);
 
+/* Address resolution at RTR (kernel core/addr.c, emu/kernel/neigh.c): whether the IPv4 address
+ * answers ARP.  answers 1: it does; 0: it is silent (a MODIFY_QP to it waits 1 s and fails with
+ * ETIMEDOUT; setting 1 meanwhile ends the wait with success, as a late reply); -1: back to the
+ * default (127/8, the host's own addresses and complete /proc/net/arp entries answer).
+ * -EINVAL bad address or value; -ENOSPC more than 32 addresses set. */
+int mlxd_emu_neigh_set(const char *ipv4, int answers);
+
 /* Starts (path) or stops (NULL) the wire capture of device `index`.  -ENODEV if not open;
  * -EIO if the file cannot be created. */
 int mlxd_emu_pcap(unsigned index, const char *path);

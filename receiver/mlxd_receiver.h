@@ -266,7 +266,10 @@ void mlxd_receiver_destroy(struct mlxd_receiver *r);
  *   -ENOTSUP: MLXD_RECEIVER_MEM_CUDA in a build without CUDA.
  * Device errors: those of mlxd_open, mlxd_cq_create, mlxd_region_register(_dmabuf),
  * mlxd_qp_create, mlxd_qp_receive, mlxd_gid_for_peer (-EADDRNOTAVAIL: no GID routes to the peer),
- * mlxd_qp_connect, with that call's message (it begins with the call's name, e.g. "mlxd_open
+ * mlxd_qp_connect, with that call's message; -ETIMEDOUT when the QP could not reach RTR because
+ * the kernel could not resolve the peer's MAC address (drivers/infiniband/core/addr.c): tried 5
+ * times, 200 ms apart, as Holoscan Sensor Bridge's receiver does (about 6 s in all), and the
+ * message says to check that the peer is up and on the same subnet (it begins with the call's name, e.g. "mlxd_open
  * mlx5_0: ..."); CUDA failures give -EIO naming the CUDA call.  Everything made is undone. */
 int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts *opts);
 

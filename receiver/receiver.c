@@ -35,6 +35,8 @@
 #define EVENT_CHECK_NS 1000000ull  /* busy mode looks at the async fd at most this often */
 #define EVENT_CHECK_SPINS 64u      /* idle polls between two clock reads */
 #define FN_RESTART 32768u          /* a frame-number jump this large is a restart, not a loss */
+#define RTR_TRIES 5                /* connect_rtr: as Holoscan Sensor Bridge's receiver */
+#define RTR_RETRY_MS 200
 
 /* Accounting and event counters (struct mlxd_receiver.acct): written by the monitor, read by
  * stats; reset at start. */
@@ -413,6 +415,40 @@ static int cuda_register(struct mlxd_receiver *r, const struct cuda_shim *cu,
 }
 #endif
 
+/* The QP to RTR towards peer (network order).  ETIMEDOUT there means the kernel could not
+ * resolve the peer's MAC address within its 1 s (drivers/infiniband/core/addr.c); Holoscan
+ * Sensor Bridge's receiver (roce_receiver.cpp) tries 5 times, 200 ms apart, and so does this. */
+static int connect_rtr(struct mlxd_receiver *r, uint32_t peer)
+{
+    struct mlxd_endpoint peer_ep = { .qpn = 0, .psn = 0 };
+    peer_ep.gid[10] = 0xff;
+    peer_ep.gid[11] = 0xff;
+    memcpy(peer_ep.gid + 12, &peer, 4);
+    struct mlxd_connect_opts cn = { .sz = sizeof cn, .peer_access = MLXD_ACCESS_REMOTE_WRITE,
+                                    .receive_only = true, .hop_limit = 0xff,
+                                    .path_mtu = 5 /* 4096, as the original */ };
+    uint64_t t0 = mono_ms();
+    int rc = 0;
+    for (int tries = 1; tries <= RTR_TRIES; tries++) {
+        rc = mlxd_qp_connect(r->qp, &peer_ep, &cn);
+        if (rc != -ETIMEDOUT)
+            return rc;
+        if (tries < RTR_TRIES) {
+            struct timespec ts = { 0, RTR_RETRY_MS * 1000000L };
+            nanosleep(&ts, NULL);
+        }
+    }
+    char ip[INET_ADDRSTRLEN] = "?", me[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &peer, ip, sizeof ip);
+    uint32_t local = htonl(r->local_ip);
+    inet_ntop(AF_INET, &local, me, sizeof me);
+    return mlxd_err(ETIMEDOUT, "mlxd_receiver_start: the QP could not reach RTR: %d tries over %.1f s each "
+                    "timed out (ETIMEDOUT) because the kernel could not resolve the MAC address of the peer "
+                    "%s (address resolution, drivers/infiniband/core/addr.c); check that the sensor bridge "
+                    "is up and on the same subnet as %s (%s); last: %s", RTR_TRIES,
+                    (mono_ms() - t0) / 1000.0, ip, me, r->device, mlxd_errmsg());
+}
+
 int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts *opts)
 {
     if (!r || !opts)
@@ -601,14 +637,7 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
     r->posted = r->o.recv_depth;
     r->pending = 0;
 
-    struct mlxd_endpoint peer_ep = { .qpn = 0, .psn = 0 };
-    peer_ep.gid[10] = 0xff;
-    peer_ep.gid[11] = 0xff;
-    memcpy(peer_ep.gid + 12, &peer, 4);
-    struct mlxd_connect_opts cn = { .sz = sizeof cn, .peer_access = MLXD_ACCESS_REMOTE_WRITE,
-                                    .receive_only = true, .hop_limit = 0xff,
-                                    .path_mtu = 5 /* 4096, as the original */ };
-    rc = mlxd_qp_connect(r->qp, &peer_ep, &cn);
+    rc = connect_rtr(r, peer);
     if (rc < 0)
         goto fail;
 

@@ -25,6 +25,10 @@
  *   qp_create_cq_overrun mlxd_qp_create refuses a QP whose depths could overrun its CQ (naming the
  *                        numbers and the size needed), counts the QPs already on it, frees the
  *                        budget on destroy, and accepts opts.share_cq.
+ *   rtr_timeout_retries  a peer nothing answers for (mlxd_emu_neigh_set 0): each RTR waits the
+ *                        kernel's 1 s and fails with ETIMEDOUT; start tries 5 times (200 ms
+ *                        apart, as Holoscan Sensor Bridge's receiver) and explains; a peer that
+ *                        answers late (during the second try) lets start succeed.
  *   fork_mid_capture     (both modes) the process forks while frames flow; the child's close,
  *                        stats, get_next_frame and destroy are refused (-EINVAL, "fork" in the
  *                        message) without hanging, the child cannot read the frame buffer
@@ -307,11 +311,13 @@ START_TEST(no_receive_and_gap)
     usleep(50000);   /* the emulator's counters reach sysfs within 10 ms */
     mlxd_receiver_stats(x.r, &st);
     ck_assert(st.hw_counters_valid);
-    ck_assert_uint_eq(st.frames, 12);
-    ck_assert_uint_eq(st.hw_drops, 8);
-    ck_assert_uint_eq(st.out_of_buffer, 8);
-    ck_assert_uint_eq(st.lost, 5);
-    ck_assert_uint_eq(st.frames + st.lost + st.hw_drops, 25);
+    /* unloaded: 12 frames, 8 hw_drops, 5 lost; a loaded host may let the monitor fall behind
+     * further (more drops for want of a receive), but the causes always add up */
+    uint64_t tail = st.out_of_buffer - st.hw_drops;   /* drops whose CQE never came */
+    ck_assert_uint_ge(st.out_of_buffer, st.hw_drops);
+    ck_assert_uint_ge(st.hw_drops, 8);
+    ck_assert_uint_ge(st.lost, 5);
+    ck_assert_uint_eq(st.frames + st.lost + st.hw_drops + tail, 25);
     ev_stop(&x);
 }
 END_TEST
@@ -473,6 +479,58 @@ START_TEST(qp_create_cq_overrun)
 }
 END_TEST
 
+static struct mlxd_receiver *rtr_start(uint8_t *buf, size_t size, int *rc)
+{
+    struct mlxd_receiver *r = mlxd_receiver_new();
+    struct mlxd_receiver_opts o = { .sz = sizeof o, .device = "mlx5_0", .port = 1, .buffer = (uintptr_t)buf,
+        .buffer_size = size, .frame_size = 4096, .page_size = 8192, .pages = 2, .metadata_offset = 4096,
+        .peer_ip = "127.0.0.9", .queue_size = 1 };
+    *rc = mlxd_receiver_start(r, &o);
+    return r;
+}
+
+static void *answer_late(void *arg)
+{
+    (void)arg;
+    usleep(1500000);   /* during the second try */
+    mlxd_emu_neigh_set("127.0.0.9", 1);
+    return NULL;
+}
+
+START_TEST(rtr_timeout_retries)
+{
+    mlxd_test_private_devices();
+    uint8_t *buf;
+    ck_assert_int_eq(posix_memalign((void **)&buf, 4096, 16384), 0);
+    ck_assert_int_eq(mlxd_emu_neigh_set("127.0.0.9", 0), 0);
+    double t0 = mono_s();
+    int rc;
+    struct mlxd_receiver *r = rtr_start(buf, 16384, &rc);
+    double took = mono_s() - t0;
+    ck_assert_int_eq(rc, -ETIMEDOUT);
+    ck_assert_msg(took >= 5 * 1.0 + 4 * 0.2 - 0.05, "gave up after %.2f s", took);
+    ck_assert_msg(strstr(mlxd_errmsg(), "mlxd_receiver_start: the QP could not reach RTR: 5 tries") &&
+                  strstr(mlxd_errmsg(), "could not resolve the MAC address of the peer 127.0.0.9") &&
+                  strstr(mlxd_errmsg(), "check that the sensor bridge is up and on the same subnet"),
+                  "%s", mlxd_errmsg());
+    ck_assert(!mlxd_receiver_started(r));
+    mlxd_receiver_destroy(r);
+
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, answer_late, NULL), 0);
+    t0 = mono_s();
+    r = rtr_start(buf, 16384, &rc);
+    took = mono_s() - t0;
+    pthread_join(t, NULL);
+    ck_assert_msg(rc == 0, "start: %s", mlxd_errmsg());
+    ck_assert_msg(took >= 1.4 && took < 4.0, "started after %.2f s", took);
+    ck_assert_int_eq(mlxd_receiver_close(r), 0);
+    mlxd_receiver_destroy(r);
+    ck_assert_int_eq(mlxd_emu_neigh_set("127.0.0.9", -1), 0);
+    free(buf);
+}
+END_TEST
+
 Suite *receiver_events_suite(void)
 {
     Suite *s = suite_create("receiver_events");
@@ -489,6 +547,7 @@ Suite *receiver_events_suite(void)
     LOOP(fork_mid_capture, 2);
     CASE(gen_run_refuses);
     CASE(qp_create_cq_overrun);
+    CASE(rtr_timeout_retries);
 #undef CASE
 #undef LOOP
     return s;

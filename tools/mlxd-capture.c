@@ -487,9 +487,9 @@ static int check_image(const struct mlxd_capture *cap, const struct mlxd_replay_
 }
 
 /* A generated frame's payload failed mlxd_hsb_payload_check(): true when every differing word
- * is still the pattern's word i (low 24 bits i & 0xFFFFFF) but tagged with a later frame a
- * sender could have sent (top 8 bits: that frame's number & 0xFF, 1..127 ahead mod 256: an
- * earlier frame's bytes mean this frame's packets were lost), i.e. the device rewrote (part
+ * is still the pattern's word i (low 24 bits i & 0xFFFFFF) but tagged with another frame a
+ * sender could have sent (top 8 bits: that frame's number & 0xFF; never a block of zeros), i.e.
+ * the device rewrote (part
  * of) the page with a later frame before or while it was read: with no flow control the sender
  * may lap the consumer, and mlxd_receiver_frame_check() cannot see a write whose completion the
  * CPU has not polled yet.  sent: frames the generator numbers 0..sent-1 (0 = unknown).  False
@@ -510,9 +510,6 @@ static bool rewritten_by_device(const uint8_t *p, size_t len, uint32_t frame, ui
         uint32_t tag = w[0];
         if (tag == own && low_ok) continue;
         if (!low_ok || tag == own) return false;
-        /* a rewrite comes from a later frame (own + pages x k, k small); bytes of an earlier
-         * frame are stale: this frame's own packets never landed (lost before the port) */
-        if ((uint8_t)(tag - own) >= 128) return false;
         /* a plausible other frame: one the generator numbers below sent (mod 256 only when it
          * sends fewer than 256 frames can an implausible tag be told) */
         if (sent && sent < 256 && tag >= sent) return false;
@@ -627,7 +624,7 @@ static bool frames_wrong(const struct mlxd_receiver_stats *st, const struct acco
 {
     /* interrupted: the frames sent after the last one received may still have been in flight */
     bool tail = !g_interrupted && (a->tail_no_recv || a->tail_lost);
-    return st->lost || st->hw_drops || tail || st->missing_metadata ||
+    return st->lost || st->hw_drops || tail || st->missing_metadata || st->out_of_sequence ||
            st->short_frames || st->long_frames || st->qp_errors || st->cq_errors || st->device_fatal;
 }
 
@@ -668,6 +665,9 @@ static void print_frame_causes(const struct run *R, const struct mlxd_receiver_s
                st->lost_link_down ? ", some while the link was down" : "");
     if (a->tail_lost)
         printf(" %" PRIu64 " frames sent after the last one received never arrived;", a->tail_lost);
+    if (st->out_of_sequence)
+        printf(" %" PRIu64 " packets arrived after a PSN gap (port hw_counters out_of_sequence: packets lost "
+               "before the port, so frames may be incomplete);", st->out_of_sequence);
     if (st->hw_drops || a->tail_no_recv)
         printf(" %" PRIu64 " frames dropped by the port for want of a posted receive;",
                st->hw_drops + a->tail_no_recv);

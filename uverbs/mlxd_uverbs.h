@@ -388,7 +388,10 @@ struct mlxd_connect_opts {
  * by LID, are not supported by connect (the endpoint carries no LID).
  * Errors: -EINVAL misuse or a QP not in RESET (connect once; state unchanged); the kernel's
  * errno with the transition in the message; after a kernel refusal the QP is left in the
- * state it reached (the message says which).  Any thread, one call per QP at a time. */
+ * state it reached (the message says which).  -ETIMEDOUT from INIT->RTR: the kernel could not
+ * resolve the peer's MAC address within its 1 s (drivers/infiniband/core/addr.c); the QP stays
+ * in INIT and connect may be called again, resuming at RTR (Holoscan Sensor Bridge's receiver
+ * retries this).  Any thread, one call per QP at a time. */
 int mlxd_qp_connect(struct mlxd_qp *qp, const struct mlxd_endpoint *peer,
                     const struct mlxd_connect_opts *opts);
 

@@ -327,7 +327,8 @@ int mlxd_qp_connect(struct mlxd_qp *qp, const struct mlxd_endpoint *peer,
         return mlxd_err(EINVAL, "%s: invalid or destroyed QP, closed NIC, or peer NULL", fn);
     if (o && o->sz < offsetof(struct mlxd_connect_opts, max_rd_atomic) + sizeof o->max_rd_atomic)
         return mlxd_err(EINVAL, "%s: opts->sz %zu is too small", fn, o->sz);
-    if (qp->ib_state != 0) return mlxd_err(EINVAL, "%s: QP 0x%x is not in RESET (state %u): connect once", fn, qp->qpn, qp->ib_state);
+    /* INIT: a connect whose RTR step failed (e.g. ETIMEDOUT resolving the peer) resumes there */
+    if (qp->ib_state > 1) return mlxd_err(EINVAL, "%s: QP 0x%x is not in RESET (state %u): connect once", fn, qp->qpn, qp->ib_state);
     uint32_t access = o ? o->peer_access : 0;
     uint32_t allowed = qp->type == MLXD_QP_UC ? MLXD_ACCESS_REMOTE_WRITE
                      : MLXD_ACCESS_REMOTE_WRITE | MLXD_ACCESS_REMOTE_READ | MLXD_ACCESS_REMOTE_ATOMIC;
@@ -354,15 +355,18 @@ int mlxd_qp_connect(struct mlxd_qp *qp, const struct mlxd_endpoint *peer,
     uint8_t rd_atomic = o && o->max_rd_atomic ? o->max_rd_atomic : 1;
 
     struct ib_uverbs_modify_qp m;
-    memset(&m, 0, sizeof m);
-    m.qp_state = 1;                                   /* INIT */
-    m.attr_mask = QPA_STATE | QPA_PKEY | QPA_PORT | QPA_ACCESS;
-    m.pkey_index = 0;
-    m.port_num = 1;
-    m.qp_access_flags = access;
-    int rc = modify(qp, &m);
-    if (rc) return mlxd_err(-rc, "%s %s: the kernel refused MODIFY_QP RESET->INIT of QP 0x%x: %s", fn, nic->name, qp->qpn, strerror(-rc));
-    qp->ib_state = 1;
+    int rc;
+    if (qp->ib_state == 0) {
+        memset(&m, 0, sizeof m);
+        m.qp_state = 1;                               /* INIT */
+        m.attr_mask = QPA_STATE | QPA_PKEY | QPA_PORT | QPA_ACCESS;
+        m.pkey_index = 0;
+        m.port_num = 1;
+        m.qp_access_flags = access;
+        rc = modify(qp, &m);
+        if (rc) return mlxd_err(-rc, "%s %s: the kernel refused MODIFY_QP RESET->INIT of QP 0x%x: %s", fn, nic->name, qp->qpn, strerror(-rc));
+        qp->ib_state = 1;
+    }
 
     memset(&m, 0, sizeof m);
     m.qp_state = 2;                                   /* RTR */

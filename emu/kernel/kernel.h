@@ -139,6 +139,10 @@ struct emu_file {
 /* The hw_counters files served live: rx_write_requests, out_of_buffer, out_of_sequence
  * (sysfs_tree.c emu_hw_counter_names, emu_hw_counter_value). */
 #define EMU_HW_COUNTERS 3
+
+/* Address resolution of a RoCE destination GID at MODIFY_QP (neigh.c): 0, or -ETIMEDOUT after
+ * the kernel's 1 s when nothing answers for it. */
+int emu_resolve_dgid(const uint8_t dgid[16]);
 extern const char *const emu_hw_counter_names[EMU_HW_COUNTERS];
 uint64_t emu_hw_counter_value(struct emu_device *dev, unsigned which);
 
