@@ -29,6 +29,8 @@
  *                        kernel's 1 s and fails with ETIMEDOUT; start tries 5 times (200 ms
  *                        apart, as Holoscan Sensor Bridge's receiver) and explains; a peer that
  *                        answers late (during the second try) lets start succeed.
+ *   address_in_use       an emulated device whose UDP address another program holds: mlxd_open fails
+ *                        with -EADDRINUSE and a message naming MLXD_EMU_DEVICES and the fix.
  *   fork_mid_capture     (both modes) the process forks while frames flow; the child's close,
  *                        stats, get_next_frame and destroy are refused (-EINVAL, "fork" in the
  *                        message) without hanging, the child cannot read the frame buffer
@@ -47,6 +49,9 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/wait.h>
 
 #include "mlxd_capture.h"
@@ -531,6 +536,25 @@ START_TEST(rtr_timeout_retries)
 }
 END_TEST
 
+START_TEST(address_in_use)
+{
+    unsigned a = 20 + (unsigned)getpid() % 200, b = 1 + ((unsigned)getpid() / 200) % 250;
+    char devs[128], ip[32];
+    snprintf(devs, sizeof devs, "mlx5_0:127.%u.%u.1:mtu=4096", a, b);
+    snprintf(ip, sizeof ip, "127.%u.%u.1", a, b);
+    ck_assert_int_eq(mlxd_emu_configure(devs), 0);
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(4791) };
+    inet_pton(AF_INET, ip, &sa.sin_addr);
+    ck_assert_int_eq(bind(s, (struct sockaddr *)&sa, sizeof sa), 0);
+    struct mlxd_nic *nic = NULL;
+    ck_assert_int_eq(mlxd_open("mlx5_0", NULL, &nic), -EADDRINUSE);
+    ck_assert_msg(strstr(mlxd_errmsg(), "GET_CONTEXT") && strstr(mlxd_errmsg(), "MLXD_EMU_DEVICES="),
+                  "%s", mlxd_errmsg());
+    close(s);
+}
+END_TEST
+
 Suite *receiver_events_suite(void)
 {
     Suite *s = suite_create("receiver_events");
@@ -548,6 +572,7 @@ Suite *receiver_events_suite(void)
     CASE(gen_run_refuses);
     CASE(qp_create_cq_overrun);
     CASE(rtr_timeout_retries);
+    CASE(address_in_use);
 #undef CASE
 #undef LOOP
     return s;

@@ -1,7 +1,8 @@
 /* mlxd_uverbs.h: opening a ConnectX (mlx5) NIC through the kernel's RDMA interface, without
  * libibverbs, and making its objects: regions, completion queues, queue pairs.
  *
- * Model (after ../shared/seeds/003_*.txt, "Rig_mlx5", adapted to C):
+ * Model (the verbs objects of rdma-core's libibverbs, ibv_open_device(3), ibv_reg_mr(3),
+ * ibv_create_cq(3), ibv_create_qp(3), narrowed to what a sensor receiver needs):
  *   - A NIC (struct mlxd_nic) is port 1 of one RDMA device ("mlx5_0") opened through its verbs
  *     file /dev/infiniband/uverbsN.  Each NIC has one protection domain shared by its regions and
  *     queue pairs, one completion channel (made when the first CQ asks for events) and one

@@ -98,6 +98,11 @@ static int get_context(struct mlxd_nic *nic)
     ioc_in(&c, UVERBS_ATTR_UHW_IN, &req, sizeof req);
     ioc_out(&c, UVERBS_ATTR_UHW_OUT, &resp, sizeof resp);
     int rc = mlxd__ioctl(nic->fd, &c);
+    if (rc == -EADDRINUSE)   /* no kernel says this: the emulated device's UDP address is taken */
+        return mlxd_err(EADDRINUSE, "mlxd_open %s: the kernel refused GET_CONTEXT: %s (the emulated device's "
+                        "UDP address is held by another program: give this one free addresses with "
+                        "MLXD_EMU_DEVICES, e.g. MLXD_EMU_DEVICES=mlx5_0:127.0.9.1,mlx5_1:127.0.9.2; the emulator "
+                        "names the address on stderr; docs/emulator.md)", nic->name, strerror(EADDRINUSE));
     if (rc) return KERR(nic, rc, "GET_CONTEXT");
     nic->bf_reg_size = resp.bf_reg_size;
     nic->cache_line_size = resp.cache_line_size ? resp.cache_line_size : 64;

@@ -7,6 +7,7 @@
  * on an unconnected socket with IP_PMTUDISC_DO).  On receipt the headers are rebuilt from the
  * source address and our own (mlxd_roce_wrap_udp) and the packet is parsed and its iCRC
  * checked before anything else looks at it. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
@@ -40,6 +41,13 @@ int wire_open(struct nic_dev *nd)
     if (bind(s, (struct sockaddr *)&a, sizeof a) < 0) {
         int e = errno;
         close(s);
+        if (e == EADDRINUSE) {
+            char ip[INET_ADDRSTRLEN];
+            inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+            fprintf(stderr, "mlx5direct-emu: %s: UDP %s:%u is already in use (another program with the "
+                    "emulator preloaded?); give this program free addresses, e.g. "
+                    "MLXD_EMU_DEVICES=mlx5_0:127.0.9.1,mlx5_1:127.0.9.2\n", cfg->name, ip, ntohs(a.sin_port));
+        }
         return -e;
     }
     nd->sock = s;
