@@ -8,7 +8,7 @@
 #include "mlxd_mlx5.h"
 
 /* The MLX5_OPCODE_* of each enum mlxd_op. */
-extern const uint8_t mlxd__wqe_opcode[6];
+extern const uint8_t mlxd__wqe_opcode[8];
 
 /* Bytes of the WQE e needs (a multiple of 16, at most 63*16), or 0 when e is malformed for a QP
  * of that type/max_inline (the caller then reports -EINVAL).  No division. */
