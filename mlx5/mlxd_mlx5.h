@@ -68,13 +68,17 @@ struct mlxd_entry {
     uint32_t op;               /* enum mlxd_op */
     uint32_t flags;            /* OR of enum mlxd_entry_flags */
     uint32_t imm;              /* WRITE_IMM/SEND_IMM: host order (sent big-endian) */
-    uint32_t num_local;        /* 0 or 1: a zero-length WRITE/SEND carries no data segment */
-    struct mlxd_local local;   /* source (WRITE/SEND) or destination (READ) bytes; for
-                                  MLXD_INLINE local.addr is a process pointer */
+    uint32_t num_local;        /* data entries: 0 .. the QP's max_send_sge (one with MLXD_INLINE
+                                  and atomics); zero-length entries carry no data segment */
+    struct mlxd_local local;   /* the data when num_local <= 1 and sgl is NULL: source
+                                  (WRITE/SEND) or destination (READ) bytes; for MLXD_INLINE
+                                  local.addr is a process pointer */
     struct mlxd_remote remote; /* WRITE/WRITE_IMM/READ/atomics: peer bytes (addr, rkey); length
                                   unused */
     uint64_t compare;          /* CMP_SWAP: the value expected at remote.addr */
     uint64_t swap_add;         /* CMP_SWAP: the value written; FETCH_ADD: the addend */
+    const struct mlxd_local *sgl; /* NULL, or num_local entries gathered in order (sends) or
+                                  scattered in order (READ); read only during mlxd_qp_post */
 };
 
 /* Writes one WQE into qp's send ring (at the producer index, wrapping) without telling the NIC;
@@ -84,7 +88,8 @@ struct mlxd_entry {
  * Errors: -EAGAIN the ring is full: its WQEBBs are used up, or send_depth entries are
  * outstanding (nothing written); -EINVAL misuse: qp invalid/destroyed, a
  * QP with no send ring, unknown op/flags, READ on UC, READ with MLXD_INLINE, inline longer than
- * max_inline, num_local > 1, local.length above 2^31 - 1 (a data segment's byte_count has 31
+ * max_inline, num_local above the QP's max_send_sge (or above 1 with sgl NULL or with
+ * MLXD_INLINE), a length above 2^31 - 1 (a data segment's byte_count has 31
  * bits; a length above the port's max_msg_sz completes with IBV_WC_LOC_LEN_ERR, as on the
  * hardware), an atomic on UC, inline, or without exactly one 8-byte local buffer.
  * Atomics (IB spec vol. 1 9.4.5; rdma-core providers/mlx5/qp.c): the local region needs

@@ -1,5 +1,7 @@
-/* Atomics through the driver on the emulated NIC: compare-and-swap and fetch-and-add on RC.
+/* The verbs beyond a single-buffer WRITE/SEND/READ, through the driver on the emulated NIC:
+ * atomics (compare-and-swap and fetch-and-add on RC) and scatter/gather lists.
  *
+ * Atomics:
  * Expected values come from the operations' definitions (IB spec vol. 1 9.4.5: the responder
  * returns the original 8 bytes; compare-and-swap writes the swap value only when the original
  * equals the compare value; fetch-and-add adds modulo 2^64), the mlx5 syndromes of the errors a
@@ -7,7 +9,11 @@
  * MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR 0x13 for a region without REMOTE_ATOMIC; ibv_wc_status 9
  * and 10), ibv_wc_opcode (IBV_WC_COMP_SWAP 3, IBV_WC_FETCH_ADD 4) and libmlx5's byte_len of 8.
  * The 8 bytes are in host byte order on both sides (the device's host-endianness atomic mode,
- * which mlx5_ib requires before it advertises IB_ATOMIC_HCA). */
+ * which mlx5_ib requires before it advertises IB_ATOMIC_HCA).
+ * Scatter/gather lists: the entries are gathered (sends) or scattered (receives, READ responses)
+ * in order, a zero-length entry carries no data segment (a byte_count of 0 means 2 GiB to the
+ * NIC), and num_local is bounded by the QP's max_send_sge / max_recv_sge (IB spec vol. 1 10.7;
+ * libmlx5 providers/mlx5/qp.c). */
 #include <check.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -28,6 +34,7 @@
 _Static_assert((int)MLXD_WC_COMP_SWAP == (int)IBV_WC_COMP_SWAP, "ibv_wc_opcode");
 _Static_assert((int)MLXD_WC_FETCH_ADD == (int)IBV_WC_FETCH_ADD, "ibv_wc_opcode");
 #define NQP 2
+#define SGE 4
 
 struct side {
     struct mlxd_nic *nic;
@@ -58,7 +65,7 @@ static void side_open(struct side *s, const char *dev, uint32_t access, unsigned
     ck_assert_msg(mlxd_cq_create(s->nic, 256, NULL, &s->cq) == 0, "%s", mlxd_errmsg());
     for (unsigned i = 0; i < nqp; i++) {
         struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_RC, .send_depth = 32,
-                                   .recv_depth = 32 };
+                                   .recv_depth = 32, .max_send_sge = SGE, .max_recv_sge = SGE };
         ck_assert_msg(mlxd_qp_create(s->cq, &qo, &s->qp[i]) == 0, "%s", mlxd_errmsg());
     }
 }
@@ -329,9 +336,153 @@ START_TEST(two_processes)
 }
 END_TEST
 
-Suite *atomics_suite(void)
+/* ---- scatter/gather lists ---------------------------------------------------------------- */
+static void fill(uint8_t *p, size_t n, unsigned seed) { for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(seed + i * 7); }
+
+static void post_ring_wait(struct side *a, const struct mlxd_entry *e)
 {
-    Suite *s = suite_create("atomics");
+    ck_assert_msg(mlxd_qp_post(a->qp[0], e) == 0, "%s", mlxd_errmsg());
+    ck_assert_int_eq(mlxd_qp_ring(a->qp[0]), 0);
+    struct mlxd_completion wc = wait_one(a->cq);      /* RC: acknowledged, so it has landed */
+    ck_assert_msg(wc.status == 0, "status %u syndrome 0x%x", wc.status, wc.syndrome);
+    ck_assert_uint_eq(wc.wr_id, e->wr_id);
+}
+
+START_TEST(write_gathers_a_list)
+{
+    struct side a, b;
+    pair(&a, &b, MLXD_ACCESS_REMOTE_WRITE, 1);
+    fill(a.buf, BUF, 3);
+    struct mlxd_local l[3];
+    ck_assert_int_eq(mlxd_region_slice(a.reg, 0, 100, &l[0]), 0);
+    ck_assert_int_eq(mlxd_region_slice(a.reg, 500, 0, &l[1]), 0);     /* zero-length: skipped */
+    ck_assert_int_eq(mlxd_region_slice(a.reg, 1000, 300, &l[2]), 0);
+    struct mlxd_remote rb = mlxd_region_remote(b.reg);
+    struct mlxd_entry e = { .wr_id = 1, .op = MLXD_OP_WRITE, .flags = MLXD_SIGNALED, .num_local = 3,
+                            .sgl = l, .remote = { rb.addr + 64, 0, rb.rkey, 0 } };
+    post_ring_wait(&a, &e);
+    ck_assert_mem_eq(b.buf + 64, a.buf, 100);
+    ck_assert_mem_eq(b.buf + 164, a.buf + 1000, 300);
+    ck_assert_uint_eq(b.buf[63], 0);
+    ck_assert_uint_eq(b.buf[464], 0);
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
+START_TEST(send_scatters_into_a_list)
+{
+    struct side a, b;
+    pair(&a, &b, 0, 1);
+    fill(a.buf, BUF, 11);
+    struct mlxd_local rl[3];
+    ck_assert_int_eq(mlxd_region_slice(b.reg, 0, 10, &rl[0]), 0);
+    ck_assert_int_eq(mlxd_region_slice(b.reg, 100, 10, &rl[1]), 0);
+    ck_assert_int_eq(mlxd_region_slice(b.reg, 200, 3000, &rl[2]), 0);
+    struct mlxd_recv r = { .wr_id = 77, .num_local = 3, .local = rl };
+    ck_assert_int_eq(mlxd_qp_receive(b.qp[0], &r, 1), 1);
+    struct mlxd_local sl[4];
+    ck_assert_int_eq(mlxd_region_slice(a.reg, 0, 200, &sl[0]), 0);
+    ck_assert_int_eq(mlxd_region_slice(a.reg, 1000, 100, &sl[1]), 0);
+    ck_assert_int_eq(mlxd_region_slice(a.reg, 2000, 150, &sl[2]), 0);
+    ck_assert_int_eq(mlxd_region_slice(a.reg, 3000, 50, &sl[3]), 0);
+    struct mlxd_entry e = { .wr_id = 2, .op = MLXD_OP_SEND, .flags = MLXD_SIGNALED, .num_local = 4,
+                            .sgl = sl };
+    post_ring_wait(&a, &e);
+    struct mlxd_completion wc = wait_one(b.cq);
+    ck_assert_uint_eq(wc.status, 0);
+    ck_assert_uint_eq(wc.wr_id, 77);
+    ck_assert_uint_eq(wc.byte_len, 500);
+    uint8_t msg[500];                                  /* the gathered message */
+    memcpy(msg, a.buf, 200);
+    memcpy(msg + 200, a.buf + 1000, 100);
+    memcpy(msg + 300, a.buf + 2000, 150);
+    memcpy(msg + 450, a.buf + 3000, 50);
+    ck_assert_mem_eq(b.buf, msg, 10);                  /* scattered over the receive's entries */
+    ck_assert_mem_eq(b.buf + 100, msg + 10, 10);
+    ck_assert_mem_eq(b.buf + 200, msg + 20, 480);
+    ck_assert_uint_eq(b.buf[10], 0);
+    ck_assert_uint_eq(b.buf[110], 0);
+    ck_assert_uint_eq(b.buf[680], 0);
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
+START_TEST(read_scatters_into_a_list)
+{
+    struct side a, b;
+    pair(&a, &b, MLXD_ACCESS_REMOTE_READ, 1);
+    fill(b.buf, BUF, 29);
+    struct mlxd_local l[2];
+    ck_assert_int_eq(mlxd_region_slice(a.reg, 0, 100, &l[0]), 0);
+    ck_assert_int_eq(mlxd_region_slice(a.reg, 2000, 1900, &l[1]), 0);
+    struct mlxd_remote rb = mlxd_region_remote(b.reg);
+    struct mlxd_entry e = { .wr_id = 3, .op = MLXD_OP_READ, .flags = MLXD_SIGNALED, .num_local = 2,
+                            .sgl = l, .remote = { rb.addr + 8, 0, rb.rkey, 0 } };
+    post_ring_wait(&a, &e);
+    ck_assert_mem_eq(a.buf, b.buf + 8, 100);
+    ck_assert_mem_eq(a.buf + 2000, b.buf + 108, 1900);
+    ck_assert_uint_eq(a.buf[100], 0);
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
+/* Four-entry WQEs take two WQEBBs; 200 of them through a 32-deep ring wrap it many times, and
+ * a WQE may start in the ring's last WQEBB. */
+START_TEST(lists_wrap_the_ring)
+{
+    struct side a, b;
+    pair(&a, &b, MLXD_ACCESS_REMOTE_WRITE, 1);
+    struct mlxd_remote rb = mlxd_region_remote(b.reg);
+    for (unsigned i = 0; i < 200; i++) {
+        fill(a.buf, 64, i);
+        struct mlxd_local l[SGE];
+        for (unsigned k = 0; k < SGE; k++)
+            ck_assert_int_eq(mlxd_region_slice(a.reg, 16 * (SGE - 1 - k), 16, &l[k]), 0);
+        struct mlxd_entry e = { .wr_id = i, .op = MLXD_OP_WRITE, .flags = MLXD_SIGNALED,
+                                .num_local = SGE, .sgl = l, .remote = { rb.addr, 0, rb.rkey, 0 } };
+        post_ring_wait(&a, &e);
+        for (unsigned k = 0; k < SGE; k++)            /* the 16-byte pieces in reverse order */
+            ck_assert_mem_eq(b.buf + 16 * k, a.buf + 16 * (SGE - 1 - k), 16);
+    }
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
+START_TEST(list_misuse_is_refused)
+{
+    struct side a, b;
+    pair(&a, &b, MLXD_ACCESS_REMOTE_WRITE, 1);
+    struct mlxd_local l[SGE + 1];
+    for (unsigned k = 0; k <= SGE; k++) ck_assert_int_eq(mlxd_region_slice(a.reg, 0, 8, &l[k]), 0);
+    struct mlxd_remote rb = mlxd_region_remote(b.reg);
+    struct mlxd_entry e = { .op = MLXD_OP_WRITE, .flags = MLXD_SIGNALED, .num_local = SGE + 1,
+                            .sgl = l, .remote = { rb.addr, 0, rb.rkey, 0 } };
+    ck_assert_int_eq(mlxd_qp_post(a.qp[0], &e), -EINVAL);     /* above max_send_sge */
+    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "max_send_sge 4"));
+    e.num_local = 2;
+    e.sgl = NULL;
+    ck_assert_int_eq(mlxd_qp_post(a.qp[0], &e), -EINVAL);     /* a list needs sgl */
+    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "sgl NULL"));
+    e.sgl = l;
+    e.flags |= MLXD_INLINE;
+    ck_assert_int_eq(mlxd_qp_post(a.qp[0], &e), -EINVAL);     /* inline takes one buffer */
+    ck_assert_int_eq(mlxd_qp_send_room(a.qp[0]), 32);         /* nothing was written */
+    struct mlxd_qp *qp;
+    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_RC, .send_depth = 8, .max_send_sge = 100000 };
+    ck_assert_int_eq(mlxd_qp_create(a.cq, &qo, &qp), -EINVAL); /* above the device's max_sge */
+    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "max_send_sge 100000 exceeds the device's maximum"));
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
+Suite *verbs_suite(void)
+{
+    Suite *s = suite_create("verbs");
     TCase *tc = tcase_create("rc");
     tcase_set_timeout(tc, 60);
     tcase_add_checked_fixture(tc, emu_setup, NULL);
@@ -342,5 +493,15 @@ Suite *atomics_suite(void)
     tcase_add_test(tc, malformed_atomics_are_refused);
     tcase_add_test(tc, two_processes);
     suite_add_tcase(s, tc);
+
+    TCase *sg = tcase_create("sge");
+    tcase_set_timeout(sg, 60);
+    tcase_add_checked_fixture(sg, emu_setup, NULL);
+    tcase_add_test(sg, write_gathers_a_list);
+    tcase_add_test(sg, send_scatters_into_a_list);
+    tcase_add_test(sg, read_scatters_into_a_list);
+    tcase_add_test(sg, lists_wrap_the_ring);
+    tcase_add_test(sg, list_misuse_is_refused);
+    suite_add_tcase(s, sg);
     return s;
 }
