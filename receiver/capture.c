@@ -617,14 +617,18 @@ static uint32_t port_mtu_of(uint32_t dst)
  * address the receiver's QP is connected to, and packets no larger than the port takes. */
 static int gen_check_path(const struct mlxd_gen_opts *g, const struct mlxd_send_opts *so, uint32_t psize)
 {
+    const char *dst = so && so->dst_ip ? so->dst_ip : "127.0.0.1";
+    struct in_addr d;
+    if (inet_pton(AF_INET, dst, &d) != 1)
+        return 0;   /* sender_open names it */
     if (!so || !so->src_ip)
         return mlxd_err(EINVAL, "mlxd_gen_run: src_ip is not set: a receiver's QP takes packets only from the "
                         "peer it was connected to, so every frame would be dropped as from a wrong source; "
                         "set send opts src_ip to the receiver's peer_ip");
-    const char *dst = so->dst_ip ? so->dst_ip : "127.0.0.1";
-    struct in_addr d;
-    if (inet_pton(AF_INET, dst, &d) != 1)
-        return 0;   /* sender_open names it */
+    /* the port's MTU binds RoCE traffic only (UDP 4791): another destination port is not an
+     * RDMA port's */
+    if (so->dst_port && so->dst_port != MLXD_ROCE_UDP_PORT)
+        return 0;
     uint64_t whole = mlxd_hsb_metadata_offset(g->frame_size) + MLXD_HSB_METADATA_SIZE;
     uint32_t largest = whole < psize ? (uint32_t)whole : psize;
     uint32_t mtu = port_mtu_of(ntohl(d.s_addr));
