@@ -281,6 +281,7 @@ static int rx_socket(struct nic_dev *nd, int sock, bool inbox)
                 int hl = share_unwrap(nd, p, len, &from[i]);
                 if (hl < 0) { nd->st.rx_malformed++; continue; }
                 memmove(p, p + hl, len - (uint32_t)hl);
+                nd->st.rx_via_peer++;
                 rx_one(nd, nd->rx[i], len - (uint32_t)hl, &from[i], true);
                 total++;
                 continue;

@@ -1,0 +1,316 @@
+/* One emulated device shared by several processes (issue 15 item 8; docs/emulator.md "One
+ * device, many processes"; emu/nic/port_share.c).  On a real host every process opening mlx5_0
+ * uses the same port: one QPN space, packets reach the process whose QP they address, and a
+ * process that dies takes only its own objects with it.  The runner links the emulator; the
+ * other processes are forks of it, each with its own emulated NIC after the fork.
+ *
+ * Each test has its own addresses (127.a.b.1/.2) and its own run directory (MLXD_EMU_RUNDIR),
+ * so the QPN table file it inspects is its own. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "mlxd_emu.h"
+#include "mlxd_error.h"
+#include "mlxd_mlx5.h"
+#include "mlxd_uverbs.h"
+
+#define BUF (1 << 20)
+#define NQP 3
+
+struct side {
+    struct mlxd_nic *nic;
+    struct mlxd_cq *cq;
+    struct mlxd_qp *qp[NQP];
+    struct mlxd_region *reg;
+    uint8_t *buf;
+};
+
+static char rundir[128], ip0[32];
+static pid_t victim;
+
+static void teardown(void)
+{
+    if (victim > 0) { kill(victim, SIGKILL); waitpid(victim, NULL, 0); victim = 0; }
+    if (rundir[0]) {
+        char cmd[200];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", rundir);
+        if (system(cmd)) { /* best effort */ }
+    }
+}
+
+/* Fresh addresses for attempt n, and (once) a run directory of this test's own. */
+static void net_setup(unsigned n)
+{
+    if (!rundir[0]) {
+        snprintf(rundir, sizeof rundir, "%s/mlxd-shared.XXXXXX",
+                 getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+        ck_assert_msg(mkdtemp(rundir), "mkdtemp %s: %s", rundir, strerror(errno));
+        setenv("MLXD_EMU_RUNDIR", rundir, 1);
+    }
+    unsigned v = ((unsigned)getpid() + n * 7919u) * 2654435761u;
+    unsigned a = 1 + (v >> 8) % 250, b = (v >> 16) & 0xff;
+    snprintf(ip0, sizeof ip0, "127.%u.%u.1", a, b);
+    char spec[128];
+    snprintf(spec, sizeof spec, "mlx5_0:%s:mtu=4096,mlx5_1:127.%u.%u.2:mtu=4096", ip0, a, b);
+    ck_assert_int_eq(mlxd_emu_configure(spec), 0);
+}
+
+/* Opens mlx5_0 with one CQ, a 1 MiB region and NQP RC QPs. */
+static void side_open(struct side *s)
+{
+    memset(s, 0, sizeof *s);
+    ck_assert_msg(mlxd_open("mlx5_0", NULL, &s->nic) == 0, "open mlx5_0: %s", mlxd_errmsg());
+    s->buf = aligned_alloc(4096, BUF);
+    memset(s->buf, 0, BUF);
+    struct mlxd_region_opts ro = { .sz = sizeof ro, .access = MLXD_ACCESS_LOCAL_WRITE |
+                                   MLXD_ACCESS_REMOTE_WRITE | MLXD_ACCESS_REMOTE_READ };
+    ck_assert_msg(mlxd_region_register(s->nic, s->buf, BUF, &ro, &s->reg) == 0, "%s", mlxd_errmsg());
+    struct mlxd_cq_opts co = { .sz = sizeof co };
+    ck_assert_msg(mlxd_cq_create(s->nic, 1024, &co, &s->cq) == 0, "%s", mlxd_errmsg());
+    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_RC, .send_depth = 64, .recv_depth = 64 };
+    for (int i = 0; i < NQP; i++)
+        ck_assert_msg(mlxd_qp_create(s->cq, &qo, &s->qp[i]) == 0, "%s", mlxd_errmsg());
+}
+
+static uint32_t qpn_of(struct mlxd_qp *qp)
+{
+    struct mlxd_endpoint e;
+    ck_assert_int_eq(mlxd_qp_endpoint(qp, &e), 0);
+    return e.qpn;
+}
+
+/* The device's QPN table (port_share.c): <rundir>/mlxd-emu-<uid>/<ipv4>-4791.qpn */
+static int table_open(void)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/mlxd-emu-%u/%s-4791.qpn", rundir, (unsigned)getuid(), ip0);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+    return fd;
+}
+
+/* Whether another open file (another process, or this one's emulator) holds qpn's slot. */
+static bool slot_held(int tabfd, uint32_t qpn)
+{
+    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+                        .l_start = (off_t)(qpn & 0xffff) * 8, .l_len = 8 };
+    if (fcntl(tabfd, F_OFD_SETLK, &fl) < 0) {
+        ck_assert_msg(errno == EAGAIN || errno == EACCES, "F_OFD_SETLK: %s", strerror(errno));
+        return true;
+    }
+    fl.l_type = F_UNLCK;
+    ck_assert_int_eq(fcntl(tabfd, F_OFD_SETLK, &fl), 0);
+    return false;
+}
+
+/* Forks a process that opens mlx5_0, creates NQP QPs, writes their QPNs to the pipe and waits
+ * to be killed (it never closes anything itself: its death must clean up). */
+static void start_victim(uint32_t qpns[NQP])
+{
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    victim = fork();
+    ck_assert_int_ge(victim, 0);
+    if (victim == 0) {
+        close(p[0]);
+        struct side s;
+        side_open(&s);
+        uint32_t q[NQP];
+        for (int i = 0; i < NQP; i++) q[i] = qpn_of(s.qp[i]);
+        if (write(p[1], q, sizeof q) != (ssize_t)sizeof q) _exit(3);
+        for (;;) pause();
+    }
+    close(p[1]);
+    ck_assert_int_eq(read(p[0], qpns, NQP * sizeof *qpns), (ssize_t)(NQP * sizeof *qpns));
+    close(p[0]);
+}
+
+static void kill_victim(void)
+{
+    ck_assert_int_eq(kill(victim, SIGKILL), 0);
+    ck_assert_int_eq(waitpid(victim, NULL, 0), victim);
+    victim = 0;
+}
+
+/* Two processes on mlx5_0 draw from one QPN space; a killed process's QPNs are free again. */
+START_TEST(one_qpn_space)
+{
+    net_setup(0);
+    uint32_t theirs[NQP];
+    start_victim(theirs);
+    struct side s;
+    side_open(&s);
+    int tab = table_open();
+    for (int i = 0; i < NQP; i++) {
+        uint32_t mine = qpn_of(s.qp[i]);
+        for (int j = 0; j < NQP; j++)
+            ck_assert_msg((mine & 0xffff) != (theirs[j] & 0xffff),
+                          "QPN 0x%x given to both processes (0x%x)", mine, theirs[j]);
+        ck_assert(slot_held(tab, mine));
+        ck_assert(slot_held(tab, theirs[i]));
+    }
+    /* the table names the holder of each slot: the victim's pid in the low 32 bits */
+    uint64_t *t = mmap(NULL, 65536 * 8, PROT_READ, MAP_SHARED, tab, 0);
+    ck_assert_ptr_ne(t, MAP_FAILED);
+    for (int i = 0; i < NQP; i++) {
+        ck_assert_uint_eq((uint32_t)t[theirs[i] & 0xffff], (uint32_t)victim);
+        ck_assert_uint_eq((uint32_t)t[qpn_of(s.qp[i]) & 0xffff], (uint32_t)getpid());
+    }
+    munmap(t, 65536 * 8);
+    kill_victim();
+    /* killed without closing anything: the kernel dropped its slot locks */
+    for (int i = 0; i < NQP; i++) {
+        ck_assert_msg(!slot_held(tab, theirs[i]), "slot of dead process's QPN 0x%x still held", theirs[i]);
+        ck_assert(slot_held(tab, qpn_of(s.qp[i])));
+    }
+    /* a QP destroyed by its owner frees its slot too */
+    uint32_t q0 = qpn_of(s.qp[0]);
+    ck_assert_int_eq(mlxd_qp_destroy(s.qp[0]), 0);
+    ck_assert(!slot_held(tab, q0));
+    close(tab);
+    ck_assert_int_eq(mlxd_close(s.nic), 0);
+    free(s.buf);
+}
+END_TEST
+
+static struct mlxd_completion wait_one(struct mlxd_cq *cq)
+{
+    struct mlxd_completion wc;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int n = mlxd_cq_poll(cq, &wc, 1);
+        ck_assert_int_ge(n, 0);
+        if (n == 1) return wc;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        ck_assert_msg(t.tv_sec - t0.tv_sec < 20, "no completion within 20 s");
+        usleep(20);
+    }
+}
+
+#define MSG 4096
+#define MSGS 600
+
+/* RC WRITE_IMM from qp[0] to qp[1] of one process, MSGS messages of MSG bytes, the victim killed
+ * once kill_at have completed (kill_at < 0: never).  Every message completes successfully on
+ * both sides and its bytes arrive. */
+static void stream(struct side *s, int kill_at)
+{
+    struct mlxd_local la;
+    struct mlxd_remote rb = mlxd_region_remote(s->reg);
+    for (int i = 0; i < BUF / 2; i++) s->buf[i] = (uint8_t)(i * 7 + 3);
+    ck_assert_int_eq(mlxd_region_slice(s->reg, 0, BUF / 2, &la), 0);
+    struct mlxd_recv rv = { .wr_id = 0, .num_local = 0 };
+    for (int i = 0; i < 64; i++) { rv.wr_id = 1000 + i; ck_assert_int_eq(mlxd_qp_receive(s->qp[1], &rv, 1), 1); }
+    int posted = 0, sent = 0, recvd = 0, next_rv = 64;
+    while (sent < MSGS || recvd < MSGS) {
+        while (posted < MSGS) {
+            uint32_t off = (uint32_t)(posted % ((BUF / 2) / MSG)) * MSG;
+            struct mlxd_entry e = { .wr_id = (uint64_t)posted, .op = MLXD_OP_WRITE_IMM,
+                                    .flags = MLXD_SIGNALED, .imm = (uint32_t)posted, .num_local = 1,
+                                    .local = { la.addr + off, MSG, la.lkey },
+                                    .remote = { rb.addr + BUF / 2 + off, 0, rb.rkey, 0 } };
+            int rc = mlxd_qp_post(s->qp[0], &e);
+            if (rc == -EAGAIN) break;
+            ck_assert_int_eq(rc, 0);
+            posted++;
+        }
+        ck_assert_int_eq(mlxd_qp_ring(s->qp[0]), 0);
+        struct mlxd_completion wc = wait_one(s->cq);
+        ck_assert_msg(wc.status == 0, "completion status %u (wr_id %llu)", wc.status,
+                      (unsigned long long)wc.wr_id);
+        if (wc.qp == s->qp[0]) {
+            ck_assert_uint_eq(wc.wr_id, (uint64_t)sent);
+            sent++;
+            if (sent == kill_at) kill_victim();
+        } else {
+            ck_assert_ptr_eq(wc.qp, s->qp[1]);
+            ck_assert_uint_eq(wc.imm, (uint32_t)recvd);
+            ck_assert_uint_eq(wc.byte_len, MSG);
+            uint32_t off = (uint32_t)(recvd % ((BUF / 2) / MSG)) * MSG;
+            ck_assert_mem_eq(s->buf + BUF / 2 + off, s->buf + off, MSG);
+            recvd++;
+            if (next_rv < MSGS) {
+                rv.wr_id = 1000 + next_rv++;
+                ck_assert_int_eq(mlxd_qp_receive(s->qp[1], &rv, 1), 1);
+            }
+        }
+    }
+}
+
+static void connect_pair(struct side *s)
+{
+    struct mlxd_endpoint e0, e1;
+    ck_assert_int_eq(mlxd_qp_endpoint(s->qp[0], &e0), 0);
+    ck_assert_int_eq(mlxd_qp_endpoint(s->qp[1], &e1), 0);
+    struct mlxd_connect_opts co = { .sz = sizeof co, .peer_access = MLXD_ACCESS_REMOTE_WRITE };
+    ck_assert_msg(mlxd_qp_connect(s->qp[0], &e1, &co) == 0, "%s", mlxd_errmsg());
+    ck_assert_msg(mlxd_qp_connect(s->qp[1], &e0, &co) == 0, "%s", mlxd_errmsg());
+}
+
+/* A process dying takes only its own objects: while another process on mlx5_0 is the one the
+ * kernel hands the port's packets to (the reuseport hash picked its socket; we retry with new
+ * addresses until it does, which this process's statistics show), it is killed in the middle
+ * of a stream between two of this process's QPs.  The stream completes, every message intact. */
+START_TEST(peer_death_keeps_qps_working)
+{
+    bool through_victim = false;
+    struct side s;
+    for (unsigned attempt = 0; attempt < 24 && !through_victim; attempt++) {
+        net_setup(attempt);
+        uint32_t theirs[NQP];
+        start_victim(theirs);
+        side_open(&s);
+        connect_pair(&s);
+        /* one message: did it reach us through the victim? */
+        struct mlxd_recv rv = { .wr_id = 1, .num_local = 0 };
+        ck_assert_int_eq(mlxd_qp_receive(s.qp[1], &rv, 1), 1);
+        struct mlxd_remote rb = mlxd_region_remote(s.reg);
+        struct mlxd_entry e = { .wr_id = 1, .op = MLXD_OP_WRITE_IMM, .flags = MLXD_SIGNALED,
+                                .num_local = 0, .remote = { rb.addr, 0, rb.rkey, 0 } };
+        ck_assert_int_eq(mlxd_qp_post(s.qp[0], &e), 0);
+        ck_assert_int_eq(mlxd_qp_ring(s.qp[0]), 0);
+        ck_assert_uint_eq(wait_one(s.cq).status, 0);
+        ck_assert_uint_eq(wait_one(s.cq).status, 0);
+        struct mlxd_emu_nic_stats st = { .sz = sizeof st };
+        ck_assert_int_eq(mlxd_emu_nic_stats(0, &st), 0);
+        through_victim = st.rx_via_peer > 0;
+        if (!through_victim) {
+            ck_assert_uint_eq(st.rx_forwarded, 0);
+            kill_victim();
+            ck_assert_int_eq(mlxd_close(s.nic), 0);
+            free(s.buf);
+        }
+    }
+    ck_assert_msg(through_victim, "in 24 address pairs the kernel never picked the other process's socket");
+    stream(&s, 40);
+    ck_assert_int_eq(victim, 0);
+    struct mlxd_emu_nic_stats st = { .sz = sizeof st };
+    ck_assert_int_eq(mlxd_emu_nic_stats(0, &st), 0);
+    fprintf(stderr, "emu_shared: %llu packets came through the other process before it died, "
+            "%llu retransmits\n", (unsigned long long)st.rx_via_peer,
+            (unsigned long long)st.retransmits);
+    ck_assert_int_eq(mlxd_close(s.nic), 0);
+    free(s.buf);
+}
+END_TEST
+
+Suite *emu_shared_suite(void)
+{
+    Suite *s = suite_create("emu_shared");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, one_qpn_space);
+    tcase_add_test(tc, peer_death_keeps_qps_working);
+    suite_add_tcase(s, tc);
+    return s;
+}
