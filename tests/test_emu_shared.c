@@ -8,6 +8,7 @@
  * so the QPN table file it inspects is its own. */
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,7 +20,9 @@
 #include <unistd.h>
 #include "mlxd_emu.h"
 #include "mlxd_error.h"
+#include "mlxd_hsb.h"
 #include "mlxd_mlx5.h"
+#include "mlxd_receiver.h"
 #include "mlxd_uverbs.h"
 
 #define BUF (1 << 20)
@@ -303,6 +306,138 @@ START_TEST(peer_death_keeps_qps_working)
 }
 END_TEST
 
+/* ---- a receiver fed by a sensor generator in another process on the same device ---------- */
+
+#define FRAME 8192                    /* two 4096-byte WRITEs, then the metadata's WRITE_IMM */
+#define PAGES 3
+#define FRAMES 12
+
+struct target { uint32_t qpn, rkey; uint64_t base_va, page_size; };
+
+/* The generator: a sensor bridge's packet sequence (receiver/mlxd_capture.h, HSB dp_pkt_top.sv)
+ * sent by a UC QP of its own on mlx5_0: frame f goes to page (1 + f) % PAGES as RDMA WRITEs of
+ * the test payload, then its metadata block (PSN = that packet's PSN, frame number f) as a WRITE
+ * with immediate page | psn << 12.  Each WRITE is one packet (MTU 4096), so message k carries PSN
+ * psn0 + k.  One frame per byte read from go. */
+static void generator(int params, int go)
+{
+    struct target t;
+    if (read(params, &t, sizeof t) != (ssize_t)sizeof t) _exit(2);
+    struct side s;
+    side_open(&s);                          /* qp[0] is RC: make a UC one */
+    struct mlxd_qp *qp;
+    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_UC, .send_depth = 64 };
+    ck_assert_msg(mlxd_qp_create(s.cq, &qo, &qp) == 0, "%s", mlxd_errmsg());
+    struct mlxd_endpoint me, peer = { .qpn = t.qpn };
+    ck_assert_int_eq(mlxd_qp_endpoint(qp, &me), 0);
+    memcpy(peer.gid, me.gid, sizeof peer.gid);     /* the receiver is on this same port */
+    struct mlxd_connect_opts co = { .sz = sizeof co, .peer_access = MLXD_ACCESS_REMOTE_WRITE,
+                                    .path_mtu = 5 };
+    ck_assert_msg(mlxd_qp_connect(qp, &peer, &co) == 0, "%s", mlxd_errmsg());
+    uint32_t psn = me.psn, page_sz = (uint32_t)mlxd_hsb_min_page_size(FRAME);
+    uint64_t md_off = mlxd_hsb_metadata_offset(FRAME);
+    struct mlxd_local l = mlxd_region_local(s.reg);
+    char c;
+    for (uint32_t f = 0; f < FRAMES && read(go, &c, 1) == 1; f++) {
+        uint8_t *src = s.buf + (size_t)(f % PAGES) * page_sz;
+        uint32_t page = (1 + f) % PAGES;
+        uint64_t dst = t.base_va + page * t.page_size;
+        mlxd_hsb_payload_fill(src, FRAME, f);
+        struct mlxd_hsb_metadata md = { .psn = (psn + 2) & 0xffffff, .bytes_written = FRAME,
+                                        .frame_number32 = f };
+        ck_assert_int_eq(mlxd_hsb_metadata_encode(&md, src + md_off, MLXD_HSB_METADATA_SIZE), 0);
+        uint64_t la = l.addr + (uint64_t)(src - s.buf);
+        struct mlxd_entry e[3] = {
+            { .wr_id = 1, .op = MLXD_OP_WRITE, .num_local = 1, .local = { la, 4096, l.lkey },
+              .remote = { dst, 0, t.rkey, 0 } },
+            { .wr_id = 2, .op = MLXD_OP_WRITE, .num_local = 1, .local = { la + 4096, 4096, l.lkey },
+              .remote = { dst + 4096, 0, t.rkey, 0 } },
+            { .wr_id = 3, .op = MLXD_OP_WRITE_IMM, .flags = MLXD_SIGNALED, .num_local = 1,
+              .imm = mlxd_hsb_imm_make(page, md.psn, MLXD_HSB_IMM_12_20),
+              .local = { la + md_off, MLXD_HSB_METADATA_SIZE, l.lkey },
+              .remote = { dst + md_off, 0, t.rkey, 0 } } };
+        for (int i = 0; i < 3; i++) ck_assert_int_eq(mlxd_qp_post(qp, &e[i]), 0);
+        ck_assert_int_eq(mlxd_qp_ring(qp), 0);
+        struct mlxd_completion wc = wait_one(s.cq);
+        ck_assert_uint_eq(wc.status, 0);
+        psn = (psn + 3) & 0xffffff;
+    }
+    _exit(0);
+}
+
+static void *monitor_main(void *r)
+{
+    return (void *)(intptr_t)mlxd_receiver_blocking_monitor(r);
+}
+
+/* The receiver API on mlx5_0 in this process, its frames made by the generator process above on
+ * the same mlx5_0: every frame arrives whole, in its page, with its own metadata. */
+START_TEST(receiver_fed_from_same_device)
+{
+    net_setup(0);
+    int params[2], go[2];
+    ck_assert_int_eq(pipe(params), 0);
+    ck_assert_int_eq(pipe(go), 0);
+    victim = fork();                      /* before this process opens the device */
+    ck_assert_int_ge(victim, 0);
+    if (victim == 0) {
+        close(params[1]);
+        close(go[1]);
+        generator(params[0], go[0]);
+    }
+    close(params[0]);
+    close(go[0]);
+    size_t page = mlxd_hsb_min_page_size(FRAME);
+    uint8_t *buf = aligned_alloc(4096, page * PAGES);
+    memset(buf, 0, page * PAGES);
+    struct mlxd_receiver *r = mlxd_receiver_new();
+    struct mlxd_receiver_opts o = { .sz = sizeof o, .device = "mlx5_0", .port = 1,
+        .buffer = (uintptr_t)buf, .buffer_size = page * PAGES, .frame_size = FRAME,
+        .page_size = page, .pages = PAGES, .metadata_offset = mlxd_hsb_metadata_offset(FRAME),
+        .peer_ip = ip0, .queue_size = PAGES, .mode = MLXD_RECEIVER_EVENT };
+    ck_assert_msg(mlxd_receiver_start(r, &o) == 0, "start: %s", mlxd_errmsg());
+    struct target t = { mlxd_receiver_qp_number(r), mlxd_receiver_rkey(r),
+                        mlxd_receiver_external_frame_memory(r), page };
+    ck_assert_int_eq(write(params[1], &t, sizeof t), (ssize_t)sizeof t);
+    pthread_t mon;
+    ck_assert_int_eq(pthread_create(&mon, NULL, monitor_main, r), 0);
+    struct mlxd_receiver_frame f;
+    ck_assert(!mlxd_receiver_get_next_frame(r, 0, &f));    /* the consumer is here from now on */
+    for (uint64_t k = 0; k < FRAMES; k++) {
+        ck_assert_int_eq(write(go[1], "g", 1), 1);
+        ck_assert_msg(mlxd_receiver_get_next_frame(r, 10000, &f), "frame %llu did not arrive",
+                      (unsigned long long)k);
+        uint32_t pg = (uint32_t)((1 + k) % PAGES);
+        ck_assert_uint_eq(f.page, pg);
+        ck_assert_uint_eq(f.flags, 0);
+        ck_assert_uint_eq(f.frame_number, k);
+        ck_assert_uint_eq(f.received_frame_number, k + 1);
+        ck_assert_uint_eq(f.metadata.frame_number32, (uint32_t)k);
+        ck_assert_uint_eq(f.metadata.bytes_written, FRAME);
+        ck_assert_uint_eq(f.metadata.psn & 0xfffff, f.imm_psn);
+        ck_assert_uint_eq(f.frame_memory, (uintptr_t)buf + pg * page);
+        long bad = mlxd_hsb_payload_check(buf + pg * page, FRAME, (uint32_t)k);
+        ck_assert_msg(bad == -1, "frame %llu: payload differs at byte %ld", (unsigned long long)k, bad);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(victim, &st, 0), victim);
+    victim = 0;
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "generator failed (status 0x%x)", st);
+    struct mlxd_receiver_stats rs;
+    ck_assert_int_eq(mlxd_receiver_stats(r, &rs), 0);
+    ck_assert_uint_eq(rs.frames, FRAMES);
+    ck_assert_uint_eq(rs.overwritten + rs.bad_page + rs.errors + rs.dropped, 0);
+    ck_assert_int_eq(mlxd_receiver_close(r), 0);
+    void *mrc;
+    pthread_join(mon, &mrc);
+    ck_assert_int_eq((int)(intptr_t)mrc, 0);
+    mlxd_receiver_destroy(r);
+    free(buf);
+    close(params[1]);
+    close(go[1]);
+}
+END_TEST
+
 Suite *emu_shared_suite(void)
 {
     Suite *s = suite_create("emu_shared");
@@ -311,6 +446,7 @@ Suite *emu_shared_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, one_qpn_space);
     tcase_add_test(tc, peer_death_keeps_qps_working);
+    tcase_add_test(tc, receiver_fed_from_same_device);
     suite_add_tcase(s, tc);
     return s;
 }
