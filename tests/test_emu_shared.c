@@ -6,6 +6,7 @@
  *
  * Each test has its own addresses (127.a.b.1/.2) and its own run directory (MLXD_EMU_RUNDIR),
  * so the QPN table file it inspects is its own. */
+#include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -174,6 +176,28 @@ START_TEST(one_qpn_space)
         ck_assert_msg(!slot_held(tab, theirs[i]), "slot of dead process's QPN 0x%x still held", theirs[i]);
         ck_assert(slot_held(tab, qpn_of(s.qp[i])));
     }
+    /* its entries are stale now: a packet for one of its QPNs is counted as for an unknown QP
+     * (not handed to whatever socket has its inbox port now), and the entry is cleared */
+    struct mlxd_emu_nic_stats st0 = { .sz = sizeof st0 }, st1 = { .sz = sizeof st1 };
+    ck_assert_int_eq(mlxd_emu_nic_stats(0, &st0), 0);
+    uint8_t bth[12 + 4] = { 0x2a, 0, 0xff, 0xff, 0, (uint8_t)(theirs[1] >> 16),
+                            (uint8_t)(theirs[1] >> 8), (uint8_t)theirs[1] };   /* BTH, dest QP */
+    int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(4791) };
+    ck_assert_int_eq(inet_pton(AF_INET, ip0, &to.sin_addr), 1);
+    ck_assert_int_eq(sendto(u, bth, sizeof bth, 0, (struct sockaddr *)&to, sizeof to), (ssize_t)sizeof bth);
+    close(u);
+    for (int i = 0; i < 2000; i++) {
+        ck_assert_int_eq(mlxd_emu_nic_stats(0, &st1), 0);
+        if (st1.rx_unknown_qp != st0.rx_unknown_qp) break;
+        usleep(1000);
+    }
+    ck_assert_uint_eq(st1.rx_unknown_qp, st0.rx_unknown_qp + 1);
+    ck_assert_uint_eq(st1.rx_forwarded, st0.rx_forwarded);
+    t = mmap(NULL, 65536 * 8, PROT_READ, MAP_SHARED, tab, 0);
+    ck_assert_ptr_ne(t, MAP_FAILED);
+    ck_assert_uint_eq(t[theirs[1] & 0xffff], 0);
+    munmap(t, 65536 * 8);
     /* a QP destroyed by its owner frees its slot too */
     uint32_t q0 = qpn_of(s.qp[0]);
     ck_assert_int_eq(mlxd_qp_destroy(s.qp[0]), 0);

@@ -1,7 +1,7 @@
 /* rdma-core's own programs, unmodified, on the emulator (issue 8): Debian 12's rdma-core 44
  * (libibverbs + libmlx5 from ibverbs-providers), ibverbs-utils and perftest, preloaded with
- * libmlx5direct-emu.so.  Each test forks/execs the programs (server on mlx5_0, client on mlx5_1:
- * two processes cannot bind one device address), each with a time limit, on a pair of loopback
+ * libmlx5direct-emu.so.  Each test forks/execs the programs (server on mlx5_0, client on mlx5_1,
+ * or both on mlx5_0 without -d: one device shared by two processes), each with a time limit, on a pair of loopback
  * addresses and a TCP port of its own (parallel runs cannot collide), kills what it started, and
  * checks the output against what the programs must print:
  *   - ibv_devices / ibv_devinfo -v: the configured devices, GUIDs, MTU, GIDs (docs/emulator.md);

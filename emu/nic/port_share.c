@@ -202,6 +202,15 @@ bool share_forward(struct nic_dev *nd, const uint8_t *bth, uint32_t len,
     uint32_t slot = (uint32_t)bth[6] << 8 | bth[7];      /* BTH destination QP, low 16 bits */
     uint64_t e = atomic_load_explicit(&sh->tab[slot], memory_order_acquire);
     if (!e || (uint32_t)e == sh->pid) return false;
+    /* The entry of a process that died is stale (its lock went with it): its inbox port may
+     * since belong to any socket.  Such a packet is for a QP nobody has; the entry is cleared
+     * unless a new holder has written its own meanwhile. */
+    struct flock fl = slot_lock(slot, F_WRLCK);
+    if (fcntl(sh->tabfd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK) {
+        atomic_compare_exchange_strong(&sh->tab[slot], &e, 0);
+        nd->st.rx_unknown_qp++;
+        return true;
+    }
     struct fwd_hdr h = {.src_ip = from->sin_addr.s_addr, .src_port = from->sin_port,
                         .magic = FWD_MAGIC};
     struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr = nd->self.sin_addr,

@@ -13,6 +13,7 @@
 #include "../../emu/nic/nic_resp.c"
 #include "../../emu/nic/wire_udp.c"
 #include "../../emu/nic/pcap_writer.c"
+#include "../../emu/nic/port_share.c"
 #include "../../abi/roce.c"
 #include "../../abi/error.c"
 
