@@ -116,6 +116,7 @@ struct nic_fault_state {
 /* port_share.c: this process's part in a port shared with other processes */
 struct nic_share {
     int      tabfd;             /* the port's QPN table file (slot locks are on it) */
+    char     path[600];         /* its path */
     _Atomic uint64_t *tab;      /* EMU_QPN_SLOTS entries: owner pid | inbox port << 32, 0 free */
     int      inbox;             /* UDP socket other processes forward our packets to */
     uint16_t inbox_port;        /* host order */

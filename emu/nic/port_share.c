@@ -94,6 +94,40 @@ static int inbox_open(struct nic_share *sh, struct in_addr ip)
     return 0;
 }
 
+/* Every process using the table holds a read lock on the byte after the slots (MEMBER_BYTE)
+ * while it does; the last one to leave (its write lock then succeeds) removes the file, so
+ * tables of addresses no longer in use do not pile up.  A joiner that opened the file just before
+ * it was removed finds the path naming another file (or none) and opens it again. */
+#define MEMBER_BYTE ((off_t)TAB_BYTES)
+
+static int member_lock(int fd, short type, int cmd)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = MEMBER_BYTE;
+    fl.l_len = 1;
+    return fcntl(fd, cmd, &fl);
+}
+
+static int table_join(struct nic_share *sh)
+{
+    for (int tries = 0; tries < 100; tries++) {
+        sh->tabfd = sys_open(sh->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (sh->tabfd < 0) return -errno;
+        if (member_lock(sh->tabfd, F_RDLCK, F_OFD_SETLKW) < 0) return -errno;
+        struct stat a, b;
+        if (syscall(SYS_fstat, sh->tabfd, &a) < 0) return -errno;
+        if (syscall(SYS_newfstatat, AT_FDCWD, sh->path, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+            a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+            return 0;
+        sys_close(sh->tabfd);        /* removed by the last leaver meanwhile: again */
+        sh->tabfd = -1;
+    }
+    return -EAGAIN;
+}
+
 int share_open(struct nic_dev *nd, const struct sockaddr_in *self)
 {
     nd->share = NULL;
@@ -110,8 +144,9 @@ int share_open(struct nic_dev *nd, const struct sockaddr_in *self)
     if (r) goto fail;
     inet_ntop(AF_INET, &self->sin_addr, ip, sizeof ip);
     snprintf(path, sizeof path, "%s/%s-%u.qpn", dir, ip, (unsigned)ntohs(self->sin_port));
-    sh->tabfd = sys_open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (sh->tabfd < 0) { r = -errno; goto fail; }
+    snprintf(sh->path, sizeof sh->path, "%s", path);
+    r = table_join(sh);
+    if (r) goto fail;
     struct stat st;
     if (syscall(SYS_fstat, sh->tabfd, &st) < 0) { r = -errno; goto fail; }
     if (!S_ISREG(st.st_mode) || st.st_uid != getuid()) { r = -EPERM; goto fail; }
@@ -140,6 +175,10 @@ void share_close_struct(struct nic_share *sh)
 {
     if (!sh) return;
     if (sh->tab != MAP_FAILED) syscall(SYS_munmap, sh->tab, TAB_BYTES);
+    /* the last member removes the file (before its locks go: no one can join it meanwhile
+     * without finding the path gone) */
+    if (sh->tabfd >= 0 && member_lock(sh->tabfd, F_WRLCK, F_OFD_SETLK) == 0)
+        syscall(SYS_unlinkat, AT_FDCWD, sh->path, 0);
     sys_close(sh->tabfd);            /* drops every slot lock this process holds */
     sys_close(sh->inbox);
     free(sh);
