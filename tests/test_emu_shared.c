@@ -412,7 +412,8 @@ START_TEST(receiver_fed_from_same_device)
     close(params[0]);
     close(go[0]);
     size_t page = mlxd_hsb_min_page_size(FRAME);
-    uint8_t *buf = aligned_alloc(4096, page * PAGES);
+    uint8_t *buf;
+    ck_assert_int_eq(posix_memalign((void **)&buf, 4096, page * PAGES), 0);
     memset(buf, 0, page * PAGES);
     struct mlxd_receiver *r = mlxd_receiver_new();
     struct mlxd_receiver_opts o = { .sz = sizeof o, .device = "mlx5_0", .port = 1,
@@ -440,6 +441,11 @@ START_TEST(receiver_fed_from_same_device)
         ck_assert_uint_eq(f.metadata.bytes_written, FRAME);
         ck_assert_uint_eq(f.metadata.psn & 0xfffff, f.imm_psn);
         ck_assert_uint_eq(f.frame_memory, (uintptr_t)buf + pg * page);
+        /* Under TSan (make tsan sets MLXD_TSAN) the bytes are not read: the engine rewrites a
+         * page only after this thread read it and told the generator, but that chain runs through
+         * a pipe and another process, which TSan cannot see, so it would report the read as a
+         * race with the engine's write. */
+        if (getenv("MLXD_TSAN")) continue;
         long bad = mlxd_hsb_payload_check(buf + pg * page, FRAME, (uint32_t)k);
         ck_assert_msg(bad == -1, "frame %llu: payload differs at byte %ld", (unsigned long long)k, bad);
     }
