@@ -24,6 +24,7 @@
 #include "mlxd_error.h"
 #include "mlxd_mlx5.h"
 #include "mlxd_uverbs.h"
+#include "util.h"
 
 #define BUF 65536
 
@@ -79,16 +80,8 @@ static void pair(struct side *a, struct side *b, uint32_t type)
 static struct mlxd_completion wait_one(struct mlxd_cq *cq)
 {
     struct mlxd_completion wc;
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        int n = mlxd_cq_poll(cq, &wc, 1);
-        ck_assert_int_ge(n, 0);
-        if (n == 1) return wc;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        ck_assert_msg(t.tv_sec - t0.tv_sec < 5, "no completion within 5 s");
-        usleep(50);
-    }
+    mlxd_test_wait_one(cq, 5, &wc);
+    return wc;
 }
 
 /* UC requester completions come when the packets left, not when they landed.  A zero-length

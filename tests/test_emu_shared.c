@@ -26,6 +26,7 @@
 #include "mlxd_mlx5.h"
 #include "mlxd_receiver.h"
 #include "mlxd_uverbs.h"
+#include "util.h"
 
 #define BUF (1 << 20)
 #define NQP 3
@@ -211,16 +212,8 @@ END_TEST
 static struct mlxd_completion wait_one(struct mlxd_cq *cq)
 {
     struct mlxd_completion wc;
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        int n = mlxd_cq_poll(cq, &wc, 1);
-        ck_assert_int_ge(n, 0);
-        if (n == 1) return wc;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        ck_assert_msg(t.tv_sec - t0.tv_sec < 20, "no completion within 20 s");
-        usleep(20);
-    }
+    mlxd_test_wait_one(cq, 20, &wc);
+    return wc;
 }
 
 #define MSG 4096

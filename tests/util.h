@@ -16,4 +16,10 @@ const char *mlxd_test_path(const char *rel);
  * (emu/mlxd_emu.h).  Fails the test if the emulator is not active. */
 void mlxd_test_private_devices(void);
 
+struct mlxd_cq;
+struct mlxd_completion;
+/* Polls cq until one completion arrives and stores it in *out; fails the test after secs
+ * seconds without one, or when the poll fails. */
+void mlxd_test_wait_one(struct mlxd_cq *cq, int secs, struct mlxd_completion *out);
+
 #endif

@@ -139,12 +139,11 @@ int share_open(struct nic_dev *nd, const struct sockaddr_in *self)
     sh->inbox = -1;
     sh->tab = MAP_FAILED;
     sh->pid = (uint32_t)getpid();
-    char dir[512], path[600], ip[INET_ADDRSTRLEN];
+    char dir[512], ip[INET_ADDRSTRLEN];
     int r = run_dir(dir, sizeof dir);
     if (r) goto fail;
     inet_ntop(AF_INET, &self->sin_addr, ip, sizeof ip);
-    snprintf(path, sizeof path, "%s/%s-%u.qpn", dir, ip, (unsigned)ntohs(self->sin_port));
-    snprintf(sh->path, sizeof sh->path, "%s", path);
+    snprintf(sh->path, sizeof sh->path, "%s/%s-%u.qpn", dir, ip, (unsigned)ntohs(self->sin_port));
     r = table_join(sh);
     if (r) goto fail;
     struct stat st;
