@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "mlxd_capture.h"
 #include "mlxd_emu.h"
 #include "mlxd_error.h"
 #include "mlxd_hsb.h"
@@ -69,11 +70,11 @@ static void net_setup(unsigned n)
     ck_assert_int_eq(mlxd_emu_configure(spec), 0);
 }
 
-/* Opens mlx5_0 with one CQ, a 1 MiB region and NQP RC QPs. */
-static void side_open(struct side *s)
+/* Opens dev with one CQ, a 1 MiB region and NQP RC QPs. */
+static void side_open(struct side *s, const char *dev)
 {
     memset(s, 0, sizeof *s);
-    ck_assert_msg(mlxd_open("mlx5_0", NULL, &s->nic) == 0, "open mlx5_0: %s", mlxd_errmsg());
+    ck_assert_msg(mlxd_open(dev, NULL, &s->nic) == 0, "open %s: %s", dev, mlxd_errmsg());
     s->buf = aligned_alloc(4096, BUF);
     memset(s->buf, 0, BUF);
     struct mlxd_region_opts ro = { .sz = sizeof ro, .access = MLXD_ACCESS_LOCAL_WRITE |
@@ -84,6 +85,12 @@ static void side_open(struct side *s)
     struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_RC, .send_depth = 64, .recv_depth = 64 };
     for (int i = 0; i < NQP; i++)
         ck_assert_msg(mlxd_qp_create(s->cq, &qo, &s->qp[i]) == 0, "%s", mlxd_errmsg());
+}
+
+static void side_close(struct side *s)
+{
+    ck_assert_int_eq(mlxd_close(s->nic), 0);
+    free(s->buf);
 }
 
 static uint32_t qpn_of(struct mlxd_qp *qp)
@@ -128,7 +135,7 @@ static void start_victim(uint32_t qpns[NQP])
     if (victim == 0) {
         close(p[0]);
         struct side s;
-        side_open(&s);
+        side_open(&s, "mlx5_0");
         uint32_t q[NQP];
         for (int i = 0; i < NQP; i++) q[i] = qpn_of(s.qp[i]);
         if (write(p[1], q, sizeof q) != (ssize_t)sizeof q) _exit(3);
@@ -153,7 +160,7 @@ START_TEST(one_qpn_space)
     uint32_t theirs[NQP];
     start_victim(theirs);
     struct side s;
-    side_open(&s);
+    side_open(&s, "mlx5_0");
     int tab = table_open();
     for (int i = 0; i < NQP; i++) {
         uint32_t mine = qpn_of(s.qp[i]);
@@ -204,8 +211,7 @@ START_TEST(one_qpn_space)
     ck_assert_int_eq(mlxd_qp_destroy(s.qp[0]), 0);
     ck_assert(!slot_held(tab, q0));
     close(tab);
-    ck_assert_int_eq(mlxd_close(s.nic), 0);
-    free(s.buf);
+    side_close(&s);
 }
 END_TEST
 
@@ -219,17 +225,34 @@ static struct mlxd_completion wait_one(struct mlxd_cq *cq)
 #define MSG 4096
 #define MSGS 600
 
-/* RC WRITE_IMM from qp[0] to qp[1] of one process, MSGS messages of MSG bytes, the victim killed
- * once kill_at have completed (kill_at < 0: never).  Every message completes successfully on
- * both sides and its bytes arrive. */
-static void stream(struct side *s, int kill_at)
+/* One completion from either CQ (they may be the same), 20 s at most. */
+static struct mlxd_completion wait_either(struct mlxd_cq *c1, struct mlxd_cq *c2)
+{
+    struct mlxd_completion wc;
+    for (int i = 0; i < 400000; i++) {
+        int n = mlxd_cq_poll(c1, &wc, 1);
+        if (!n && c2 != c1) n = mlxd_cq_poll(c2, &wc, 1);
+        ck_assert_int_ge(n, 0);
+        if (n == 1) return wc;
+        usleep(50);
+    }
+    ck_abort_msg("no completion within 20 s");
+    return wc;
+}
+
+/* A path: QP aq of side a sends RC WRITE_IMMs to QP bq of side b (a and b may be one side). */
+struct path { struct side *a, *b; struct mlxd_qp *aq, *bq; };
+
+/* MSGS messages of MSG bytes over p, the victim killed once kill_at have completed (kill_at < 0:
+ * never).  Every message completes successfully on both sides and its bytes arrive. */
+static void stream(const struct path *p, int kill_at)
 {
     struct mlxd_local la;
-    struct mlxd_remote rb = mlxd_region_remote(s->reg);
-    for (int i = 0; i < BUF / 2; i++) s->buf[i] = (uint8_t)(i * 7 + 3);
-    ck_assert_int_eq(mlxd_region_slice(s->reg, 0, BUF / 2, &la), 0);
+    struct mlxd_remote rb = mlxd_region_remote(p->b->reg);
+    for (int i = 0; i < BUF / 2; i++) p->a->buf[i] = (uint8_t)(i * 7 + 3);
+    ck_assert_int_eq(mlxd_region_slice(p->a->reg, 0, BUF / 2, &la), 0);
     struct mlxd_recv rv = { .wr_id = 0, .num_local = 0 };
-    for (int i = 0; i < 64; i++) { rv.wr_id = 1000 + i; ck_assert_int_eq(mlxd_qp_receive(s->qp[1], &rv, 1), 1); }
+    for (int i = 0; i < 64; i++) { rv.wr_id = 1000 + i; ck_assert_int_eq(mlxd_qp_receive(p->bq, &rv, 1), 1); }
     int posted = 0, sent = 0, recvd = 0, next_rv = 64;
     while (sent < MSGS || recvd < MSGS) {
         while (posted < MSGS) {
@@ -238,88 +261,131 @@ static void stream(struct side *s, int kill_at)
                                     .flags = MLXD_SIGNALED, .imm = (uint32_t)posted, .num_local = 1,
                                     .local = { la.addr + off, MSG, la.lkey },
                                     .remote = { rb.addr + BUF / 2 + off, 0, rb.rkey, 0 } };
-            int rc = mlxd_qp_post(s->qp[0], &e);
+            int rc = mlxd_qp_post(p->aq, &e);
             if (rc == -EAGAIN) break;
             ck_assert_int_eq(rc, 0);
             posted++;
         }
-        ck_assert_int_eq(mlxd_qp_ring(s->qp[0]), 0);
-        struct mlxd_completion wc = wait_one(s->cq);
+        ck_assert_int_eq(mlxd_qp_ring(p->aq), 0);
+        struct mlxd_completion wc = wait_either(p->a->cq, p->b->cq);
         ck_assert_msg(wc.status == 0, "completion status %u (wr_id %llu)", wc.status,
                       (unsigned long long)wc.wr_id);
-        if (wc.qp == s->qp[0]) {
+        if (wc.qp == p->aq) {
             ck_assert_uint_eq(wc.wr_id, (uint64_t)sent);
             sent++;
             if (sent == kill_at) kill_victim();
         } else {
-            ck_assert_ptr_eq(wc.qp, s->qp[1]);
+            ck_assert_ptr_eq(wc.qp, p->bq);
             ck_assert_uint_eq(wc.imm, (uint32_t)recvd);
             ck_assert_uint_eq(wc.byte_len, MSG);
             uint32_t off = (uint32_t)(recvd % ((BUF / 2) / MSG)) * MSG;
-            ck_assert_mem_eq(s->buf + BUF / 2 + off, s->buf + off, MSG);
+            ck_assert_mem_eq(p->b->buf + BUF / 2 + off, p->a->buf + off, MSG);
             recvd++;
             if (next_rv < MSGS) {
                 rv.wr_id = 1000 + next_rv++;
-                ck_assert_int_eq(mlxd_qp_receive(s->qp[1], &rv, 1), 1);
+                ck_assert_int_eq(mlxd_qp_receive(p->bq, &rv, 1), 1);
             }
         }
     }
 }
 
-static void connect_pair(struct side *s)
+static void connect_path(const struct path *p)
 {
-    struct mlxd_endpoint e0, e1;
-    ck_assert_int_eq(mlxd_qp_endpoint(s->qp[0], &e0), 0);
-    ck_assert_int_eq(mlxd_qp_endpoint(s->qp[1], &e1), 0);
+    struct mlxd_endpoint ea, eb;
+    ck_assert_int_eq(mlxd_qp_endpoint(p->aq, &ea), 0);
+    ck_assert_int_eq(mlxd_qp_endpoint(p->bq, &eb), 0);
     struct mlxd_connect_opts co = { .sz = sizeof co, .peer_access = MLXD_ACCESS_REMOTE_WRITE };
-    ck_assert_msg(mlxd_qp_connect(s->qp[0], &e1, &co) == 0, "%s", mlxd_errmsg());
-    ck_assert_msg(mlxd_qp_connect(s->qp[1], &e0, &co) == 0, "%s", mlxd_errmsg());
+    ck_assert_msg(mlxd_qp_connect(p->aq, &eb, &co) == 0, "%s", mlxd_errmsg());
+    ck_assert_msg(mlxd_qp_connect(p->bq, &ea, &co) == 0, "%s", mlxd_errmsg());
 }
 
-/* A process dying takes only its own objects: while another process on mlx5_0 is the one the
- * kernel hands the port's packets to (the reuseport hash picked its socket; we retry with new
- * addresses until it does, which this process's statistics show), it is killed in the middle
- * of a stream between two of this process's QPs.  The stream completes, every message intact. */
-START_TEST(peer_death_keeps_qps_working)
+/* Sets up a victim process on mlx5_0 and a path into this process's mlx5_0 (from mlx5_0 itself,
+ * or with cross from this process's mlx5_1) such that the kernel hands the packets arriving at
+ * mlx5_0 to the victim's socket, which forwards them here: the reuseport hash picks the socket,
+ * so new addresses are tried until one message shows it in this process's statistics.  Fills
+ * s0 (mlx5_0), s1 (mlx5_1, with cross) and p. */
+static void path_through_victim(bool cross, struct side *s0, struct side *s1, struct path *p)
 {
-    bool through_victim = false;
-    struct side s;
-    for (unsigned attempt = 0; attempt < 24 && !through_victim; attempt++) {
+    for (unsigned attempt = 0; attempt < 24; attempt++) {
         net_setup(attempt);
         uint32_t theirs[NQP];
         start_victim(theirs);
-        side_open(&s);
-        connect_pair(&s);
-        /* one message: did it reach us through the victim? */
+        side_open(s0, "mlx5_0");
+        if (cross) side_open(s1, "mlx5_1");
+        *p = cross ? (struct path){ s1, s0, s1->qp[0], s0->qp[1] }
+                   : (struct path){ s0, s0, s0->qp[0], s0->qp[1] };
+        connect_path(p);
         struct mlxd_recv rv = { .wr_id = 1, .num_local = 0 };
-        ck_assert_int_eq(mlxd_qp_receive(s.qp[1], &rv, 1), 1);
-        struct mlxd_remote rb = mlxd_region_remote(s.reg);
+        ck_assert_int_eq(mlxd_qp_receive(p->bq, &rv, 1), 1);
+        struct mlxd_remote rb = mlxd_region_remote(p->b->reg);
         struct mlxd_entry e = { .wr_id = 1, .op = MLXD_OP_WRITE_IMM, .flags = MLXD_SIGNALED,
                                 .num_local = 0, .remote = { rb.addr, 0, rb.rkey, 0 } };
-        ck_assert_int_eq(mlxd_qp_post(s.qp[0], &e), 0);
-        ck_assert_int_eq(mlxd_qp_ring(s.qp[0]), 0);
-        ck_assert_uint_eq(wait_one(s.cq).status, 0);
-        ck_assert_uint_eq(wait_one(s.cq).status, 0);
+        ck_assert_int_eq(mlxd_qp_post(p->aq, &e), 0);
+        ck_assert_int_eq(mlxd_qp_ring(p->aq), 0);
+        ck_assert_uint_eq(wait_either(p->a->cq, p->b->cq).status, 0);
+        ck_assert_uint_eq(wait_either(p->a->cq, p->b->cq).status, 0);
         struct mlxd_emu_nic_stats st = { .sz = sizeof st };
         ck_assert_int_eq(mlxd_emu_nic_stats(0, &st), 0);
-        through_victim = st.rx_via_peer > 0;
-        if (!through_victim) {
-            ck_assert_uint_eq(st.rx_forwarded, 0);
-            kill_victim();
-            ck_assert_int_eq(mlxd_close(s.nic), 0);
-            free(s.buf);
-        }
+        if (st.rx_via_peer > 0) return;
+        ck_assert_uint_eq(st.rx_forwarded, 0);
+        kill_victim();
+        side_close(s0);
+        if (cross) side_close(s1);
     }
-    ck_assert_msg(through_victim, "in 24 address pairs the kernel never picked the other process's socket");
-    stream(&s, 40);
+    ck_abort_msg("in 24 address pairs the kernel never picked the other process's socket");
+}
+
+/* A process dying takes only its own objects: while another process on mlx5_0 is the one the
+ * kernel hands the port's packets to, it is killed in the middle of a stream between two of
+ * this process's QPs on mlx5_0.  The stream completes, every message intact. */
+START_TEST(peer_death_keeps_qps_working)
+{
+    struct side s, unused;
+    struct path p;
+    path_through_victim(false, &s, &unused, &p);
+    stream(&p, 40);
     ck_assert_int_eq(victim, 0);
     struct mlxd_emu_nic_stats st = { .sz = sizeof st };
     ck_assert_int_eq(mlxd_emu_nic_stats(0, &st), 0);
     fprintf(stderr, "emu_shared: %llu packets came through the other process before it died, "
             "%llu retransmits\n", (unsigned long long)st.rx_via_peer,
             (unsigned long long)st.retransmits);
-    ck_assert_int_eq(mlxd_close(s.nic), 0);
-    free(s.buf);
+    side_close(&s);
+}
+END_TEST
+
+/* Packets from another address (mlx5_1) that reach mlx5_0 through another process keep their
+ * source: the owner rebuilds the IPv4/UDP headers the iCRC covers from it, checks the iCRC and
+ * that the source is the QP's peer, and captures them as they came (its pcap: every packet's
+ * iCRC valid, the data packets from mlx5_1's address). */
+START_TEST(forwarded_packets_keep_their_source)
+{
+    struct side s0, s1;
+    struct path p;
+    path_through_victim(true, &s0, &s1, &p);
+    char pcap[256];
+    snprintf(pcap, sizeof pcap, "%s/dev0.pcap", rundir);
+    struct mlxd_emu_nic_stats st0 = { .sz = sizeof st0 }, st1 = { .sz = sizeof st1 };
+    ck_assert_int_eq(mlxd_emu_nic_stats(0, &st0), 0);
+    ck_assert_int_eq(mlxd_emu_pcap(0, pcap), 0);
+    stream(&p, -1);
+    ck_assert_int_eq(mlxd_emu_pcap(0, NULL), 0);
+    ck_assert_int_eq(mlxd_emu_nic_stats(0, &st1), 0);
+    ck_assert_uint_ge(st1.rx_via_peer - st0.rx_via_peer, MSGS);   /* all of them came that way */
+    ck_assert_uint_eq(st1.rx_bad_icrc + st1.rx_wrong_source + st1.rx_malformed, 0);
+    struct mlxd_capture *c;
+    ck_assert_msg(mlxd_capture_load(pcap, &c) == 0, "%s: %s", pcap, mlxd_errmsg());
+    ck_assert_uint_eq(c->bad_icrc, 0);
+    struct in_addr peer;
+    ck_assert_int_eq(inet_pton(AF_INET, ip0, &peer), 1);
+    ((uint8_t *)&peer)[3] = 2;                                   /* mlx5_1: 127.a.b.2 */
+    size_t from_peer = 0;
+    for (size_t i = 0; i < c->npackets; i++)
+        if (!memcmp(c->pkts[i].ip + 12, &peer, 4)) from_peer++;
+    ck_assert_uint_ge(from_peer, MSGS);
+    mlxd_capture_free(c);
+    side_close(&s1);
+    side_close(&s0);
 }
 END_TEST
 
@@ -341,7 +407,7 @@ static void generator(int params, int go)
     struct target t;
     if (read(params, &t, sizeof t) != (ssize_t)sizeof t) _exit(2);
     struct side s;
-    side_open(&s);                          /* qp[0] is RC: make a UC one */
+    side_open(&s, "mlx5_0");                          /* qp[0] is RC: make a UC one */
     struct mlxd_qp *qp;
     struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_UC, .send_depth = 64 };
     ck_assert_msg(mlxd_qp_create(s.cq, &qo, &qp) == 0, "%s", mlxd_errmsg());
@@ -469,6 +535,7 @@ Suite *emu_shared_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, one_qpn_space);
     tcase_add_test(tc, peer_death_keeps_qps_working);
+    tcase_add_test(tc, forwarded_packets_keep_their_source);
     tcase_add_test(tc, receiver_fed_from_same_device);
     suite_add_tcase(s, tc);
     return s;
