@@ -140,6 +140,7 @@ struct mlxd_emu_nic_stats {
                                       handed to it (docs/emulator.md "One device, many processes") */
     uint64_t rx_via_peer;          /* received by another process sharing the device and handed to
                                       this one (also counted in rx_pkts) */
+    uint64_t rx_atomics;           /* compare-and-swap / fetch-and-add requests executed */
 };
 
 /* Sets (f) or clears (f == NULL) the egress faults of device `index`; resets the packet index
