@@ -74,12 +74,7 @@ static void net_setup(unsigned n)
 static void side_open(struct side *s, const char *dev)
 {
     memset(s, 0, sizeof *s);
-    ck_assert_msg(mlxd_open(dev, NULL, &s->nic) == 0, "open %s: %s", dev, mlxd_errmsg());
-    s->buf = aligned_alloc(4096, BUF);
-    memset(s->buf, 0, BUF);
-    struct mlxd_region_opts ro = { .sz = sizeof ro, .access = MLXD_ACCESS_LOCAL_WRITE |
-                                   MLXD_ACCESS_REMOTE_WRITE | MLXD_ACCESS_REMOTE_READ };
-    ck_assert_msg(mlxd_region_register(s->nic, s->buf, BUF, &ro, &s->reg) == 0, "%s", mlxd_errmsg());
+    mlxd_test_open_region(dev, BUF, &s->nic, &s->buf, &s->reg);
     struct mlxd_cq_opts co = { .sz = sizeof co };
     ck_assert_msg(mlxd_cq_create(s->nic, 1024, &co, &s->cq) == 0, "%s", mlxd_errmsg());
     struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_RC, .send_depth = 64, .recv_depth = 64 };
