@@ -332,7 +332,7 @@ static void mismatch_run(size_t rx_frame, uint32_t mode, size_t gen_frame, struc
                          struct mlxd_receiver_frame *f)
 {
     struct ev_rx x;
-    ev_start(&x, rx_frame, 4, mode, 0);
+    ev_start(&x, rx_frame, 8, mode, 0);   /* 8 pages for 6 frames: no page is rewritten */
     uint32_t psn = 0;
     ev_gen(&x, 0, 6, gen_frame, 500, &psn);
     ev_wait_accounted(&x, 6, st);
