@@ -281,7 +281,7 @@ END_TEST
 START_TEST(lost_gap)
 {
     struct ev_rx x;
-    ev_start(&x, 4096, 4, MLXD_RECEIVER_BUSY_POLL, 0);
+    ev_start(&x, 4096, 32, MLXD_RECEIVER_BUSY_POLL, 0);   /* no page is rewritten */
     uint32_t psn = 0;
     ev_gen(&x, 0, 10, 4096, 500, &psn);
     ev_gen(&x, 15, 10, 4096, 500, &psn);
