@@ -304,6 +304,11 @@ int mlxd_qp_connect(struct mlxd_qp *qp, const struct mlxd_endpoint *peer,
         return mlxd_err(EINVAL, "%s: timeout %u (0..31), retry_cnt %u (0..7), rnr_retry %u (0..7), "
                         "min_rnr_timer %u (0..31) or sl %u (0..15) out of range", fn, o->timeout, o->retry_cnt,
                         o->rnr_retry, o->min_rnr_timer, o->sl);
+    /* RoCE (the only link layer mlxd_open accepts): the SL is the 802.1p priority, 3 bits (kernel
+     * hw/mlx5/qp.c mlx5_set_path keeps ah->sl & 0x7 on RoCE), so 8..15 would be cut silently */
+    if (o && o->sl > 7)
+        return mlxd_err(EINVAL, "%s: sl %u: on RoCE the service level is the 3-bit 802.1p priority (0..7)",
+                        fn, o->sl);
     if (o && o->max_rd_atomic > qp->nic->max_qp_rd_atom)
         return mlxd_err(EINVAL, "%s: max_rd_atomic %u exceeds the device's maximum %u", fn, o->max_rd_atomic,
                         qp->nic->max_qp_rd_atom);

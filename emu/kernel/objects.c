@@ -335,7 +335,10 @@ void emu_k_fill_port(struct emu_file *f, void *respv)
     struct ib_uverbs_query_port_resp *r = respv;
     const struct emu_device_cfg *c = &f->ctx.dev->cfg;
     memset(r, 0, sizeof *r);
-    r->port_cap_flags = (1u << 16) | (1u << 26);  /* CM_SUP, IP_BASED_GIDS (RoCE) */
+    /* CM_SUP, IP_BASED_GIDS (RoCE); an IB port: CM_SUP, and a LID from the subnet manager */
+    r->port_cap_flags = c->ethernet ? (1u << 16) | (1u << 26) : 1u << 16;
+    r->lid = c->ethernet ? 0 : (uint16_t)(1 + c->index);
+    r->sm_lid = c->ethernet ? 0 : 1;
     r->max_msg_sz = EMU_MAX_MSG;
     r->gid_tbl_len = EMU_GID_TBL_LEN;
     r->pkey_tbl_len = 1;
@@ -666,6 +669,9 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
     struct k_uar *uar = NULL;
     int bfregn = -1;
     uint32_t resp_bfreg = MLX5_IB_INVALID_BFREG_EMU;
+    /* the bfreg's place in its UAR page: MLX5_BF_OFFSET 0x800 + bf_reg_size (512) per bfreg
+     * of the page (rdma-core providers/mlx5/mlx5.c mlx5_map_uar's bfs[].reg) */
+    uint32_t bf_off = 0x800;
     if (ucmd.flags & MLX5_QP_FLAG_UAR_PAGE_INDEX) {
         uar = emu_k_find_uar_by_page(f, ucmd.bfreg_index);
         if (!uar) return -EINVAL;
@@ -673,11 +679,13 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
         /* bfregn_to_uar_index: static table only */
         if (f->ctx.dyn_uar || ucmd.bfreg_index >= f->total_bfregs) return -EINVAL;
         uar = f->static_uars[ucmd.bfreg_index / 2];
+        bf_off += ucmd.bfreg_index % 2 * 0x200;
     } else {
         if (f->ctx.dyn_uar || !f->nstatic) return -EINVAL;   /* alloc_bfreg: lib_uar_dyn */
         bfregn = alloc_static_bfreg(f);
         uar = f->static_uars[bfregn / 2];
         resp_bfreg = (uint32_t)(bfregn / 2 * 4 + bfregn % 2);    /* adjust_bfregn */
+        bf_off += (uint32_t)(bfregn % 2) * 0x200;
     }
     /* buffers (k: ib_umem_get / mlx5_ib_db_map_user) */
     uint64_t buflen = ((uint64_t)(has_rq ? ucmd.rq_wqe_count : 0) << (has_rq ? ucmd.rq_wqe_shift : 0)) +
@@ -724,6 +732,7 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
         p->sq = p->sq_wqe_cnt ? p->buf + ((uint64_t)p->rq_wqe_cnt << p->rq_wqe_shift) : NULL;
         p->dbrec = (volatile uint32_t *)(uintptr_t)ucmd.db_addr;
         p->uar = &uar->pub;
+        p->bf_off = bf_off;
         p->uidx = f->ctx.cqe_version ? uidx : 0xffffff;
         p->sq_sig_all = a->sq_sig_all;
         p->scatter_to_cqe = ucmd.flags & MLX5_QP_FLAG_SCATTER_CQE;

@@ -1,0 +1,279 @@
+/* Fidelity to a real kernel and ConnectX (issue 15): the driver on the emulator, where the two
+ * could share a misunderstanding.  Each test asserts what the hardware or the kernel does, from
+ * the source named with it (kernel drivers/infiniband, rdma-core providers/mlx5, the IB spec).
+ * The emulator is linked into the runner and answers at the system-call boundary. */
+#include <check.h>
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "barrier.h"
+#include "driver.h"
+#include "mlxd_abi.h"
+#include "mlxd_emu.h"
+#include "mlxd_error.h"
+#include "mlxd_mlx5.h"
+#include "mlxd_uverbs.h"
+#include "util.h"
+
+#define BUF 65536
+
+struct side {
+    struct mlxd_nic *nic;
+    struct mlxd_cq *cq;
+    struct mlxd_qp *qp;
+    struct mlxd_region *reg;
+    uint8_t *buf;
+};
+
+static void side_open(struct side *s, const char *dev, uint32_t recv_sge)
+{
+    memset(s, 0, sizeof *s);
+    ck_assert_msg(mlxd_open(dev, NULL, &s->nic) == 0, "open %s: %s", dev, mlxd_errmsg());
+    s->buf = aligned_alloc(4096, BUF);
+    memset(s->buf, 0, BUF);
+    struct mlxd_region_opts ro = { .sz = sizeof ro, .access = MLXD_ACCESS_LOCAL_WRITE | MLXD_ACCESS_REMOTE_WRITE };
+    ck_assert_msg(mlxd_region_register(s->nic, s->buf, BUF, &ro, &s->reg) == 0, "%s", mlxd_errmsg());
+    struct mlxd_cq_opts co = { .sz = sizeof co };
+    ck_assert_msg(mlxd_cq_create(s->nic, 64, &co, &s->cq) == 0, "%s", mlxd_errmsg());
+    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_RC, .send_depth = 16, .recv_depth = 16,
+                               .max_recv_sge = recv_sge };
+    ck_assert_msg(mlxd_qp_create(s->cq, &qo, &s->qp) == 0, "%s", mlxd_errmsg());
+}
+
+static void pair(struct side *a, struct side *b, uint32_t recv_sge)
+{
+    mlxd_test_private_devices();
+    side_open(a, "mlx5_0", recv_sge);
+    side_open(b, "mlx5_1", recv_sge);
+    struct mlxd_endpoint ea, eb;
+    ck_assert_int_eq(mlxd_qp_endpoint(a->qp, &ea), 0);
+    ck_assert_int_eq(mlxd_qp_endpoint(b->qp, &eb), 0);
+    struct mlxd_connect_opts co = { .sz = sizeof co, .peer_access = MLXD_ACCESS_REMOTE_WRITE };
+    ck_assert_msg(mlxd_qp_connect(a->qp, &eb, &co) == 0, "%s", mlxd_errmsg());
+    ck_assert_msg(mlxd_qp_connect(b->qp, &ea, &co) == 0, "%s", mlxd_errmsg());
+}
+
+static void side_close(struct side *s)
+{
+    ck_assert_int_eq(mlxd_close(s->nic), 0);
+    free(s->buf);
+}
+
+/* Polls cq for up to ms milliseconds; returns the number of completions (0 or 1). */
+static int poll_for(struct mlxd_cq *cq, struct mlxd_completion *wc, int ms)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int n = mlxd_cq_poll(cq, wc, 1);
+        ck_assert_int_ge(n, 0);
+        if (n) return n;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > ms) return 0;
+        usleep(100);
+    }
+}
+
+/* ---- 1. zero-length receive scatter entries ------------------------------------------------ */
+
+/* To a ConnectX a data segment of byte_count 0 means 2 GiB (kernel hw/mlx5/odp.c); libmlx5
+ * leaves zero-length entries out (rdma-core providers/mlx5/qp.c mlx5_post_recv).  A receive of
+ * {0 bytes at buf, 4096 bytes at buf + 4096} then takes a SEND into buf + 4096 (the emulator's NIC
+ * reads byte_count 0 as 2 GiB: a driver writing the entry would put it at buf[0]). */
+START_TEST(zero_length_receive_entry_skipped)
+{
+    struct side a, b;
+    pair(&a, &b, 2);
+    struct mlxd_local lb = mlxd_region_local(b.reg);
+    struct mlxd_local sg[2] = { { lb.addr, 0, lb.lkey }, { lb.addr + 4096, 4096, lb.lkey } };
+    struct mlxd_recv r = { .wr_id = 7, .num_local = 2, .local = sg };
+    ck_assert_int_eq(mlxd_qp_receive(b.qp, &r, 1), 1);
+    /* the WQE holds the 4096-byte entry first, then the terminator (MLX5_INVALID_LKEY) */
+    const uint8_t *w = (const uint8_t *)(uintptr_t)b.qp->rq;
+    uint32_t bc, lkey;
+    memcpy(&bc, w, 4);
+    memcpy(&lkey, w + 4 + 16, 4);
+    ck_assert_uint_eq(be32toh(bc), 4096);
+    ck_assert_uint_eq(be32toh(lkey), MLXD_INVALID_LKEY);
+    for (int i = 0; i < 300; i++) a.buf[i] = (uint8_t)(i + 1);
+    struct mlxd_local la = mlxd_region_local(a.reg);
+    la.length = 300;
+    struct mlxd_entry e = { .wr_id = 1, .op = MLXD_OP_SEND, .flags = MLXD_SIGNALED, .num_local = 1, .local = la };
+    ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
+    ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+    struct mlxd_completion wc;
+    ck_assert_int_eq(poll_for(b.cq, &wc, 5000), 1);
+    ck_assert_uint_eq(wc.status, 0);
+    ck_assert_uint_eq(wc.byte_len, 300);
+    ck_assert_uint_eq(wc.wr_id, 7);
+    ck_assert_mem_eq(b.buf + 4096, a.buf, 300);
+    ck_assert_uint_eq(b.buf[0], 0);
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
+/* A receive entry of 2^31 bytes or more cannot be written (byte_count has 31 bits; bit 31 marks
+ * inline data in send WQEs): refused as a send entry is, nothing posted. */
+START_TEST(receive_length_2g_refused)
+{
+    struct side a, b;
+    pair(&a, &b, 1);
+    struct mlxd_local lb = mlxd_region_local(b.reg);
+    lb.length = 0x80000000u;
+    struct mlxd_recv r = { .wr_id = 7, .num_local = 1, .local = &lb };
+    ck_assert_int_eq(mlxd_qp_receive(b.qp, &r, 1), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "2^31"));
+    ck_assert_int_eq(mlxd_qp_recv_room(b.qp), 16);
+    lb.length = 0x7fffffffu;
+    ck_assert_int_eq(mlxd_qp_receive(b.qp, &r, 1), 1);
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
+/* ---- 2. a send runs only when the UAR doorbell is rung ------------------------------------- */
+
+/* A driver variant that stops at the doorbell record: mlxd_qp_ring (mlx5/post.c) without the UAR
+ * doorbell / BlueFlame write.  Built here, from the driver's own objects (driver.h). */
+static void ring_record_only(struct mlxd_qp *qp)
+{
+    mlxd_wmb();
+    mlxd_shared_store(&qp->dbrec[MLXD_SND_DBR], htobe32(qp->sq_pi & 0xffff));
+}
+
+/* A ConnectX starts a send queue when its UAR doorbell register is written; the record alone
+ * starts nothing.  With the record-only variant no WRITE lands and no completion comes; the
+ * driver's own mlxd_qp_ring then rings the UAR and the WRITE runs. */
+START_TEST(record_only_sends_nothing)
+{
+    struct side a, b;
+    pair(&a, &b, 1);
+    memset(a.buf, 0x6b, 200);
+    struct mlxd_local la = mlxd_region_local(a.reg);
+    la.length = 200;
+    struct mlxd_remote rb = mlxd_region_remote(b.reg);
+    struct mlxd_entry e = { .wr_id = 9, .op = MLXD_OP_WRITE, .flags = MLXD_SIGNALED, .num_local = 1,
+                            .local = la, .remote = { rb.addr + 100, 0, rb.rkey, 0 } };
+    ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
+    ring_record_only(a.qp);
+    struct mlxd_completion wc;
+    ck_assert_int_eq(poll_for(a.cq, &wc, 500), 0);
+    struct mlxd_emu_nic_stats st = { .sz = sizeof st };
+    ck_assert_int_eq(mlxd_emu_nic_stats(0, &st), 0);
+    ck_assert_uint_eq(st.tx_pkts, 0);
+    ck_assert_uint_eq(b.buf[100], 0);
+    ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+    ck_assert_int_eq(poll_for(a.cq, &wc, 5000), 1);
+    ck_assert_uint_eq(wc.status, 0);
+    ck_assert_uint_eq(wc.wr_id, 9);
+    ck_assert_uint_eq(b.buf[299], 0x6b);
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
+/* ---- 4. sub-function devices; 5. InfiniBand ports and the RoCE service level ---------------- */
+
+/* Private addresses (as mlxd_test_private_devices) with device options of this test. */
+static void configure(const char *opts0)
+{
+    unsigned a = 20 + (unsigned)getpid() % 200, b = 1 + ((unsigned)getpid() / 200) % 250;
+    char spec[256];
+    snprintf(spec, sizeof spec, "mlx5_0:127.%u.%u.1%s,mlx5_1:127.%u.%u.2", a, b, opts0, a, b);
+    ck_assert_int_eq(mlxd_emu_configure(spec), 0);
+    setenv("SYSFS_PATH", mlxd_emu_sysfs_path(), 1);
+}
+
+/* An SF is an auxiliary device bound to mlx5_core.sf (kernel mlx5/core/sf/dev/driver.c), not to
+ * mlx5_core: discovery accepts it, and it works as any mlx5 port. */
+START_TEST(sub_function_opens)
+{
+    configure(":sf=1");
+    char path[1024], link[1024];
+    snprintf(path, sizeof path, "%s/class/infiniband/mlx5_0/device/driver", mlxd_emu_sysfs_path());
+    ssize_t n = readlink(path, link, sizeof link - 1);
+    ck_assert_int_gt(n, 0);
+    link[n] = 0;
+    ck_assert_str_eq(strrchr(link, '/') + 1, "mlx5_core.sf");
+    struct side a, b;
+    side_open(&a, "mlx5_0", 1);
+    side_open(&b, "mlx5_1", 1);
+    struct mlxd_endpoint ea, eb;
+    ck_assert_int_eq(mlxd_qp_endpoint(a.qp, &ea), 0);
+    ck_assert_int_eq(mlxd_qp_endpoint(b.qp, &eb), 0);
+    struct mlxd_connect_opts co = { .sz = sizeof co, .peer_access = MLXD_ACCESS_REMOTE_WRITE };
+    ck_assert_int_eq(mlxd_qp_connect(a.qp, &eb, &co), 0);
+    ck_assert_int_eq(mlxd_qp_connect(b.qp, &ea, &co), 0);
+    memset(a.buf, 0x33, 64);
+    struct mlxd_local la = mlxd_region_local(a.reg);
+    la.length = 64;
+    struct mlxd_remote rb = mlxd_region_remote(b.reg);
+    struct mlxd_entry e = { .wr_id = 3, .op = MLXD_OP_WRITE, .flags = MLXD_SIGNALED, .num_local = 1,
+                            .local = la, .remote = { rb.addr, 0, rb.rkey, 0 } };
+    ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
+    ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+    struct mlxd_completion wc;
+    ck_assert_int_eq(poll_for(a.cq, &wc, 5000), 1);
+    ck_assert_uint_eq(wc.status, 0);
+    ck_assert_uint_eq(b.buf[63], 0x33);
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
+/* An InfiniBand port (the emulator's link_layer=ib: QUERY_PORT link layer 1, a LID, GID 0 of type
+ * IB) is refused at open with the reason: peers are reached by GID over RoCE v2 only. */
+START_TEST(infiniband_port_refused)
+{
+    configure(":link_layer=ib");
+    struct mlxd_nic *nic = (struct mlxd_nic *)1;
+    ck_assert_int_eq(mlxd_open("mlx5_0", NULL, &nic), -EPROTONOSUPPORT);
+    ck_assert_ptr_eq(nic, (struct mlxd_nic *)1);
+    ck_assert_msg(strstr(mlxd_errmsg(), "mlx5_0: port 1 is InfiniBand"), "%s", mlxd_errmsg());
+    ck_assert_int_eq(mlxd_emu_live_total(), 0);               /* everything undone */
+    ck_assert_int_eq(mlxd_open("mlx5_1", NULL, &nic), 0);      /* the Ethernet port next to it */
+    ck_assert_int_eq(mlxd_close(nic), 0);
+}
+END_TEST
+
+/* On RoCE the SL is the 3-bit 802.1p priority (kernel hw/mlx5/qp.c mlx5_set_path keeps sl & 7):
+ * sl 8 is refused before anything changes; sl 7 connects. */
+START_TEST(roce_sl_above_7_refused)
+{
+    mlxd_test_private_devices();
+    struct side a, b;
+    side_open(&a, "mlx5_0", 1);
+    side_open(&b, "mlx5_1", 1);
+    struct mlxd_endpoint eb;
+    ck_assert_int_eq(mlxd_qp_endpoint(b.qp, &eb), 0);
+    struct mlxd_connect_opts co = { .sz = sizeof co, .sl = 8 };
+    ck_assert_int_eq(mlxd_qp_connect(a.qp, &eb, &co), -EINVAL);
+    ck_assert_msg(strstr(mlxd_errmsg(), "sl 8"), "%s", mlxd_errmsg());
+    ck_assert_int_eq(mlxd_qp_state(a.qp), 0);
+    co.sl = 7;
+    ck_assert_int_eq(mlxd_qp_connect(a.qp, &eb, &co), 0);
+    ck_assert_int_eq(mlxd_qp_state(a.qp), 3);
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
+Suite *fidelity_suite(void)
+{
+    Suite *s = suite_create("fidelity");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, zero_length_receive_entry_skipped);
+    tcase_add_test(tc, receive_length_2g_refused);
+    tcase_add_test(tc, record_only_sends_nothing);
+    tcase_add_test(tc, sub_function_opens);
+    tcase_add_test(tc, infiniband_port_refused);
+    tcase_add_test(tc, roce_sl_above_7_refused);
+    suite_add_tcase(s, tc);
+    return s;
+}
