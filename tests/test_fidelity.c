@@ -177,6 +177,37 @@ START_TEST(record_only_sends_nothing)
 }
 END_TEST
 
+/* ---- 3. BlueFlame on aarch64: one 64-byte store per block --------------------------------- */
+
+/* A ConnectX takes a BlueFlame write only as a whole 64-byte write-combined burst (kernel
+ * hw/mlx5/mem.c tests write-combining that way); libmlx5 writes each block with one 64-byte NEON
+ * store (rdma-core util/mmio.h mmio_memcpy_x64).  mlx5/post.c cross-compiled for aarch64 must do
+ * the same: one ST1 of four 128-bit registers, where eight 8-byte STRs were written before. */
+START_TEST(blueflame_aarch64_one_store)
+{
+    char obj[] = "/tmp/mlxd-post-aarch64-XXXXXX";
+    int fd = mkstemp(obj);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cd %s && aarch64-linux-gnu-gcc -D_GNU_SOURCE -Iabi -Iuverbs -Imlx5 -std=gnu11 -O2 "
+             "-c -o %s mlx5/post.c 2>&1 && aarch64-linux-gnu-objdump -d --disassemble=mlxd_qp_ring %s 2>&1",
+             mlxd_test_src_dir(), obj, obj);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    static char out[1 << 18];
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = 0;
+    int st = pclose(f);
+    unlink(obj);
+    ck_assert_msg(st == 0, "aarch64-linux-gnu-gcc/objdump failed (install gcc-aarch64-linux-gnu and "
+                  "binutils-aarch64-linux-gnu, as make cross-aarch64 needs):\n%.800s", out);
+    ck_assert_msg(strstr(out, "<mlxd_qp_ring>:"), "no mlxd_qp_ring in the aarch64 object:\n%.800s", out);
+    /* ST1 (multiple structures, four registers, 64 bytes) */
+    ck_assert_msg(strstr(out, "st1\t{v16.2d-v19.2d}, ["), "mlxd_qp_ring has no 64-byte ST1:\n%.4000s", out);
+}
+END_TEST
+
 /* ---- 4. sub-function devices; 5. InfiniBand ports and the RoCE service level ---------------- */
 
 /* Private addresses (as mlxd_test_private_devices) with device options of this test. */
@@ -271,6 +302,7 @@ Suite *fidelity_suite(void)
     tcase_add_test(tc, zero_length_receive_entry_skipped);
     tcase_add_test(tc, receive_length_2g_refused);
     tcase_add_test(tc, record_only_sends_nothing);
+    tcase_add_test(tc, blueflame_aarch64_one_store);
     tcase_add_test(tc, sub_function_opens);
     tcase_add_test(tc, infiniband_port_refused);
     tcase_add_test(tc, roce_sl_above_7_refused);
