@@ -3,6 +3,10 @@
  * the source named with it (kernel drivers/infiniband, rdma-core providers/mlx5, the IB spec).
  * The emulator is linked into the runner and answers at the system-call boundary. */
 #include <check.h>
+#include <linux/capability.h>
+#include <stdbool.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <endian.h>
 #include <errno.h>
 #include <stdio.h>
@@ -294,6 +298,82 @@ START_TEST(roce_sl_above_7_refused)
 }
 END_TEST
 
+/* ---- 6. locked memory ----------------------------------------------------------------------- */
+
+/* CAP_IPC_LOCK in the effective set on or off (capget/capset; fork mode keeps it to this test).
+ * Returns whether it is in the permitted set (only then can it be turned on). */
+static bool ipc_lock_effective(bool on)
+{
+    struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+    struct __user_cap_data_struct d[2];
+    ck_assert_int_eq(syscall(SYS_capget, &h, d), 0);
+    uint32_t bit = 1u << (CAP_IPC_LOCK % 32);
+    bool permitted = d[CAP_IPC_LOCK / 32].permitted & bit;
+    if (on && !permitted) return false;
+    if (on) d[CAP_IPC_LOCK / 32].effective |= bit; else d[CAP_IPC_LOCK / 32].effective &= ~bit;
+    ck_assert_int_eq(syscall(SYS_capset, &h, d), 0);
+    return permitted;
+}
+
+/* The kernel counts every page a verbs buffer pins in the process's pinned_vm, over all devices,
+ * against RLIMIT_MEMLOCK, and refuses with ENOMEM past it unless the process has CAP_IPC_LOCK
+ * (core/umem.c ib_umem_get).  Under a 64 KiB limit (16 pages of 4 KiB):
+ *   a 4 MiB registration fails with ENOMEM, and the message says what was counted;
+ *   CQ ring 1 page + its doorbell page, QP buffer 1 page + its doorbell page: 4 pages;
+ *   a region of 8 pages on mlx5_1 and then one of 5 pages on mlx5_0 (4 + 8 + 5 > 16) fails;
+ *   with CAP_IPC_LOCK the 4 MiB registration succeeds. */
+START_TEST(memlock_limit_enforced)
+{
+    ck_assert_int_eq(sysconf(_SC_PAGESIZE), 4096);
+    mlxd_test_private_devices();
+    struct rlimit rl = { 65536, 65536 };
+    ck_assert_int_eq(setrlimit(RLIMIT_MEMLOCK, &rl), 0);
+    bool can_lock = ipc_lock_effective(false);
+    struct mlxd_nic *n0, *n1;
+    ck_assert_msg(mlxd_open("mlx5_0", NULL, &n0) == 0, "%s", mlxd_errmsg());
+    ck_assert_msg(mlxd_open("mlx5_1", NULL, &n1) == 0, "%s", mlxd_errmsg());
+    size_t big = 4u << 20;
+    uint8_t *buf = aligned_alloc(4096, big);
+    memset(buf, 0, big);
+    struct mlxd_region_opts ro = { .sz = sizeof ro, .access = MLXD_ACCESS_LOCAL_WRITE };
+    struct mlxd_region *r = NULL;
+    ck_assert_int_eq(mlxd_region_register(n0, buf, big, &ro, &r), -ENOMEM);
+    ck_assert_msg(strstr(mlxd_errmsg(), "REG_MR of 4194304 bytes (Cannot allocate memory): it would pin 1024 more "
+                         "pages of 4096 bytes, and RLIMIT_MEMLOCK allows 16 pages (65536 bytes) per process; "
+                         "mlx5direct has 0 pinned already (0 in regions, 0 in CQ and QP rings, 0 doorbell-record pages)"),
+                  "%s", mlxd_errmsg());
+    struct mlxd_cq *cq;
+    struct mlxd_cq_opts co = { .sz = sizeof co };
+    ck_assert_msg(mlxd_cq_create(n0, 64, &co, &cq) == 0, "%s", mlxd_errmsg());        /* 64 x 64 B */
+    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_RC, .send_depth = 8, .recv_depth = 8 };
+    struct mlxd_qp *qp;
+    ck_assert_msg(mlxd_qp_create(cq, &qo, &qp) == 0, "%s", mlxd_errmsg());            /* < 4 KiB */
+    struct mlxd_region *r1;
+    ck_assert_msg(mlxd_region_register(n1, buf, 8 * 4096, &ro, &r1) == 0, "%s", mlxd_errmsg());
+    ck_assert_int_eq(mlxd_region_register(n0, buf + 8 * 4096, 5 * 4096, &ro, &r), -ENOMEM);
+    ck_assert_msg(strstr(mlxd_errmsg(), "it would pin 5 more pages of 4096 bytes, and RLIMIT_MEMLOCK allows 16 "
+                         "pages (65536 bytes) per process; mlx5direct has 12 pinned already (8 in regions, 2 in CQ "
+                         "and QP rings, 2 doorbell-record pages)"), "%s", mlxd_errmsg());
+    /* 4 pages fit exactly: 16 */
+    ck_assert_msg(mlxd_region_register(n0, buf + 8 * 4096, 4 * 4096, &ro, &r) == 0, "%s", mlxd_errmsg());
+    ck_assert_int_eq(mlxd_region_deregister(r1), 0);
+    ck_assert_msg(mlxd_region_register(n0, buf + 16 * 4096, 8 * 4096, &ro, &r1) == 0, "%s", mlxd_errmsg());
+    if (can_lock) {            /* CAP_IPC_LOCK: exempt (capable() in ib_umem_get) */
+        ipc_lock_effective(true);
+        ck_assert_msg(mlxd_region_register(n1, buf, big, &ro, &r) == 0, "%s", mlxd_errmsg());
+        /* a refusal for another reason says nothing of the limit */
+        mlxd_emu_fail_method("REG_MR", 1, ENOMEM);
+        ck_assert_int_eq(mlxd_region_register(n1, buf, big, &ro, &r), -ENOMEM);
+        ck_assert_msg(!strstr(mlxd_errmsg(), "RLIMIT_MEMLOCK"), "%s", mlxd_errmsg());
+    } else {
+        fprintf(stderr, "memlock_limit_enforced: no CAP_IPC_LOCK in the permitted set, exemption not tested\n");
+    }
+    ck_assert_int_eq(mlxd_close(n0), 0);
+    ck_assert_int_eq(mlxd_close(n1), 0);
+    free(buf);
+}
+END_TEST
+
 Suite *fidelity_suite(void)
 {
     Suite *s = suite_create("fidelity");
@@ -306,6 +386,7 @@ Suite *fidelity_suite(void)
     tcase_add_test(tc, sub_function_opens);
     tcase_add_test(tc, infiniband_port_refused);
     tcase_add_test(tc, roce_sl_above_7_refused);
+    tcase_add_test(tc, memlock_limit_enforced);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -435,6 +435,9 @@ int emu_k_reg_mr(struct emu_file *f, struct k_pd *pd, uint64_t start, uint64_t l
     int r = -ENOMEM;
     struct k_mr *mr = calloc(1, sizeof *mr);
     if (!mr || ds->nmr >= EMU_MAX_MR) goto fail;
+    /* k: ib_umem_get counts the pages against RLIMIT_MEMLOCK (not for dma-buf, whose pages the
+     * exporter holds) */
+    if (dmabuf_fd < 0 && (r = emu_pins_take(f, &mr->pins, start, length, 0))) goto fail;
     r = emu_uobj_alloc(f, UO_MR, mr, handle);
     if (r) goto fail;
     LOCK(f);
@@ -465,6 +468,7 @@ int emu_k_reg_mr(struct emu_file *f, struct k_pd *pd, uint64_t start, uint64_t l
     *lkey = *rkey = key;
     return 0;
 fail:
+    if (mr) emu_pins_release(f, &mr->pins);
     free(mr);
     if (map) emu_real.munmap(map, maplen);
     if (dupfd >= 0) emu_real.close(dupfd);
@@ -485,6 +489,7 @@ int emu_k_dereg_mr(struct emu_file *f, struct k_mr *mr)
         emu_real.munmap(mr->pub.dmabuf_map, (size_t)(mr->pub.addr - off + mr->pub.length));
     }
     if (mr->pub.dmabuf_fd >= 0) emu_real.close(mr->pub.dmabuf_fd);
+    emu_pins_release(f, &mr->pins);
     emu_g.live[EMU_OBJ_MR]--;
     free(mr);
     return 0;
@@ -538,8 +543,10 @@ int emu_k_create_cq(struct emu_file *f, const struct emu_cq_args *a, uint32_t *h
     if (ds->ncq >= EMU_MAX_CQ) return -ENOMEM;
     struct k_cq *cq = calloc(1, sizeof *cq);
     if (!cq) return -ENOMEM;
-    r = emu_uobj_alloc(f, UO_CQ, cq, handle);
+    r = emu_pins_take(f, &cq->pins, ucmd.buf_addr, (uint64_t)entries * ucmd.cqe_size, ucmd.db_addr);
     if (r) { free(cq); return r; }
+    r = emu_uobj_alloc(f, UO_CQ, cq, handle);
+    if (r) { emu_pins_release(f, &cq->pins); free(cq); return r; }
     LOCK(f);
     cq->pub.handle = *handle;
     cq->pub.cqn = ds->next_cqn++ & 0xffffff;
@@ -557,7 +564,7 @@ int emu_k_create_cq(struct emu_file *f, const struct emu_cq_args *a, uint32_t *h
     r = emu_nic_cq_create(&cq->pub);
     if (!r) ds->ncq++;
     UNLOCK(f);
-    if (r) { emu_uobj_free(f, *handle); free(cq); return r; }
+    if (r) { emu_uobj_free(f, *handle); emu_pins_release(f, &cq->pins); free(cq); return r; }
     pthread_mutex_lock(&emu_g.ev_lock);
     if (chan) chan->refs++;
     if (async) async->refs++;
@@ -588,6 +595,7 @@ int emu_k_destroy_cq(struct emu_file *f, struct k_cq *cq, uint32_t *comp_rep, ui
     emu_evq_put(cq->chan_q);
     emu_evq_put(cq->async_q);
     ((struct k_uar *)cq->pub.uar)->usecnt--;
+    emu_pins_release(f, &cq->pins);
     emu_g.live[EMU_OBJ_CQ]--;
     free(cq);
     return 0;
@@ -697,7 +705,9 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
     if (!r && ds->nqp >= EMU_MAX_QP) r = -ENOMEM;
     struct k_qp *qp = NULL;
     if (!r) { qp = calloc(1, sizeof *qp); if (!qp) r = -ENOMEM; }
-    if (!r) { r = emu_uobj_alloc(f, UO_QP, qp, handle); if (r) { free(qp); qp = NULL; } }
+    /* k: _create_user_qp: ib_umem_get of the buffer (when it has one), then the record's page */
+    if (!r) { r = emu_pins_take(f, &qp->pins, ucmd.buf_addr, buflen, ucmd.db_addr); if (r) { free(qp); qp = NULL; } }
+    if (!r) { r = emu_uobj_alloc(f, UO_QP, qp, handle); if (r) { emu_pins_release(f, &qp->pins); free(qp); qp = NULL; } }
     if (r) {
         if (bfregn >= 0) f->bfreg_use[bfregn]--;
         return r;
@@ -751,6 +761,7 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
     UNLOCK(f);
     if (r) {
         emu_uobj_free(f, *handle);
+        emu_pins_release(f, &qp->pins);
         free(qp);
         if (bfregn >= 0) f->bfreg_use[bfregn]--;
         return r;
@@ -788,6 +799,7 @@ int emu_k_destroy_qp(struct emu_file *f, struct k_qp *qp, uint32_t *events_repor
     ((struct k_cq *)qp->pub.recv_cq)->usecnt--;
     ((struct k_uar *)qp->pub.uar)->usecnt--;
     if (qp->bfregn >= 0 && f->bfreg_use) f->bfreg_use[qp->bfregn]--;
+    emu_pins_release(f, &qp->pins);
     emu_g.live[EMU_OBJ_QP]--;
     free(qp);
     return 0;
