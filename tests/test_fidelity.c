@@ -12,11 +12,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "barrier.h"
 #include "driver.h"
 #include "mlxd_abi.h"
+#include "mlxd_capture.h"
+#include "mlxd_capture_classify.h"
+#include "mlxd_roce.h"
 #include "mlxd_emu.h"
 #include "mlxd_error.h"
 #include "mlxd_mlx5.h"
@@ -374,6 +378,110 @@ START_TEST(memlock_limit_enforced)
 }
 END_TEST
 
+/* ---- 9. replaying a capture that is not sensor traffic -------------------------------------- */
+
+/* Writes a classic pcap (LINKTYPE_RAW: each record an IPv4 packet) of an RC SEND / SEND with
+ * immediate stream from QP 0x11 on 127.0.0.2 to QP 0x22 on 127.0.0.1, PSN 100.., each request
+ * acknowledged (AETH, MSN) by the responder, built with the project's RoCE v2 codec. */
+static void write_rc_send_capture(const char *path)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    uint32_t gh[6] = { 0xa1b2c3d4u, 2u | 4u << 16, 0, 0, 65535, 101 };   /* v2.4, snaplen, DLT_RAW */
+    ck_assert_uint_eq(fwrite(gh, 4, 6, f), 6);
+    uint8_t payload[64], pkt[256];
+    for (int i = 0; i < 64; i++) payload[i] = (uint8_t)i;
+    for (uint32_t k = 0; k < 10; k++) {
+        for (int dir = 0; dir < 2; dir++) {
+            struct mlxd_roce_pkt p = { .src_ip = dir ? 0x7f000001 : 0x7f000002, .dst_ip = dir ? 0x7f000002 : 0x7f000001,
+                                       .src_port = 49152, .dest_qp = dir ? 0x22 : 0x11, .psn = 100 + k };
+            ssize_t n;
+            if (!dir) {
+                p.opcode = k % 2 ? MLXD_ROCE_OP_SEND_ONLY_IMM : MLXD_ROCE_OP_SEND_ONLY;   /* RC */
+                p.ackreq = true;
+                p.imm = 0x01020304;
+                n = mlxd_roce_build(pkt, sizeof pkt, &p, payload, sizeof payload);
+            } else {
+                p.opcode = MLXD_ROCE_OP_ACKNOWLEDGE;
+                p.aeth_syndrome = 0x1f;
+                p.aeth_msn = k + 1;
+                n = mlxd_roce_build(pkt, sizeof pkt, &p, NULL, 0);
+            }
+            ck_assert_msg(n > 0, "%s", mlxd_errmsg());
+            uint32_t rh[4] = { 1000 + k, 0, (uint32_t)n, (uint32_t)n };
+            ck_assert_uint_eq(fwrite(rh, 4, 4, f), 4);
+            ck_assert_uint_eq(fwrite(pkt, 1, (size_t)n, f), (size_t)n);
+        }
+    }
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* What the capture holds, recognised: transport RC, two flows, opcodes with counts, PSN ranges;
+ * the Holoscan Sensor Bridge fixture is recognised as frame traffic. */
+START_TEST(capture_classified)
+{
+    char path[] = "/tmp/mlxd-rc-send-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    write_rc_send_capture(path);
+    struct mlxd_capture *c;
+    ck_assert_msg(mlxd_capture_load(path, &c) == 0, "%s", mlxd_errmsg());
+    unlink(path);
+    struct mlxd_capture_kind k;
+    ck_assert_int_eq(mlxd_capture_classify(c, &k), 0);
+    ck_assert(!k.hsb);
+    ck_assert_uint_eq(k.transports, 1);               /* RC */
+    ck_assert_uint_eq(k.nflows, 2);
+    ck_assert_uint_eq(k.flows[0].dest_qp, 0x11);
+    ck_assert_uint_eq(k.flows[0].opcodes[MLXD_ROCE_OP_SEND_ONLY], 5);
+    ck_assert_uint_eq(k.flows[0].opcodes[MLXD_ROCE_OP_SEND_ONLY_IMM], 5);
+    ck_assert_uint_eq(k.flows[0].first_psn, 100);
+    ck_assert_uint_eq(k.flows[0].last_psn, 109);
+    ck_assert_uint_eq(k.flows[1].dest_qp, 0x22);
+    ck_assert_uint_eq(k.flows[1].opcodes[MLXD_ROCE_OP_ACKNOWLEDGE], 10);
+    char line[1024];
+    mlxd_capture_describe(&k, line, sizeof line);
+    ck_assert_str_eq(line, "RoCE v2 RC: QP 0x000011 (127.0.0.2 -> 127.0.0.1) RC SEND Only x5, RC SEND Only with "
+                     "Immediate x5, PSN 0x000064..0x00006d; QP 0x000022 (127.0.0.1 -> 127.0.0.2) RC Acknowledge "
+                     "x10, PSN 0x000064..0x00006d");
+    mlxd_capture_free(c);
+    ck_assert_msg(mlxd_capture_load(mlxd_test_path("fixtures/roce-pcaps/hsb_small_3000_embedded.pcap"), &c) == 0,
+                  "%s", mlxd_errmsg());
+    ck_assert_int_eq(mlxd_capture_classify(c, &k), 0);
+    ck_assert(k.hsb);
+    ck_assert_uint_eq(k.transports, 2);               /* UC */
+    mlxd_capture_free(c);
+}
+END_TEST
+
+/* mlxd-capture --replay of that capture: refused with one line that names what it is and why,
+ * exit status 1, before any device is opened (no frame invented, nothing counted malformed). */
+START_TEST(replay_refuses_rc_send_capture)
+{
+    char path[] = "/tmp/mlxd-rc-send-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    write_rc_send_capture(path);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "%s/bin/mlxd-capture --replay %s 2>&1", mlxd_test_build_dir(), path);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    char out[8192];
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = 0;
+    int st = pclose(f);
+    unlink(path);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit %d:\n%s", st, out);
+    ck_assert_msg(strchr(out, '\n') == out + n - 1, "not one line:\n%s", out);
+    ck_assert_msg(strstr(out, ": not replayed: not Holoscan Sensor Bridge traffic (UC RDMA WRITE frames into a "
+                         "receiver's pages) but RoCE v2 RC: QP 0x000011 (127.0.0.2 -> 127.0.0.1) RC SEND Only x5"),
+                  "%s", out);
+    ck_assert_msg(strstr(out, "RC Acknowledge x10"), "%s", out);
+}
+END_TEST
+
 Suite *fidelity_suite(void)
 {
     Suite *s = suite_create("fidelity");
@@ -387,6 +495,8 @@ Suite *fidelity_suite(void)
     tcase_add_test(tc, infiniband_port_refused);
     tcase_add_test(tc, roce_sl_above_7_refused);
     tcase_add_test(tc, memlock_limit_enforced);
+    tcase_add_test(tc, capture_classified);
+    tcase_add_test(tc, replay_refuses_rc_send_capture);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -28,6 +28,7 @@
 #include <sys/socket.h>
 
 #include "mlxd_capture.h"
+#include "mlxd_capture_classify.h"
 #include "mlxd_emu.h"
 #include "mlxd_error.h"
 #include "mlxd_receiver.h"
@@ -534,6 +535,67 @@ static const char *state_name(int s)
          : s == MLXD_FRAME_OVERWRITTEN ? "overwritten" : "unknown";
 }
 
+/* A capture that is not sensor frame traffic (SENDs, READs, RC with its ACKs ...): its packets
+ * would not land in the receiver's pages, so it is refused with what it holds and why
+ * (receiver/mlxd_capture_classify.h).  Returns true when refused. */
+static bool refuse_foreign_capture(const char *path, struct mlxd_capture *cap)
+{
+    struct mlxd_capture_kind kind;
+    if (mlxd_capture_classify(cap, &kind) < 0 || kind.hsb) return false;
+    char what[2048];
+    mlxd_capture_describe(&kind, what, sizeof what);
+    fprintf(stderr, "mlxd-capture: %s: not replayed: not Holoscan Sensor Bridge traffic (UC RDMA WRITE frames "
+            "into a receiver's pages) but %s; its packets are another conversation, which needs QPs of "
+            "its own (receives posted for SENDs, a live requester for RC) rather than a frame receiver\n",
+            path, what);
+    mlxd_capture_free(cap);
+    return true;
+}
+
+/* --replay: loads the capture, takes the geometry it implies where no option set it, and says
+ * what it holds.  Returns 0, or 1 (the message printed) when it cannot be replayed. */
+static int load_replay(struct cfg *c, struct run *R)
+{
+    int rc = mlxd_capture_load(c->replay, &R->cap);
+    if (rc < 0) {
+        fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
+        return 1;
+    }
+    if (refuse_foreign_capture(c->replay, R->cap)) { R->cap = NULL; return 1; }
+    const struct mlxd_capture_geometry *g = &R->cap->geo;
+    if (!c->frame_size_set) c->frame_size = g->frame_size;
+    if (!c->page_size_set) c->page_size = g->page_size;
+    if (!c->pages_set) c->pages = g->pages;
+    if (!c->md_off_set) c->metadata_offset = g->metadata_offset;
+    if (!g->has_metadata && !c->no_metadata && R->cap->nframes)
+        c->no_metadata = true;
+    unsigned loops = c->loops ? c->loops : 1;
+    R->expected = (uint64_t)R->cap->nframes * loops;
+    if (c->frames && c->frames < R->expected)
+        R->expected = c->frames;
+    if (!c->quiet || c->json)
+        fprintf(stderr, "mlxd-capture: %s: %zu packets, %zu frames; frame %" PRIu64 " B, page %" PRIu64
+                " B x %u pages, metadata %s at +%" PRIu64 ", first page %u\n", c->replay,
+                R->cap->npackets, R->cap->nframes, g->frame_size, g->page_size, g->pages,
+                g->has_metadata ? (g->separate_metadata ? "separate" : "embedded") : "none",
+                g->metadata_offset, g->first_page);
+    if (c->frame_size_set && c->frame_size < g->frame_size)
+        fprintf(stderr, "mlxd-capture: warning: the capture's frames are %" PRIu64 " bytes, more than "
+                "--frame-size %" PRIu64 ": the device writes past the frame the receiver expects "
+                "(only the first %" PRIu64 " bytes of each frame are checked)\n",
+                g->frame_size, c->frame_size, c->frame_size);
+    if (c->pages_set && c->pages < g->pages)
+        fprintf(stderr, "mlxd-capture: warning: the capture writes %u pages (0..%u) but --pages %u: "
+                "writes to pages %u and up fall outside the receiver's memory region, so the "
+                "port rejects them and their frames do not arrive\n",
+                g->pages, g->pages - 1, c->pages, c->pages);
+    if (R->cap->nframes == 0)
+        fprintf(stderr, "mlxd-capture: this capture has no RDMA WRITE with immediate (metadata "
+                "disabled in the sender): the receiver gets no completion, so no frame; the %zu "
+                "packets' bytes still land in the buffer\n", R->cap->npackets);
+    return 0;
+}
+
 static int run(struct cfg *c)
 {
     struct run R;
@@ -545,42 +607,7 @@ static int run(struct cfg *c)
     bool mon_started = false, feed_started = false;
 
     if (c->replay) {
-        int rc = mlxd_capture_load(c->replay, &R.cap);
-        if (rc < 0) {
-            fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
-            return 1;
-        }
-        const struct mlxd_capture_geometry *g = &R.cap->geo;
-        if (!c->frame_size_set) c->frame_size = g->frame_size;
-        if (!c->page_size_set) c->page_size = g->page_size;
-        if (!c->pages_set) c->pages = g->pages;
-        if (!c->md_off_set) c->metadata_offset = g->metadata_offset;
-        if (!g->has_metadata && !c->no_metadata && R.cap->nframes)
-            c->no_metadata = true;
-        unsigned loops = c->loops ? c->loops : 1;
-        R.expected = (uint64_t)R.cap->nframes * loops;
-        if (c->frames && c->frames < R.expected)
-            R.expected = c->frames;
-        if (!c->quiet || c->json)
-            fprintf(stderr, "mlxd-capture: %s: %zu packets, %zu frames; frame %" PRIu64 " B, page %" PRIu64
-                    " B x %u pages, metadata %s at +%" PRIu64 ", first page %u\n", c->replay,
-                    R.cap->npackets, R.cap->nframes, g->frame_size, g->page_size, g->pages,
-                    g->has_metadata ? (g->separate_metadata ? "separate" : "embedded") : "none",
-                    g->metadata_offset, g->first_page);
-        if (c->frame_size_set && c->frame_size < g->frame_size)
-            fprintf(stderr, "mlxd-capture: warning: the capture's frames are %" PRIu64 " bytes, more than "
-                    "--frame-size %" PRIu64 ": the device writes past the frame the receiver expects "
-                    "(only the first %" PRIu64 " bytes of each frame are checked)\n",
-                    g->frame_size, c->frame_size, c->frame_size);
-        if (c->pages_set && c->pages < g->pages)
-            fprintf(stderr, "mlxd-capture: warning: the capture writes %u pages (0..%u) but --pages %u: "
-                    "writes to pages %u and up fall outside the receiver's memory region, so the "
-                    "port rejects them and their frames do not arrive\n",
-                    g->pages, g->pages - 1, c->pages, c->pages);
-        if (R.cap->nframes == 0)
-            fprintf(stderr, "mlxd-capture: this capture has no RDMA WRITE with immediate (metadata "
-                    "disabled in the sender): the receiver gets no completion, so no frame; the %zu "
-                    "packets' bytes still land in the buffer\n", R.cap->npackets);
+        if (load_replay(c, &R)) return 1;
     } else {
         if (!c->frame_size_set) {
             if (c->generate) c->frame_size = 4096;
