@@ -2,6 +2,7 @@
  * could share a misunderstanding.  Each test asserts what the hardware or the kernel does, from
  * the source named with it (kernel drivers/infiniband, rdma-core providers/mlx5, the IB spec).
  * The emulator is linked into the runner and answers at the system-call boundary. */
+#include <arpa/inet.h>
 #include <check.h>
 #include <linux/capability.h>
 #include <stdbool.h>
@@ -380,10 +381,11 @@ END_TEST
 
 /* ---- 9. replaying a capture that is not sensor traffic -------------------------------------- */
 
-/* Writes a classic pcap (LINKTYPE_RAW: each record an IPv4 packet) of an RC SEND / SEND with
- * immediate stream from QP 0x11 on 127.0.0.2 to QP 0x22 on 127.0.0.1, PSN 100.., each request
- * acknowledged (AETH, MSN) by the responder, built with the project's RoCE v2 codec. */
-static void write_rc_send_capture(const char *path)
+/* Writes a classic pcap (LINKTYPE_RAW: each record an IPv4 packet) of a stream from QP 0x11 on
+ * 127.0.0.2 to QP 0x22 on 127.0.0.1, PSN 100..109, built with the project's RoCE v2 codec:
+ * transport RC or UC; SEND Only / SEND Only with immediate (64 bytes each) alternating, or RDMA
+ * WRITE Only (writes); on RC each request acknowledged (AETH, MSN) by the responder. */
+static void write_stream_capture(const char *path, uint8_t transport, bool writes)
 {
     FILE *f = fopen(path, "wb");
     ck_assert_ptr_nonnull(f);
@@ -392,14 +394,18 @@ static void write_rc_send_capture(const char *path)
     uint8_t payload[64], pkt[256];
     for (int i = 0; i < 64; i++) payload[i] = (uint8_t)i;
     for (uint32_t k = 0; k < 10; k++) {
-        for (int dir = 0; dir < 2; dir++) {
+        for (int dir = 0; dir < (transport == MLXD_ROCE_TRANSPORT_RC ? 2 : 1); dir++) {
             struct mlxd_roce_pkt p = { .src_ip = dir ? 0x7f000001 : 0x7f000002, .dst_ip = dir ? 0x7f000002 : 0x7f000001,
                                        .src_port = 49152, .dest_qp = dir ? 0x22 : 0x11, .psn = 100 + k };
             ssize_t n;
             if (!dir) {
-                p.opcode = k % 2 ? MLXD_ROCE_OP_SEND_ONLY_IMM : MLXD_ROCE_OP_SEND_ONLY;   /* RC */
-                p.ackreq = true;
-                p.imm = 0x01020304;
+                p.opcode = transport | (writes ? MLXD_ROCE_OP_WRITE_ONLY
+                                       : k % 2 ? MLXD_ROCE_OP_SEND_ONLY_IMM : MLXD_ROCE_OP_SEND_ONLY);
+                p.ackreq = transport == MLXD_ROCE_TRANSPORT_RC;
+                p.imm = htonl(0x01020300 + k);
+                p.reth_va = 0x10000 + 64 * k;
+                p.reth_rkey = 0x1234;
+                p.reth_len = sizeof payload;
                 n = mlxd_roce_build(pkt, sizeof pkt, &p, payload, sizeof payload);
             } else {
                 p.opcode = MLXD_ROCE_OP_ACKNOWLEDGE;
@@ -414,6 +420,28 @@ static void write_rc_send_capture(const char *path)
         }
     }
     ck_assert_int_eq(fclose(f), 0);
+}
+static void write_rc_send_capture(const char *path) { write_stream_capture(path, MLXD_ROCE_TRANSPORT_RC, false); }
+
+/* Runs mlxd-capture --replay on a capture made by write_stream_capture; returns the exit status
+ * and the output (stdout and stderr) in out. */
+static int replay_tool(uint8_t transport, bool writes, char *out, size_t cap)
+{
+    char path[] = "/tmp/mlxd-stream-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    write_stream_capture(path, transport, writes);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "%s/bin/mlxd-capture --replay %s 2>&1", mlxd_test_build_dir(), path);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = 0;
+    int st = pclose(f);
+    if (!getenv("MLXD_KEEP")) unlink(path); else fprintf(stderr, "kept %s\n", path);
+    ck_assert_msg(WIFEXITED(st), "status %d:\n%s", st, out);
+    return WEXITSTATUS(st);
 }
 
 /* What the capture holds, recognised: transport RC, two flows, opcodes with counts, PSN ranges;
@@ -455,30 +483,48 @@ START_TEST(capture_classified)
 }
 END_TEST
 
-/* mlxd-capture --replay of that capture: refused with one line that names what it is and why,
- * exit status 1, before any device is opened (no frame invented, nothing counted malformed). */
-START_TEST(replay_refuses_rc_send_capture)
+/* mlxd-capture --replay of an RC SEND / SEND with immediate stream with its ACKs: replayed into
+ * an RC QP set up for it (rq_psn from the capture, one receive per message); every message
+ * arrives: 10 messages of 64 bytes, 5 with immediate. */
+START_TEST(replay_rc_send_conversation)
 {
-    char path[] = "/tmp/mlxd-rc-send-XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    write_rc_send_capture(path);
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "%s/bin/mlxd-capture --replay %s 2>&1", mlxd_test_build_dir(), path);
-    FILE *f = popen(cmd, "r");
-    ck_assert_ptr_nonnull(f);
     char out[8192];
-    size_t n = fread(out, 1, sizeof out - 1, f);
-    out[n] = 0;
-    int st = pclose(f);
-    unlink(path);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit %d:\n%s", st, out);
-    ck_assert_msg(strchr(out, '\n') == out + n - 1, "not one line:\n%s", out);
+    int rc = replay_tool(MLXD_ROCE_TRANSPORT_RC, false, out, sizeof out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    ck_assert_msg(strstr(out, "replayed as a SEND conversation into an RC QP 0x"), "%s", out);
+    ck_assert_msg(strstr(out, "(captured QP 0x000011, 10 request packets): 10 of 10 messages arrived, 640 bytes, "
+                         "5 with immediate, 0 error completions\nOK: every message of the capture arrived"), "%s", out);
+}
+END_TEST
+
+/* The same as UC, without ACKs. */
+START_TEST(replay_uc_send_conversation)
+{
+    char out[8192];
+    int rc = replay_tool(MLXD_ROCE_TRANSPORT_UC, false, out, sizeof out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    ck_assert_msg(strstr(out, "RoCE v2 UC: QP 0x000011 (127.0.0.2 -> 127.0.0.1) UC SEND Only x5, UC SEND Only with "
+                         "Immediate x5, PSN 0x000064..0x00006d\nreplayed as a SEND conversation into a UC QP 0x"),
+                  "%s", out);
+    ck_assert_msg(strstr(out, "10 of 10 messages arrived, 640 bytes, 5 with immediate"), "%s", out);
+}
+END_TEST
+
+/* An RC RDMA WRITE stream of another conversation (its rkeys and addresses are the capture's
+ * peer's): neither sensor frames nor SENDs a QP can receive: refused with one line naming what
+ * it holds and why, exit 1. */
+START_TEST(replay_refuses_rc_write_capture)
+{
+    char out[8192];
+    int rc = replay_tool(MLXD_ROCE_TRANSPORT_RC, true, out, sizeof out);
+    ck_assert_msg(rc == 1, "exit %d:\n%s", rc, out);
+    ck_assert_msg(strchr(out, '\n') == out + strlen(out) - 1, "not one line:\n%s", out);
     ck_assert_msg(strstr(out, ": not replayed: not Holoscan Sensor Bridge traffic (UC RDMA WRITE frames into a "
-                         "receiver's pages) but RoCE v2 RC: QP 0x000011 (127.0.0.2 -> 127.0.0.1) RC SEND Only x5"),
+                         "receiver's pages) but RoCE v2 RC: QP 0x000011 (127.0.0.2 -> 127.0.0.1) RC RDMA WRITE Only x10"),
                   "%s", out);
     ck_assert_msg(strstr(out, "RC Acknowledge x10"), "%s", out);
+    ck_assert_msg(strstr(out, "QP 0x000011 carries RC RDMA WRITE Only, which a replay into a receiving QP cannot take"),
+                  "%s", out);
 }
 END_TEST
 
@@ -496,7 +542,9 @@ Suite *fidelity_suite(void)
     tcase_add_test(tc, roce_sl_above_7_refused);
     tcase_add_test(tc, memlock_limit_enforced);
     tcase_add_test(tc, capture_classified);
-    tcase_add_test(tc, replay_refuses_rc_send_capture);
+    tcase_add_test(tc, replay_rc_send_conversation);
+    tcase_add_test(tc, replay_uc_send_conversation);
+    tcase_add_test(tc, replay_refuses_rc_write_capture);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -32,6 +32,7 @@
 #include "mlxd_emu.h"
 #include "mlxd_error.h"
 #include "mlxd_receiver.h"
+#include "mlxd_names.h"
 #include "mlxd_uverbs.h"
 
 #define EMU_REEXEC_ENV "MLXD_CAPTURE_EMULATED"
@@ -535,25 +536,46 @@ static const char *state_name(int s)
          : s == MLXD_FRAME_OVERWRITTEN ? "overwritten" : "unknown";
 }
 
-/* A capture that is not sensor frame traffic (SENDs, READs, RC with its ACKs ...): its packets
- * would not land in the receiver's pages, so it is refused with what it holds and why
- * (receiver/mlxd_capture_classify.h).  Returns true when refused. */
-static bool refuse_foreign_capture(const char *path, struct mlxd_capture *cap)
+/* A capture that is not sensor frame traffic: an RC or UC SEND stream is replayed into a QP set
+ * up to receive it, and what arrived is reported; anything else (READs, WRITEs of another
+ * conversation, atomics ...) is refused with one line naming what it holds and why
+ * (receiver/mlxd_capture_classify.h).  Returns -1 for sensor traffic (replay it as frames), else
+ * the exit status; frees the capture then. */
+static int foreign_capture(const struct cfg *c, struct mlxd_capture *cap)
 {
     struct mlxd_capture_kind kind;
-    if (mlxd_capture_classify(cap, &kind) < 0 || kind.hsb) return false;
+    if (mlxd_capture_classify(cap, &kind) < 0 || kind.hsb) return -1;
     char what[2048];
     mlxd_capture_describe(&kind, what, sizeof what);
-    fprintf(stderr, "mlxd-capture: %s: not replayed: not Holoscan Sensor Bridge traffic (UC RDMA WRITE frames "
-            "into a receiver's pages) but %s; its packets are another conversation, which needs QPs of "
-            "its own (receives posted for SENDs, a live requester for RC) rather than a frame receiver\n",
-            path, what);
+    struct mlxd_conversation_report r;
+    int rc = mlxd_capture_replay_conversation(cap, &kind, c->device, 4791, &r);
     mlxd_capture_free(cap);
-    return true;
+    if (rc == -EADDRINUSE && emulated_now()) retry_next_addresses();
+    if (rc == -EPROTONOSUPPORT || rc == -EFBIG) {
+        const char *why = strstr(mlxd_errmsg(), ": ");
+        fprintf(stderr, "mlxd-capture: %s: not replayed: not Holoscan Sensor Bridge traffic (UC RDMA WRITE frames "
+                "into a receiver's pages) but %s; and not a SEND stream a QP can receive either%s\n",
+                c->replay, what, why ? why : "");
+        return 1;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "mlxd-capture: %s: %s\n", c->replay, mlxd_errmsg());
+        return 1;
+    }
+    bool all = r.arrived == r.messages && !r.errors;
+    printf("mlxd-capture: %s: %s\nreplayed as a SEND conversation into %s QP 0x%06x on %s (captured QP 0x%06x, "
+           "%" PRIu64 " request packets): %" PRIu64 " of %u messages arrived, %" PRIu64 " bytes, %" PRIu64
+           " with immediate, %" PRIu64 " error completions%s%s\n", c->replay, what,
+           r.transport == MLXD_QP_RC ? "an RC" : "a UC", r.local_qpn, c->device, r.captured_qpn, r.packets,
+           r.arrived, r.messages, r.bytes, r.with_imm, r.errors, r.errors ? ", the first: " : "",
+           r.errors ? mlxd_wc_status_name(r.first_error) : "");
+    printf("%s\n", all ? "OK: every message of the capture arrived" : "FAILED: messages missing or in error");
+    return all ? 0 : 1;
 }
 
 /* --replay: loads the capture, takes the geometry it implies where no option set it, and says
- * what it holds.  Returns 0, or 1 (the message printed) when it cannot be replayed. */
+ * what it holds.  Returns -1 to go on (frame traffic), else the exit status: 1 when it cannot be
+ * replayed (the message printed), or that of a conversation replay (foreign_capture). */
 static int load_replay(struct cfg *c, struct run *R)
 {
     int rc = mlxd_capture_load(c->replay, &R->cap);
@@ -561,7 +583,8 @@ static int load_replay(struct cfg *c, struct run *R)
         fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
         return 1;
     }
-    if (refuse_foreign_capture(c->replay, R->cap)) { R->cap = NULL; return 1; }
+    int fc = foreign_capture(c, R->cap);
+    if (fc >= 0) { R->cap = NULL; return fc; }
     const struct mlxd_capture_geometry *g = &R->cap->geo;
     if (!c->frame_size_set) c->frame_size = g->frame_size;
     if (!c->page_size_set) c->page_size = g->page_size;
@@ -593,7 +616,7 @@ static int load_replay(struct cfg *c, struct run *R)
         fprintf(stderr, "mlxd-capture: this capture has no RDMA WRITE with immediate (metadata "
                 "disabled in the sender): the receiver gets no completion, so no frame; the %zu "
                 "packets' bytes still land in the buffer\n", R->cap->npackets);
-    return 0;
+    return -1;
 }
 
 static int run(struct cfg *c)
@@ -607,7 +630,8 @@ static int run(struct cfg *c)
     bool mon_started = false, feed_started = false;
 
     if (c->replay) {
-        if (load_replay(c, &R)) return 1;
+        int lr = load_replay(c, &R);
+        if (lr >= 0) return lr;
     } else {
         if (!c->frame_size_set) {
             if (c->generate) c->frame_size = 4096;
