@@ -53,9 +53,9 @@ static void side_open(struct side *s, const char *dev, uint32_t recv_sge)
     ck_assert_msg(mlxd_qp_create(s->cq, &qo, &s->qp) == 0, "%s", mlxd_errmsg());
 }
 
-static void pair(struct side *a, struct side *b, uint32_t recv_sge)
+/* Two sides, mlx5_0 and mlx5_1 of the current configuration, RC, connected. */
+static void pair_on(struct side *a, struct side *b, uint32_t recv_sge)
 {
-    mlxd_test_private_devices();
     side_open(a, "mlx5_0", recv_sge);
     side_open(b, "mlx5_1", recv_sge);
     struct mlxd_endpoint ea, eb;
@@ -64,6 +64,12 @@ static void pair(struct side *a, struct side *b, uint32_t recv_sge)
     struct mlxd_connect_opts co = { .sz = sizeof co, .peer_access = MLXD_ACCESS_REMOTE_WRITE };
     ck_assert_msg(mlxd_qp_connect(a->qp, &eb, &co) == 0, "%s", mlxd_errmsg());
     ck_assert_msg(mlxd_qp_connect(b->qp, &ea, &co) == 0, "%s", mlxd_errmsg());
+}
+
+static void pair(struct side *a, struct side *b, uint32_t recv_sge)
+{
+    mlxd_test_private_devices();
+    pair_on(a, b, recv_sge);
 }
 
 static void side_close(struct side *s)
@@ -241,14 +247,7 @@ START_TEST(sub_function_opens)
     link[n] = 0;
     ck_assert_str_eq(strrchr(link, '/') + 1, "mlx5_core.sf");
     struct side a, b;
-    side_open(&a, "mlx5_0", 1);
-    side_open(&b, "mlx5_1", 1);
-    struct mlxd_endpoint ea, eb;
-    ck_assert_int_eq(mlxd_qp_endpoint(a.qp, &ea), 0);
-    ck_assert_int_eq(mlxd_qp_endpoint(b.qp, &eb), 0);
-    struct mlxd_connect_opts co = { .sz = sizeof co, .peer_access = MLXD_ACCESS_REMOTE_WRITE };
-    ck_assert_int_eq(mlxd_qp_connect(a.qp, &eb, &co), 0);
-    ck_assert_int_eq(mlxd_qp_connect(b.qp, &ea, &co), 0);
+    pair_on(&a, &b, 1);
     memset(a.buf, 0x33, 64);
     struct mlxd_local la = mlxd_region_local(a.reg);
     la.length = 64;
