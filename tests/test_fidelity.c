@@ -527,6 +527,33 @@ START_TEST(replay_refuses_rc_write_capture)
 }
 END_TEST
 
+/* A capture that is not Ethernet or IP, native InfiniBand in ERF records (link type 197), is
+ * refused by mlxd-capture --replay with its link type named, exit 1. */
+START_TEST(replay_refuses_erf_link_type)
+{
+    char path[] = "/tmp/mlxd-erf-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    uint32_t gh[6] = { 0xa1b2c3d4u, 2u | 4u << 16, 0, 0, 65535, 197 };      /* LINKTYPE_ERF */
+    uint8_t rec[16 + 32] = { 0 };
+    uint32_t rh[4] = { 1, 0, 32, 32 };
+    memcpy(rec, rh, 16);
+    ck_assert_int_eq(write(fd, gh, sizeof gh), (ssize_t)sizeof gh);
+    ck_assert_int_eq(write(fd, rec, sizeof rec), (ssize_t)sizeof rec);
+    close(fd);
+    char cmd[1200], out[4096];
+    snprintf(cmd, sizeof cmd, "%s/bin/mlxd-capture --replay %s 2>&1", mlxd_test_build_dir(), path);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = 0;
+    int st = pclose(f);
+    unlink(path);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d:\n%s", st, out);
+    ck_assert_msg(strstr(out, ": link type 197 (ERF) is not Ethernet, raw IPv4, loopback or Linux cooked"), "%s", out);
+}
+END_TEST
+
 Suite *fidelity_suite(void)
 {
     Suite *s = suite_create("fidelity");
@@ -544,6 +571,7 @@ Suite *fidelity_suite(void)
     tcase_add_test(tc, replay_rc_send_conversation);
     tcase_add_test(tc, replay_uc_send_conversation);
     tcase_add_test(tc, replay_refuses_rc_write_capture);
+    tcase_add_test(tc, replay_refuses_erf_link_type);
     suite_add_tcase(s, tc);
     return s;
 }
