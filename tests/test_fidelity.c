@@ -422,15 +422,10 @@ static void write_stream_capture(const char *path, uint8_t transport, bool write
 }
 static void write_rc_send_capture(const char *path) { write_stream_capture(path, MLXD_ROCE_TRANSPORT_RC, false); }
 
-/* Runs mlxd-capture --replay on a capture made by write_stream_capture; returns the exit status
- * and the output (stdout and stderr) in out. */
-static int replay_tool(uint8_t transport, bool writes, char *out, size_t cap)
+/* Runs mlxd-capture --replay path (then removes path; MLXD_KEEP=1 keeps it); returns the exit
+ * status and the output (stdout and stderr) in out. */
+static int run_replay(const char *path, char *out, size_t cap)
 {
-    char path[] = "/tmp/mlxd-stream-XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    write_stream_capture(path, transport, writes);
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "%s/bin/mlxd-capture --replay %s 2>&1", mlxd_test_build_dir(), path);
     FILE *f = popen(cmd, "r");
@@ -441,6 +436,17 @@ static int replay_tool(uint8_t transport, bool writes, char *out, size_t cap)
     if (!getenv("MLXD_KEEP")) unlink(path); else fprintf(stderr, "kept %s\n", path);
     ck_assert_msg(WIFEXITED(st), "status %d:\n%s", st, out);
     return WEXITSTATUS(st);
+}
+
+/* run_replay of a capture made by write_stream_capture. */
+static int replay_tool(uint8_t transport, bool writes, char *out, size_t cap)
+{
+    char path[] = "/tmp/mlxd-stream-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    write_stream_capture(path, transport, writes);
+    return run_replay(path, out, cap);
 }
 
 /* What the capture holds, recognised: transport RC, two flows, opcodes with counts, PSN ranges;
@@ -541,15 +547,9 @@ START_TEST(replay_refuses_erf_link_type)
     ck_assert_int_eq(write(fd, gh, sizeof gh), (ssize_t)sizeof gh);
     ck_assert_int_eq(write(fd, rec, sizeof rec), (ssize_t)sizeof rec);
     close(fd);
-    char cmd[1200], out[4096];
-    snprintf(cmd, sizeof cmd, "%s/bin/mlxd-capture --replay %s 2>&1", mlxd_test_build_dir(), path);
-    FILE *f = popen(cmd, "r");
-    ck_assert_ptr_nonnull(f);
-    size_t n = fread(out, 1, sizeof out - 1, f);
-    out[n] = 0;
-    int st = pclose(f);
-    unlink(path);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d:\n%s", st, out);
+    char out[4096];
+    int rc = run_replay(path, out, sizeof out);
+    ck_assert_msg(rc == 1, "exit %d:\n%s", rc, out);
     ck_assert_msg(strstr(out, ": link type 197 (ERF) is not Ethernet, raw IPv4, loopback or Linux cooked"), "%s", out);
 }
 END_TEST
