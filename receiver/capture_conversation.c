@@ -215,7 +215,7 @@ int mlxd_capture_replay_conversation(const struct mlxd_capture *c, const struct 
     r->captured_qpn = f->dest_qp;
     r->messages = msgs;
     struct conv v = { .sock = -1 };
-    uint32_t src_ip, dst_ip;
+    uint32_t src_ip = 0, dst_ip = 0;
     if ((rc = conv_open(&v, dev, f, msgs, max, &src_ip, &dst_ip))) { conv_close(&v); return rc; }
     struct mlxd_endpoint me;
     mlxd_qp_endpoint(v.qp, &me);
