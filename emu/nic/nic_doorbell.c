@@ -46,8 +46,15 @@ static void take_ring(struct nic_qp *q, uint64_t v)
     for (struct nic_qp *o = q->nd->qps; o; o = o->next) {
         struct emu_qp *p = o->qp;
         if (!p->uar || !same_bfreg(p, q->qp) || p->state == NIC_QPS_RESET) continue;
-        if (p->qpn == qpn_ds >> 8) rung_to(o, end);
-        else if (p->dbrec)
+        if (p->qpn == qpn_ds >> 8) {
+            /* The driver wrote its record before the ring (post_send_db).  The engine sees the
+             * UAR page through a mapping of its own, a different address from the process's, so
+             * this acquire of the record (the address the driver released) is what orders the
+             * WQE reads after the driver's writes for a memory model checker (ThreadSanitizer);
+             * the value is not used: the ring alone says how far to run. */
+            if (p->dbrec) (void)__atomic_load_n(&p->dbrec[1], __ATOMIC_ACQUIRE);
+            rung_to(o, end);
+        } else if (p->dbrec)
             rung_to(o, (uint16_t)__builtin_bswap32(__atomic_load_n(&p->dbrec[1], __ATOMIC_ACQUIRE)));
     }
 }
