@@ -123,8 +123,11 @@ struct mlxd_recv {
 /* Posts n receives (in order) and writes the receive doorbell record once.  All-or-nothing:
  * when fewer than n slots are free (recv_depth receives outstanding at most) nothing is
  * posted and -EAGAIN is returned.
+ * A zero-length scatter entry is left out of the WQE (to a ConnectX byte_count 0 means 2 GiB,
+ * kernel hw/mlx5/odp.c; libmlx5 skips such entries too, rdma-core providers/mlx5/qp.c).
  * Returns n (>= 0).  Errors: -EAGAIN; -EINVAL qp invalid, no receive ring, n and r NULL,
- * num_local above max_recv_sge, n above recv_depth (it could never succeed).
+ * num_local above max_recv_sge, n above recv_depth (it could never succeed), an entry's length
+ * of 2^31 or more (a data segment's byte_count has 31 bits, as for sends).
  * Thread rules: one mlxd_qp_receive of qp at a time; may run while another thread polls. */
 int mlxd_qp_receive(struct mlxd_qp *qp, const struct mlxd_recv *r, size_t n);
 

@@ -28,9 +28,11 @@
 #include <sys/socket.h>
 
 #include "mlxd_capture.h"
+#include "mlxd_capture_classify.h"
 #include "mlxd_emu.h"
 #include "mlxd_error.h"
 #include "mlxd_receiver.h"
+#include "mlxd_names.h"
 #include "mlxd_uverbs.h"
 
 #define EMU_REEXEC_ENV "MLXD_CAPTURE_EMULATED"
@@ -534,6 +536,89 @@ static const char *state_name(int s)
          : s == MLXD_FRAME_OVERWRITTEN ? "overwritten" : "unknown";
 }
 
+/* A capture that is not sensor frame traffic: an RC or UC SEND stream is replayed into a QP set
+ * up to receive it, and what arrived is reported; anything else (READs, WRITEs of another
+ * conversation, atomics ...) is refused with one line naming what it holds and why
+ * (receiver/mlxd_capture_classify.h).  Returns -1 for sensor traffic (replay it as frames), else
+ * the exit status; frees the capture then. */
+static int foreign_capture(const struct cfg *c, struct mlxd_capture *cap)
+{
+    struct mlxd_capture_kind kind;
+    if (mlxd_capture_classify(cap, &kind) < 0 || kind.hsb) return -1;
+    char what[2048];
+    mlxd_capture_describe(&kind, what, sizeof what);
+    struct mlxd_conversation_report r;
+    int rc = mlxd_capture_replay_conversation(cap, &kind, c->device, 4791, &r);
+    mlxd_capture_free(cap);
+    if (rc == -EADDRINUSE && emulated_now()) retry_next_addresses();
+    if (rc == -EPROTONOSUPPORT || rc == -EFBIG) {
+        const char *why = strstr(mlxd_errmsg(), ": ");
+        fprintf(stderr, "mlxd-capture: %s: not replayed: not Holoscan Sensor Bridge traffic (UC RDMA WRITE frames "
+                "into a receiver's pages) but %s; and not a SEND stream a QP can receive either%s\n",
+                c->replay, what, why ? why : "");
+        return 1;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "mlxd-capture: %s: %s\n", c->replay, mlxd_errmsg());
+        return 1;
+    }
+    bool all = r.arrived == r.messages && !r.errors;
+    printf("mlxd-capture: %s: %s\nreplayed as a SEND conversation into %s QP 0x%06x on %s (captured QP 0x%06x, "
+           "%" PRIu64 " request packets): %" PRIu64 " of %u messages arrived, %" PRIu64 " bytes, %" PRIu64
+           " with immediate, %" PRIu64 " error completions%s%s\n", c->replay, what,
+           r.transport == MLXD_QP_RC ? "an RC" : "a UC", r.local_qpn, c->device, r.captured_qpn, r.packets,
+           r.arrived, r.messages, r.bytes, r.with_imm, r.errors, r.errors ? ", the first: " : "",
+           r.errors ? mlxd_wc_status_name(r.first_error) : "");
+    printf("%s\n", all ? "OK: every message of the capture arrived" : "FAILED: messages missing or in error");
+    return all ? 0 : 1;
+}
+
+/* --replay: loads the capture, takes the geometry it implies where no option set it, and says
+ * what it holds.  Returns -1 to go on (frame traffic), else the exit status: 1 when it cannot be
+ * replayed (the message printed), or that of a conversation replay (foreign_capture). */
+static int load_replay(struct cfg *c, struct run *R)
+{
+    int rc = mlxd_capture_load(c->replay, &R->cap);
+    if (rc < 0) {
+        fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
+        return 1;
+    }
+    int fc = foreign_capture(c, R->cap);
+    if (fc >= 0) { R->cap = NULL; return fc; }
+    const struct mlxd_capture_geometry *g = &R->cap->geo;
+    if (!c->frame_size_set) c->frame_size = g->frame_size;
+    if (!c->page_size_set) c->page_size = g->page_size;
+    if (!c->pages_set) c->pages = g->pages;
+    if (!c->md_off_set) c->metadata_offset = g->metadata_offset;
+    if (!g->has_metadata && !c->no_metadata && R->cap->nframes)
+        c->no_metadata = true;
+    unsigned loops = c->loops ? c->loops : 1;
+    R->expected = (uint64_t)R->cap->nframes * loops;
+    if (c->frames && c->frames < R->expected)
+        R->expected = c->frames;
+    if (!c->quiet || c->json)
+        fprintf(stderr, "mlxd-capture: %s: %zu packets, %zu frames; frame %" PRIu64 " B, page %" PRIu64
+                " B x %u pages, metadata %s at +%" PRIu64 ", first page %u\n", c->replay,
+                R->cap->npackets, R->cap->nframes, g->frame_size, g->page_size, g->pages,
+                g->has_metadata ? (g->separate_metadata ? "separate" : "embedded") : "none",
+                g->metadata_offset, g->first_page);
+    if (c->frame_size_set && c->frame_size < g->frame_size)
+        fprintf(stderr, "mlxd-capture: warning: the capture's frames are %" PRIu64 " bytes, more than "
+                "--frame-size %" PRIu64 ": the device writes past the frame the receiver expects "
+                "(only the first %" PRIu64 " bytes of each frame are checked)\n",
+                g->frame_size, c->frame_size, c->frame_size);
+    if (c->pages_set && c->pages < g->pages)
+        fprintf(stderr, "mlxd-capture: warning: the capture writes %u pages (0..%u) but --pages %u: "
+                "writes to pages %u and up fall outside the receiver's memory region, so the "
+                "port rejects them and their frames do not arrive\n",
+                g->pages, g->pages - 1, c->pages, c->pages);
+    if (R->cap->nframes == 0)
+        fprintf(stderr, "mlxd-capture: this capture has no RDMA WRITE with immediate (metadata "
+                "disabled in the sender): the receiver gets no completion, so no frame; the %zu "
+                "packets' bytes still land in the buffer\n", R->cap->npackets);
+    return -1;
+}
+
 static int run(struct cfg *c)
 {
     struct run R;
@@ -545,42 +630,8 @@ static int run(struct cfg *c)
     bool mon_started = false, feed_started = false;
 
     if (c->replay) {
-        int rc = mlxd_capture_load(c->replay, &R.cap);
-        if (rc < 0) {
-            fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
-            return 1;
-        }
-        const struct mlxd_capture_geometry *g = &R.cap->geo;
-        if (!c->frame_size_set) c->frame_size = g->frame_size;
-        if (!c->page_size_set) c->page_size = g->page_size;
-        if (!c->pages_set) c->pages = g->pages;
-        if (!c->md_off_set) c->metadata_offset = g->metadata_offset;
-        if (!g->has_metadata && !c->no_metadata && R.cap->nframes)
-            c->no_metadata = true;
-        unsigned loops = c->loops ? c->loops : 1;
-        R.expected = (uint64_t)R.cap->nframes * loops;
-        if (c->frames && c->frames < R.expected)
-            R.expected = c->frames;
-        if (!c->quiet || c->json)
-            fprintf(stderr, "mlxd-capture: %s: %zu packets, %zu frames; frame %" PRIu64 " B, page %" PRIu64
-                    " B x %u pages, metadata %s at +%" PRIu64 ", first page %u\n", c->replay,
-                    R.cap->npackets, R.cap->nframes, g->frame_size, g->page_size, g->pages,
-                    g->has_metadata ? (g->separate_metadata ? "separate" : "embedded") : "none",
-                    g->metadata_offset, g->first_page);
-        if (c->frame_size_set && c->frame_size < g->frame_size)
-            fprintf(stderr, "mlxd-capture: warning: the capture's frames are %" PRIu64 " bytes, more than "
-                    "--frame-size %" PRIu64 ": the device writes past the frame the receiver expects "
-                    "(only the first %" PRIu64 " bytes of each frame are checked)\n",
-                    g->frame_size, c->frame_size, c->frame_size);
-        if (c->pages_set && c->pages < g->pages)
-            fprintf(stderr, "mlxd-capture: warning: the capture writes %u pages (0..%u) but --pages %u: "
-                    "writes to pages %u and up fall outside the receiver's memory region, so the "
-                    "port rejects them and their frames do not arrive\n",
-                    g->pages, g->pages - 1, c->pages, c->pages);
-        if (R.cap->nframes == 0)
-            fprintf(stderr, "mlxd-capture: this capture has no RDMA WRITE with immediate (metadata "
-                    "disabled in the sender): the receiver gets no completion, so no frame; the %zu "
-                    "packets' bytes still land in the buffer\n", R.cap->npackets);
+        int lr = load_replay(c, &R);
+        if (lr >= 0) return lr;
     } else {
         if (!c->frame_size_set) {
             if (c->generate) c->frame_size = 4096;
