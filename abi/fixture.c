@@ -215,6 +215,23 @@ static bool is_record_line(const char *s)
     return hexval((unsigned char)*s) >= 0;
 }
 
+/* Refuses a CQE no ConnectX writes, which the poll loop could never consume: opcode 0xF
+ * (MLX5_CQE_INVALID: the poll loop takes the slot for the NIC's and waits for ever), or cqe_format 2 (64 bytes of data inlined in the CQE, which
+ * only a 128-byte CQE has room for) in a 64-byte CQE.  op_own: byte 63 of the 64-byte CQE
+ * (struct mlx5_cqe64), opcode bits 7:4, cqe_format bits 3:2. */
+static int record_consumable(struct mlxd_fixture_reader *r, const struct mlxd_fixture_record *rec)
+{
+    uint8_t op_own = rec->cqe[rec->cqe_size - 1];
+    unsigned opcode = op_own >> 4, format = (op_own >> 2) & 3;
+    if (opcode == 0xF)
+        return rerr(r, "opcode 0xf (MLX5_CQE_INVALID) is never written by a NIC: the poll loop "
+                       "would wait for this CQE for ever (op_own 0x%02x)", op_own);
+    if (format == 2 && rec->cqe_size == 64)
+        return rerr(r, "cqe_format 2 (64 bytes inline in the CQE) in a 64-byte CQE: only a "
+                       "128-byte CQE carries it (op_own 0x%02x)", op_own);
+    return 0;
+}
+
 /* Parses a record line into rec.  0 or error. */
 static int record_line(struct mlxd_fixture_reader *r, char *s, struct mlxd_fixture_record *rec)
 {
@@ -259,7 +276,7 @@ static int record_line(struct mlxd_fixture_reader *r, char *s, struct mlxd_fixtu
     }
     if (n != want)
         return rerr(r, "record has %zu hex digits, cqe_size %u needs %zu", n, r->hdr.cqe_size, want);
-    return 0;
+    return record_consumable(r, rec);
 }
 
 /* ---- reader --------------------------------------------------------------------------------- */
