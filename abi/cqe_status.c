@@ -147,7 +147,9 @@ bool mlxd__status_line(const char *s, struct mlxd_dump_status *o)
     if (!(perftest(s, o) || ucx(s, o) || nccl(s, o) || rc_example(s, o) || libfabric(s, o) || dapl(s, o)))
         return false;
     if (o->status < 0 || o->status > MLXD_WC_TM_RNDV_INCOMPLETE) return false;   /* not a status */
-    if (o->vendor_syndrome > 0xff) o->vendor_syndrome = -1;
+    /* each syndrome is one byte of the CQE: a larger number is not one */
+    if (o->syndrome > 0xff || o->vendor_syndrome > 0xff || o->hw_err_synd > 0xff || o->hw_synd_type_hi > 0xf)
+        return false;
     if (!o->syndrome_printed) o->syndrome = mlxd_wc_status_to_syndrome(o->status);
     return true;
 }

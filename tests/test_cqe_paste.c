@@ -264,7 +264,10 @@ START_TEST(not_status_lines)
     /* another libfabric provider's errno (not an ibv_wc_status: the text says so) */
     struct mlxd_dump_result *r = parse("cq_readerr (Provider errno: 12) : GNI_RC_TRANSACTION_ERROR\n"
                                        "Failed status: see log\n"
-                                       "status=12 of nothing\n");
+                                       "status=12 of nothing\n"
+                                       /* a syndrome wider than its byte (found by fuzz_cqe_dump) */
+                                       "Transport retry count exceeded on mlx5_0:1/RoCE (synd 0x15d vend 0x81 hw_synd 0/0)\n"
+                                       "NCCL WARN NET/IB : Got completion with error 12, opcode 0, len 0, vendor err 300\n");
     ck_assert_uint_eq(r->nstatuses, 0);
     ck_assert_uint_eq(r->ndiags, 0);
     mlxd_cqe_dump_free(r);
