@@ -17,7 +17,8 @@
 
 #define MAGIC "mlxd-cqe-fixture"
 
-enum { HAVE_CQE_SIZE = 1, HAVE_RING = 2, HAVE_CQN = 4, HAVE_SOURCE = 8, HAVE_ALL = 15 };
+/* HAVE_ALL: the keys every version requires; overflow (version 2) is optional */
+enum { HAVE_CQE_SIZE = 1, HAVE_RING = 2, HAVE_CQN = 4, HAVE_SOURCE = 8, HAVE_ALL = 15, HAVE_OVERFLOW = 16 };
 
 struct mlxd_fixture_reader {
     FILE    *f;
@@ -38,6 +39,8 @@ struct mlxd_fixture_writer {
     bool     owns;
     int      err;          /* first write error (positive errno) */
     uint32_t cqe_size;
+    long     overflow_at;  /* file offset of the version 2 'overflow' value, -1 if none */
+    uint64_t overflow;     /* mlxd_fixture_writer_set_overflow(): written there at close */
 };
 
 /* ---- small helpers -------------------------------------------------------------------------- */
@@ -182,7 +185,9 @@ static int header_line(struct mlxd_fixture_reader *r, char *s, unsigned *have)
     if (!strcmp(key, "cqe_size")) bit = HAVE_CQE_SIZE;
     else if (!strcmp(key, "ring_size")) bit = HAVE_RING;
     else if (!strcmp(key, "cqn")) bit = HAVE_CQN;
-    else return rerr(r, "unknown header key '%.40s' (expected cqe_size, ring_size, cqn or source)", key);
+    else if (!strcmp(key, "overflow") && r->hdr.version >= 2) bit = HAVE_OVERFLOW;
+    else return rerr(r, "unknown header key '%.40s' (expected cqe_size, ring_size, cqn or source%s)", key,
+                     r->hdr.version >= 2 ? ", or overflow" : "");
     if (*have & bit) return rerr(r, "duplicate header key '%s'", key);
     if (parse_u64(val, &v) < 0 || strpbrk(val, " \t"))
         return rerr(r, "'%s' needs one number (decimal or 0x hex), found '%.40s'", key, val);
@@ -194,6 +199,8 @@ static int header_line(struct mlxd_fixture_reader *r, char *s, unsigned *have)
             return rerr(r, "ring_size %" PRIu64 " is not a power of two between 1 and %u", v,
                         MLXD_FIXTURE_MAX_RING);
         r->hdr.ring_size = (uint32_t)v;
+    } else if (bit == HAVE_OVERFLOW) {
+        r->hdr.overflow = v;
     } else {
         if (v > 0xFFFFFF) return rerr(r, "cqn 0x%" PRIx64 " exceeds 24 bits", v);
         r->hdr.cqn = (uint32_t)v;
@@ -208,9 +215,9 @@ static int header_line(struct mlxd_fixture_reader *r, char *s, unsigned *have)
 static bool is_record_line(const char *s)
 {
     if (*s == '+') return true;
-    static const char *const keys[] = { "cqe_size", "ring_size", "cqn", "source" };
+    static const char *const keys[] = { "cqe_size", "ring_size", "cqn", "source", "overflow" };
     size_t n = strcspn(s, " \t#");
-    for (unsigned i = 0; i < 4; i++)
+    for (unsigned i = 0; i < 5; i++)
         if (n == strlen(keys[i]) && !strncmp(s, keys[i], n)) return false;
     return hexval((unsigned char)*s) >= 0;
 }
@@ -291,12 +298,14 @@ static int reader_start(struct mlxd_fixture_reader *r)
         if (!magic) {
             char *rest = s + strlen(MAGIC);
             if (strncmp(s, MAGIC, strlen(MAGIC)) || (*rest != ' ' && *rest != '\t'))
-                return rerr(r, "first line must be '" MAGIC " %d', found '%.40s'", MLXD_FIXTURE_VERSION, s);
+                return rerr(r, "first line must be '" MAGIC " %d' (or an older version), found '%.40s'",
+                            MLXD_FIXTURE_VERSION, s);
             uint64_t v;
             rest = strip_comment(rest);
             if (parse_u64(rest, &v) < 0) return rerr(r, "bad version '%.20s'", rest);
-            if (v != MLXD_FIXTURE_VERSION)
-                return rerr(r, "version %" PRIu64 " is not supported (this library reads %d)", v, MLXD_FIXTURE_VERSION);
+            if (v < 1 || v > MLXD_FIXTURE_VERSION)
+                return rerr(r, "version %" PRIu64 " is not supported (this library reads 1 to %d)", v,
+                            MLXD_FIXTURE_VERSION);
             r->hdr.version = (uint32_t)v;
             magic = true;
             continue;
@@ -307,10 +316,10 @@ static int reader_start(struct mlxd_fixture_reader *r)
             bool hexword = *s == '+';
             for (size_t i = 0; !hexword && i < n && hexval((unsigned char)s[i]) >= 0; i++)
                 hexword = i + 1 == n;
-            if (have != HAVE_ALL && !hexword)
+            if ((have & HAVE_ALL) != HAVE_ALL && !hexword)
                 return rerr(r, "unknown header key '%.*s' (expected cqe_size, ring_size, cqn or source)",
                             (int)(n > 40 ? 40 : n), s);
-            if (have != HAVE_ALL)
+            if ((have & HAVE_ALL) != HAVE_ALL)
                 return rerr(r, "record before the header is complete (missing %s)",
                             missing_keys(have, buf, sizeof buf));
             r->pending = true;
@@ -320,7 +329,7 @@ static int reader_start(struct mlxd_fixture_reader *r)
     }
     if (rc < 0) return rc;
     if (!magic) return rerr(r, "empty file: no '" MAGIC " %d' line", MLXD_FIXTURE_VERSION);
-    if (have != HAVE_ALL) {
+    if ((have & HAVE_ALL) != HAVE_ALL) {
         char buf[64];
         return rerr(r, "end of file before the header is complete (missing %s)",
                     missing_keys(have, buf, sizeof buf));
@@ -489,8 +498,10 @@ void mlxd_fixture_free(struct mlxd_fixture *f)
 /* ---- writer --------------------------------------------------------------------------------- */
 static int check_header(const struct mlxd_fixture_header *h, const char *fn)
 {
-    if (h->version != MLXD_FIXTURE_VERSION)
-        return mlxd_err(EINVAL, "%s: header version %u, expected %d", fn, h->version, MLXD_FIXTURE_VERSION);
+    if (h->version < 1 || h->version > MLXD_FIXTURE_VERSION)
+        return mlxd_err(EINVAL, "%s: header version %u, expected 1 to %d", fn, h->version, MLXD_FIXTURE_VERSION);
+    if (h->version < 2 && h->overflow)
+        return mlxd_err(EINVAL, "%s: overflow %" PRIu64 " needs version 2", fn, h->overflow);
     if (h->cqe_size != 64 && h->cqe_size != 128)
         return mlxd_err(EINVAL, "%s: cqe_size %u is neither 64 nor 128", fn, h->cqe_size);
     if (!is_pow2(h->ring_size) || h->ring_size > MLXD_FIXTURE_MAX_RING)
@@ -524,9 +535,17 @@ static int writer_start(const char *fn, FILE *f, bool owns, const struct mlxd_fi
     w->f = f;
     w->owns = owns;
     w->cqe_size = h->cqe_size;
-    wcheck(w, fprintf(f, MAGIC " %d\n# CQE fixture, format: docs/fixture-format.md\n"
+    w->overflow_at = -1;
+    w->overflow = h->overflow;
+    wcheck(w, fprintf(f, MAGIC " %u\n# CQE fixture, format: docs/fixture-format.md\n"
                          "cqe_size %u\nring_size %u\ncqn 0x%06x\nsource %s\n",
-                      MLXD_FIXTURE_VERSION, h->cqe_size, h->ring_size, h->cqn, h->source));
+                      h->version, h->cqe_size, h->ring_size, h->cqn, h->source));
+    if (h->version >= 2 && !w->err) {
+        /* a fixed-width value, so that close can write the final count in place */
+        wcheck(w, fprintf(f, "overflow "));
+        w->overflow_at = ftell(f);
+        wcheck(w, fprintf(f, "%-20" PRIu64 "\n", h->overflow));
+    }
     if (w->err) {
         int e = w->err;
         if (owns) fclose(f);
@@ -590,10 +609,24 @@ int mlxd_fixture_comment(struct mlxd_fixture_writer *w, const char *text)
     return w->err ? mlxd_err(w->err, "mlxd_fixture_comment: %s", strerror(w->err)) : 0;
 }
 
+int mlxd_fixture_writer_set_overflow(struct mlxd_fixture_writer *w, uint64_t n)
+{
+    if (!w) return mlxd_err(EINVAL, "mlxd_fixture_writer_set_overflow: writer is NULL");
+    if (w->overflow_at < 0)
+        return mlxd_err(EINVAL, "mlxd_fixture_writer_set_overflow: the header is version 1 (no overflow key)");
+    w->overflow = n;
+    return 0;
+}
+
 int mlxd_fixture_writer_close(struct mlxd_fixture_writer *w)
 {
     if (!w) return 0;
     int e = w->err;
+    if (!e && w->overflow_at >= 0 && w->overflow) {
+        if (fseek(w->f, w->overflow_at, SEEK_SET) != 0 || fprintf(w->f, "%-20" PRIu64, w->overflow) < 0 ||
+            fseek(w->f, 0, SEEK_END) != 0)
+            e = errno ? errno : EIO;
+    }
     if (fflush(w->f) != 0 && !e) e = errno ? errno : EIO;
     if (ferror(w->f) && !e) e = EIO;
     if (w->owns && fclose(w->f) != 0 && !e) e = errno ? errno : EIO;
