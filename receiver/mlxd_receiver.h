@@ -91,6 +91,10 @@ struct mlxd_receiver_opts {
     unsigned recv_depth;         /* receives kept posted: 0 = 256 (as the original); else
                                     2..32768 */
     unsigned repost_batch;       /* receives re-posted at once: 0 = 16; 1..recv_depth/2 */
+    const char *record_cqes;     /* NULL, or a file to record every CQE of the receive CQ into
+                                    (mlxd_cq_record_start, mlx5/mlxd_mlx5.h: a CQE fixture,
+                                    docs/fixture-format.md), from start until close (the flush
+                                    CQEs of close included); read during start only */
 };
 
 /* Bits of mlxd_receiver_frame.flags. */

@@ -62,6 +62,7 @@ struct mlxd_receiver {
     /* device objects */
     struct mlxd_nic *nic;
     struct mlxd_cq *cq;
+    struct mlxd_recorder *rec;     /* opts.record_cqes: the CQ's recorder (mlx5/record.c) */
     struct mlxd_region *mr;
     struct mlxd_qp *qp;
     uint32_t qpn, rkey;
@@ -239,6 +240,10 @@ static int teardown(struct mlxd_receiver *r)
     if (r->mr) {
         KEEP(mlxd_region_deregister(r->mr));
         r->mr = NULL;
+    }
+    if (r->rec) {                  /* after the drain above: its flush CQEs are recorded too */
+        KEEP(mlxd_cq_record_stop(r->rec, NULL));
+        r->rec = NULL;
     }
     if (r->cq) {
         KEEP(mlxd_cq_destroy(r->cq));
@@ -447,6 +452,13 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
     rc = mlxd_cq_create(r->nic, r->o.recv_depth, &co, &r->cq);
     if (rc < 0)
         goto fail;
+    if (r->o.record_cqes) {
+        struct mlxd_record_opts ropts = { .sz = sizeof ropts, .source = "mlxd_receiver_start: record_cqes" };
+        rc = mlxd_cq_record_start(r->cq, r->o.record_cqes, &ropts, &r->rec);
+        r->o.record_cqes = NULL;   /* the caller's string: used only here */
+        if (rc < 0)
+            goto fail;
+    }
 
     /* In order, never relaxed: the metadata snapshot relies on the device's writes landing in
      * ascending address order (md_snapshot.h). */
