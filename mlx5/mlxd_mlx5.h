@@ -273,7 +273,7 @@ struct mlxd_replay;
  * format) into cq's ring as the NIC would: at producer index pi it writes the CQE's 64 bytes
  * with byte 63's owner bit = !!(pi & ncqe) and op_own written last after a write barrier; it
  * never overtakes the consumer (waits while pi - ci == ncqe, ci read from the CQ doorbell
- * record).  cq must be detached (a NIC's CQ is the NIC's).  opts may be NULL (defaults).
+ * record only when the value read last leaves no room, not per CQE).  cq must be detached (a NIC's CQ is the NIC's).  opts may be NULL (defaults).
  * Errors (messages start "mlxd_replay_start: "): -EINVAL misuse (cq not a live detached CQ, path
  * or out NULL, opts->sz too small, or larger with non-zero unknown bytes); the fixture reader's
  * errors (mlxd_fixture_load's errno, e.g. -ENOENT; the message names the file); -ENOMEM;
