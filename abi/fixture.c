@@ -29,6 +29,9 @@ struct mlxd_fixture_reader {
     size_t   cap;
     unsigned lineno;
     bool     pending;      /* line holds a record line not yet returned */
+    bool     have_md;      /* an 'md' line was read: it belongs to the next record */
+    uint8_t  md[128];
+    unsigned md_line;
     int      err;          /* sticky error (negative errno) */
     char     errmsg[512];  /* message of the sticky error */
     struct mlxd_fixture_header hdr;
@@ -418,6 +421,25 @@ const struct mlxd_fixture_header *mlxd_fixture_header(const struct mlxd_fixture_
     return r ? &r->hdr : NULL;
 }
 
+/* An 'md HEX' line (version 2): the 128-byte metadata block of the next record's frame. */
+static int md_line(struct mlxd_fixture_reader *r, char *s)
+{
+    if (r->have_md) return rerr(r, "two 'md' lines in a row (one per record, before it)");
+    s = strip_comment(s);
+    size_t n = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p == ' ' || *p == '\t') continue;
+        int d = hexval((unsigned char)*p);
+        if (d < 0) return rerr(r, "'md': '%c' is not a hex digit", *p);
+        if (n < 256) r->md[n / 2] = (uint8_t)(n & 1 ? r->md[n / 2] | d : d << 4);
+        n++;
+    }
+    if (n != 256) return rerr(r, "'md' has %zu hex digits, a metadata block needs 256 (128 bytes)", n);
+    r->have_md = true;
+    r->md_line = r->lineno;
+    return 0;
+}
+
 /* mlxd_fixture_next() without the argument check; messages name r->fn. */
 static int reader_next(struct mlxd_fixture_reader *r, struct mlxd_fixture_record *rec)
 {
@@ -425,11 +447,20 @@ static int reader_next(struct mlxd_fixture_reader *r, struct mlxd_fixture_record
     for (;;) {
         if (!r->pending) {
             int rc = read_line(r);
+            if (rc == 0 && r->have_md) {
+                r->lineno = r->md_line;
+                return rerr(r, "'md' line not followed by a record");
+            }
             if (rc <= 0) return rc;
         }
         r->pending = false;
         char *s = trim(r->line);
         if (!*s || *s == '#') continue;
+        if (r->hdr.version >= 2 && !strncmp(s, "md", 2) && (s[2] == ' ' || s[2] == '\t')) {
+            int rc = md_line(r, s + 3);
+            if (rc < 0) return rc;
+            continue;
+        }
         if (!is_record_line(s)) {
             char *k = s;
             k[strcspn(k, " \t")] = 0;
@@ -437,7 +468,13 @@ static int reader_next(struct mlxd_fixture_reader *r, struct mlxd_fixture_record
                            "records are [+DELAY] and %u hex digits)", k, 2 * r->hdr.cqe_size);
         }
         int rc = record_line(r, s, rec);
-        return rc < 0 ? rc : 1;
+        if (rc < 0) return rc;
+        if (r->have_md) {
+            rec->has_md = true;
+            memcpy(rec->md, r->md, sizeof rec->md);
+            r->have_md = false;
+        }
+        return 1;
     }
 }
 
@@ -596,6 +633,24 @@ int mlxd_fixture_write(struct mlxd_fixture_writer *w, const void *cqe, bool has_
     if (fwrite(buf, 1, (size_t)(p - buf), w->f) != (size_t)(p - buf)) {
         w->err = errno ? errno : EIO;
         return mlxd_err(w->err, "mlxd_fixture_write: %s", strerror(w->err));
+    }
+    return 0;
+}
+
+int mlxd_fixture_write_md(struct mlxd_fixture_writer *w, const void *md)
+{
+    if (!w || !md) return mlxd_err(EINVAL, "mlxd_fixture_write_md: %s is NULL", w ? "md" : "writer");
+    if (w->overflow_at < 0) return mlxd_err(EINVAL, "mlxd_fixture_write_md: the header is version 1 (no 'md' lines)");
+    if (w->err) return mlxd_err(w->err, "mlxd_fixture_write_md: earlier write failed: %s", strerror(w->err));
+    char buf[4 + 256 + 2], *p = buf;
+    static const char hex[] = "0123456789abcdef";
+    const uint8_t *b = md;
+    p += sprintf(p, "md ");
+    for (int i = 0; i < 128; i++) { *p++ = hex[b[i] >> 4]; *p++ = hex[b[i] & 15]; }
+    *p++ = '\n';
+    if (fwrite(buf, 1, (size_t)(p - buf), w->f) != (size_t)(p - buf)) {
+        w->err = errno ? errno : EIO;
+        return mlxd_err(w->err, "mlxd_fixture_write_md: %s", strerror(w->err));
     }
     return 0;
 }

@@ -62,6 +62,10 @@ struct mlxd_fixture_record {
     bool     has_delay;   /* the record gave a delay */
     uint64_t delay_ns;    /* nanoseconds since the previous record (0 when !has_delay) */
     unsigned line;        /* 1-based line number in the file */
+    bool     has_md;      /* version 2: an 'md' line before the record gave md */
+    uint8_t  md[128];     /* the 128-byte metadata block the sensor bridge wrote with this
+                             record's frame (Holoscan Sensor Bridge; receiver/mlxd_hsb.h), as the
+                             poll loop found it in the frame's page when it consumed the CQE */
 };
 
 struct mlxd_fixture_reader;   /* opaque */
@@ -115,6 +119,10 @@ int mlxd_fixture_writer_stream(FILE *f, const struct mlxd_fixture_header *h,
  * has_delay.  Errors: -EINVAL (NULL), or the errno of the failed write. */
 int mlxd_fixture_write(struct mlxd_fixture_writer *w, const void *cqe, bool has_delay,
                        uint64_t delay_ns);
+
+/* Version 2: appends an 'md' line, the 128-byte metadata block of the next record's frame.
+ * Errors: -EINVAL (NULL, or a version 1 header), or the errno of the failed write. */
+int mlxd_fixture_write_md(struct mlxd_fixture_writer *w, const void *md);
 
 /* Appends a comment line "# text" (text must not contain a newline: -EINVAL). */
 int mlxd_fixture_comment(struct mlxd_fixture_writer *w, const char *text);

@@ -293,9 +293,14 @@ struct mlxd_record_opts {
     size_t   sz;               /* sizeof(struct mlxd_record_opts); larger from a newer header is
                                   accepted when the fields this library does not know are zero */
     uint32_t ring_entries;     /* CQEs the ring between the poll loop and the writer thread
-                                  holds: a power of two up to 1 << 22; 0 = 4096 (72 bytes each) */
+                                  holds: a power of two up to 1 << 22; 0 = 4096 (208 bytes each) */
     const char *source;        /* the fixture's source line (1..255 bytes, one line); NULL: one
                                   naming the CQ */
+    /* Optional: called by the poll loop for each CQE it records; returns true after copying the
+     * 128-byte metadata block of the CQE's frame into md (written as an 'md' line before the
+     * record: what a receiver replay needs).  Must not block. */
+    bool   (*metadata)(void *ctx, const uint8_t cqe[64], uint8_t md[128]);
+    void    *metadata_ctx;
 };
 
 struct mlxd_record_stats {

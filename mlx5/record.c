@@ -21,12 +21,14 @@
 #include "opts.h"
 #include "record.h"
 
-#define DEFAULT_ENTRIES 4096u
+#define DEFAULT_ENTRIES 4096u   /* 208 bytes each */
 #define MAX_ENTRIES     (1u << 22)
 
 struct slot {
     uint64_t t_ns;             /* CLOCK_MONOTONIC when the poll loop consumed the CQE */
     uint8_t  cqe[64];
+    bool     has_md;
+    uint8_t  md[128];          /* opts.metadata's copy of the frame's metadata block */
 };
 
 struct mlxd_recorder {
@@ -39,6 +41,8 @@ struct mlxd_recorder {
     atomic_bool stop;
     pthread_t thread;
     struct mlxd_fixture_writer *w;
+    bool   (*md_fn)(void *ctx, const uint8_t cqe[64], uint8_t md[128]);
+    void    *md_ctx;
     uint64_t prev_t;
     bool     any;              /* a record was written: later ones carry a delay */
     int      werr;             /* first write error (negative errno), its message in wmsg */
@@ -58,6 +62,7 @@ void mlxd__record_cqes(struct mlxd_recorder *r, const uint8_t *c, uint32_t n)
         struct slot *s = &r->ring[h & r->mask];
         s->t_ns = now;
         memcpy(s->cqe, c + ((size_t)i << 6), 64);
+        s->has_md = r->md_fn && r->md_fn(r->md_ctx, s->cqe, s->md);
     }
     atomic_store_explicit(&r->head, h, memory_order_release);
     if (k < n)
@@ -74,7 +79,8 @@ static uint64_t drain(struct mlxd_recorder *r)
     for (; t != h; t++) {
         const struct slot *s = &r->ring[t & r->mask];
         if (!r->werr) {
-            int rc = mlxd_fixture_write(r->w, s->cqe, r->any, r->any ? s->t_ns - r->prev_t : 0);
+            int rc = s->has_md ? mlxd_fixture_write_md(r->w, s->md) : 0;
+            if (rc == 0) rc = mlxd_fixture_write(r->w, s->cqe, r->any, r->any ? s->t_ns - r->prev_t : 0);
             if (rc < 0) {
                 r->werr = rc;
                 snprintf(r->wmsg, sizeof r->wmsg, "%s", mlxd_errmsg());
@@ -139,6 +145,10 @@ int mlxd_cq_record_start(struct mlxd_cq *cq, const char *path, const struct mlxd
     if (!r->ring) { recorder_free(r); return mlxd_err(ENOMEM, "mlxd_cq_record_start: out of memory"); }
     r->mask = entries - 1;
     r->cq = cq;
+    if (opts && opts->sz >= offsetof(struct mlxd_record_opts, metadata_ctx) + sizeof opts->metadata_ctx) {
+        r->md_fn = opts->metadata;
+        r->md_ctx = opts->metadata_ctx;
+    }
     if ((rc = mlxd_fixture_writer_open(path, &h, &r->w)) < 0) {
         recorder_free(r);
         return mlxd_err(-rc, "mlxd_cq_record_start: %s", mlxd_errmsg());
