@@ -904,6 +904,8 @@ static void process_line(struct parser *p, const char *s0, unsigned line, int de
         return;
     }
 
+    /* a fixture's 'md' line is a frame's metadata block, not a CQE */
+    if (!strncmp(s, "md ", 3) && all_hex(s + 3, strspn(s + 3, "0123456789abcdefABCDEF"))) { flush_run(p); return; }
     if (try_fixture_record(p, s, line)) return;
     /* 128 plain hex digits (optionally "0x"), alone or as the last word of the line */
     {

@@ -313,6 +313,11 @@ static int reader_start(struct mlxd_fixture_reader *r)
             magic = true;
             continue;
         }
+        bool md = r->hdr.version >= 2 && !strncmp(s, "md", 2) && (s[2] == ' ' || s[2] == '\t');
+        if (md && (have & HAVE_ALL) == HAVE_ALL) {   /* the first record's metadata block */
+            r->pending = true;
+            return 0;
+        }
         if (is_record_line(s)) {
             char buf[64];
             size_t n = strcspn(s, " \t#");
