@@ -107,6 +107,38 @@ START_TEST(fast_pacing_counts_flushes_as_recorded)
 }
 END_TEST
 
+/* The recording of a real sensor-bridge capture (fixtures/roce-pcaps/hsb_small_4k_3pages.pcap,
+ * README there: 6 frames of 4096 bytes into 3 pages of 8 KiB, the first in page 1, then 2, 0,
+ * ...; metadata at round_up(4096, 128) = 4096 with frame_number 0, 1, ...) replayed. */
+START_TEST(replay_of_a_real_capture_recording)
+{
+    static uint8_t b3[3 * 8192];
+    struct mlxd_receiver *r = mlxd_receiver_new();
+    struct mlxd_receiver_opts o = {
+        .sz = sizeof o, .device = "replay", .buffer = (uintptr_t)b3, .buffer_size = sizeof b3,
+        .frame_size = 4096, .page_size = 8192, .pages = 3, .metadata_offset = 4096,
+        .peer_ip = "127.0.0.1", .queue_size = 3,
+        .replay_fixture = mlxd_test_path("fixtures/cqe-streams/hsb_small_4k_3pages.fix"),
+        .replay_pace = MLXD_REPLAY_PACE_STEPPED,
+    };
+    ck_assert_msg(mlxd_receiver_start(r, &o) == 0, "%s", mlxd_errmsg());
+    pthread_t t;
+    pthread_create(&t, NULL, monitor, r);
+    for (uint64_t i = 0; i < 6; i++) {
+        ck_assert_int_eq(mlxd_receiver_replay_step(r, 1), 0);
+        struct mlxd_receiver_frame f;
+        ck_assert(mlxd_receiver_get_next_frame(r, 10000, &f));
+        ck_assert_uint_eq(f.page, (i + 1) % 3);
+        ck_assert_uint_eq(f.metadata.frame_number, i);
+        ck_assert_uint_eq(f.metadata.bytes_written, 4096);
+        ck_assert_uint_eq(f.flags, 0);
+    }
+    ck_assert_int_eq(mlxd_receiver_close(r), 0);
+    pthread_join(t, NULL);
+    mlxd_receiver_destroy(r);
+}
+END_TEST
+
 START_TEST(bad_fixture_is_refused_at_start)
 {
     struct mlxd_receiver *r = mlxd_receiver_new();
@@ -216,6 +248,7 @@ Suite *receiver_fixture_suite(void)
     tcase_add_test(tc, users_check_test);
     tcase_add_test(tc, fast_pacing_counts_flushes_as_recorded);
     tcase_add_test(tc, bad_fixture_is_refused_at_start);
+    tcase_add_test(tc, replay_of_a_real_capture_recording);
     suite_add_tcase(s, tc);
     tc = tcase_create("live");
     tcase_set_timeout(tc, 180);
