@@ -17,36 +17,9 @@
 #include "mlxd_cqe.h"
 #include "mlxd_cqe_dump.h"
 #include "mlxd_names.h"
+#include "dump_util.h"
 #include "util.h"
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    char *b = malloc(1 << 16);
-    ck_assert_ptr_nonnull(b);
-    *len = fread(b, 1, (1 << 16) - 1, f);
-    b[*len] = 0;
-    fclose(f);
-    return b;
-}
-
-static struct mlxd_dump_result *parse(const char *s)
-{
-    struct mlxd_dump_result *r = NULL;
-    ck_assert_int_eq(mlxd_cqe_dump_parse(s, strlen(s), &r), 0);
-    ck_assert_ptr_nonnull(r);
-    return r;
-}
-
-static bool has_diag(const struct mlxd_dump_result *r, enum mlxd_dump_severity sev, unsigned line,
-                     const char *text)
-{
-    for (size_t i = 0; i < r->ndiags; i++)
-        if (r->diags[i].severity == sev && r->diags[i].line == line && strstr(r->diags[i].msg, text))
-            return true;
-    return false;
-}
 
 /* The CQE of fixtures/cqe-dumps/libfabric-4283.txt: last words "00000000 00008813 10012abe
  * 0dd0c1d3": 54 = 0x88, 55 = 0x13, 56 = 0x10 (RDMA READ), QPN 0x012abe, wqe_counter 0x0dd0,
@@ -69,7 +42,7 @@ static void assert_libfabric_4283(const struct mlxd_dump_cqe *c)
  * "1 lines of words is not a multiple of 4". */
 START_TEST(rows_separated_by_blank_lines)
 {
-    struct mlxd_dump_result *r = parse("mlx5: host: got completion with error:\n" W0 "\n" W0 "\n" W0 "\n" W3);
+    struct mlxd_dump_result *r = mlxd_test_parse_dump("mlx5: host: got completion with error:\n" W0 "\n" W0 "\n" W0 "\n" W3);
     ck_assert_uint_eq(r->ncqes, 1);
     ck_assert_uint_eq(r->nerrors, 0);
     ck_assert_uint_eq(r->nwarnings, 0);
@@ -77,9 +50,9 @@ START_TEST(rows_separated_by_blank_lines)
     ck_assert_uint_eq(r->cqes[0].last_line, 8);
     mlxd_cqe_dump_free(r);
     /* a blank line still separates two whole CQEs: a damaged third run does not take them along */
-    r = parse(W0 W0 W0 W3 "\n" W0 W0 W0 W3 "\n" W0 W3);
+    r = mlxd_test_parse_dump(W0 W0 W0 W3 "\n" W0 W0 W0 W3 "\n" W0 W3);
     ck_assert_uint_eq(r->ncqes, 2);
-    ck_assert(has_diag(r, MLXD_DUMP_ERROR, 12, "not a multiple of 4"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_ERROR, 12, "not a multiple of 4"));
     mlxd_cqe_dump_free(r);
 }
 END_TEST
@@ -88,7 +61,7 @@ END_TEST
  * (lkml-nfsordma-1's CQE: row 30 "00 00 00 00 00 00 88 13 08 00 01 13 07 47 67 d2"). */
 START_TEST(quoted_and_wrapped_by_mail)
 {
-    struct mlxd_dump_result *r = parse(
+    struct mlxd_dump_result *r = mlxd_test_parse_dump(
         "> [  408.380181] infiniband mlx5_0: dump_cqe:272:(pid 0): dump error cqe\n"
         "> [  408.380187] 00000000: 00 00 00 00 00 00 00 00 00 00 00 00 00\n"
         ">    00 00 00\n"
@@ -109,15 +82,15 @@ START_TEST(quoted_and_wrapped_by_mail)
     ck_assert_uint_eq(mlxd_cqe_wqe_counter(b), 0x0747);
     /* one warning per joined row, naming both lines */
     ck_assert_uint_eq(r->nwarnings, 4);
-    ck_assert(has_diag(r, MLXD_DUMP_WARNING, 8, "lines 8-9"));
-    ck_assert(has_diag(r, MLXD_DUMP_WARNING, 2, "wrapped"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_WARNING, 8, "lines 8-9"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_WARNING, 2, "wrapped"));
     mlxd_cqe_dump_free(r);
     /* rdma-core word lines wrapped after the 2nd word */
-    r = parse("> mlx5: host: got completion with error:\n> " W0 "> " W0 "> " W0
+    r = mlxd_test_parse_dump("> mlx5: host: got completion with error:\n> " W0 "> " W0 "> " W0
               "> 00000000 00008813\n>     10012abe 0dd0c1d3\n");
     ck_assert_uint_eq(r->ncqes, 1);
     assert_libfabric_4283(&r->cqes[0]);
-    ck_assert(has_diag(r, MLXD_DUMP_WARNING, 5, "lines 5-6"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_WARNING, 5, "lines 5-6"));
     mlxd_cqe_dump_free(r);
 }
 END_TEST
@@ -126,7 +99,7 @@ END_TEST
  * 0 diagnostics: the example there, "+DELAY HEX # comment" and a whole file with its header. */
 START_TEST(fixture_lines_and_files)
 {
-    struct mlxd_dump_result *r = parse(
+    struct mlxd_dump_result *r = mlxd_test_parse_dump(
         "+16666667ns 00000000000000000000000000000000000000000000000000000000000000000000000000000003"
         "000000000000100000000000000000000000012300020010   # third frame\n");
     ck_assert_uint_eq(r->ncqes, 1);
@@ -141,7 +114,7 @@ START_TEST(fixture_lines_and_files)
     mlxd_cqe_dump_free(r);
 
     size_t len;
-    char *text = slurp(mlxd_test_path("fixtures/cqe-streams/hand-written-3-frames.fix"), &len);
+    char *text = mlxd_test_slurp(mlxd_test_path("fixtures/cqe-streams/hand-written-3-frames.fix"), &len);
     ck_assert_int_eq(mlxd_cqe_dump_parse(text, len, &r), 0);
     ck_assert_uint_eq(r->ncqes, 3);
     ck_assert_uint_eq(r->nerrors, 0);
@@ -158,15 +131,15 @@ START_TEST(fixture_lines_and_files)
     memcpy(line + 254, "d2", 2);
     line[256] = 0;
     strcat(line, " # 128-byte CQE\n");
-    r = parse(line);
+    r = mlxd_test_parse_dump(line);
     ck_assert_uint_eq(r->ncqes, 1);
     ck_assert_uint_eq(r->cqes[0].size, 128);
     ck_assert_uint_eq(r->cqes[0].bytes[127], 0xd2);
     mlxd_cqe_dump_free(r);
     /* a record of the wrong length is an error naming the line, not passed over */
-    r = parse("\n+5us 0011223344 # truncated\n");
+    r = mlxd_test_parse_dump("\n+5us 0011223344 # truncated\n");
     ck_assert_uint_eq(r->ncqes, 0);
-    ck_assert(has_diag(r, MLXD_DUMP_ERROR, 2, "10 hex digits"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_ERROR, 2, "10 hex digits"));
     mlxd_cqe_dump_free(r);
 }
 END_TEST
@@ -174,7 +147,7 @@ END_TEST
 /* Paste 4: ordinary log lines that start with 8 hex digits and a colon are not rows. */
 START_TEST(log_lines_with_hex_and_colon_are_not_rows)
 {
-    struct mlxd_dump_result *r = parse(
+    struct mlxd_dump_result *r = mlxd_test_parse_dump(
         "worker 7f3a2b1c: 12 errors since start\n"
         "deadbeef: 3 retries\n"
         "thread 00000010: 1 queued\n");
@@ -182,13 +155,13 @@ START_TEST(log_lines_with_hex_and_colon_are_not_rows)
     ck_assert_uint_eq(r->ndiags, 0);
     mlxd_cqe_dump_free(r);
     /* inside a dump, a short row at a row offset is still a damaged row, refused */
-    r = parse("dump error cqe\n"
+    r = mlxd_test_parse_dump("dump error cqe\n"
               "00000000: 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00\n"
               "00000010: 00 00 00\n"
               "00000020: 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00\n"
               "00000030: 00 00 00 00 00 00 88 13 08 00 01 13 07 47 67 d2\n");
     ck_assert_uint_eq(r->ncqes, 0);
-    ck_assert(has_diag(r, MLXD_DUMP_ERROR, 3, "3 bytes"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_ERROR, 3, "3 bytes"));
     mlxd_cqe_dump_free(r);
 }
 END_TEST
@@ -239,7 +212,7 @@ static const struct status_case {
 START_TEST(status_line_decodes)
 {
     const struct status_case *c = &lines[_i];
-    struct mlxd_dump_result *r = parse(c->line);
+    struct mlxd_dump_result *r = mlxd_test_parse_dump(c->line);
     ck_assert_msg(r->nstatuses == 1, "%s: %zu status lines", c->source, r->nstatuses);
     ck_assert_uint_eq(r->ncqes, 0);
     ck_assert_uint_eq(r->nerrors, 0);
@@ -262,7 +235,7 @@ END_TEST
 START_TEST(not_status_lines)
 {
     /* another libfabric provider's errno (not an ibv_wc_status: the text says so) */
-    struct mlxd_dump_result *r = parse("cq_readerr (Provider errno: 12) : GNI_RC_TRANSACTION_ERROR\n"
+    struct mlxd_dump_result *r = mlxd_test_parse_dump("cq_readerr (Provider errno: 12) : GNI_RC_TRANSACTION_ERROR\n"
                                        "Failed status: see log\n"
                                        "status=12 of nothing\n"
                                        /* a syndrome wider than its byte (found by fuzz_cqe_dump) */
@@ -279,7 +252,7 @@ END_TEST
  * differs is a warning naming both values. */
 START_TEST(status_line_next_to_cqe_is_cross_checked)
 {
-    struct mlxd_dump_result *r = parse(
+    struct mlxd_dump_result *r = mlxd_test_parse_dump(
         "mlx5: j03r2n01: got completion with error:\n" W0 W0
         "000000b9 00000000 00000000 00000000\n"
         "00000000 00008813 100076ab 008ae4d3\n"
@@ -289,20 +262,20 @@ START_TEST(status_line_next_to_cqe_is_cross_checked)
     ck_assert_uint_eq(r->nstatuses, 1);
     ck_assert_int_eq(r->statuses[0].cqe, 0);
     ck_assert_uint_eq(r->statuses[0].mismatches, 0);
-    ck_assert(has_diag(r, MLXD_DUMP_NOTE, 6, "agrees with CQE 1"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_NOTE, 6, "agrees with CQE 1"));
     mlxd_cqe_dump_free(r);
 
-    r = parse("Failed status 12: wr_id 0 syndrom 0x81\n"
+    r = mlxd_test_parse_dump("Failed status 12: wr_id 0 syndrom 0x81\n"
               "mlx5: host: got completion with error:\n" W0 W0 W0 W3);
     ck_assert_uint_eq(r->nstatuses, 1);
     ck_assert_int_eq(r->statuses[0].cqe, 0);
     ck_assert_uint_eq(r->statuses[0].mismatches, 2);    /* status 12 vs 10, vendor 0x81 vs 0x88 */
-    ck_assert(has_diag(r, MLXD_DUMP_WARNING, 1, "vendor syndrome 0x81 vs byte 54 0x88"));
-    ck_assert(has_diag(r, MLXD_DUMP_WARNING, 1, "status 12 vs 10"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_WARNING, 1, "vendor syndrome 0x81 vs byte 54 0x88"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_WARNING, 1, "status 12 vs 10"));
     mlxd_cqe_dump_free(r);
 
     /* UCX gives the syndrome and hw syndromes: each is compared with its byte */
-    r = parse("Transport retry count exceeded on mlx5_0:1/RoCE (synd 0x15 vend 0x81 hw_synd 0/0)\n"
+    r = mlxd_test_parse_dump("Transport retry count exceeded on mlx5_0:1/RoCE (synd 0x15 vend 0x81 hw_synd 0/0)\n"
               "00000000 00000000 00000000 00000000\n" W0 W0
               "00000000 00008115 10012abe 0dd0c1d3\n");
     ck_assert_int_eq(r->statuses[0].cqe, 0);
@@ -312,7 +285,7 @@ START_TEST(status_line_next_to_cqe_is_cross_checked)
     char far[2048] = "Failed status 12: wr_id 0 syndrom 0x81\n";
     for (int i = 0; i < 25; i++) strcat(far, "other log line\n");
     strcat(far, W0 W0 W0 W3);
-    r = parse(far);
+    r = mlxd_test_parse_dump(far);
     ck_assert_int_eq(r->statuses[0].cqe, -1);
     mlxd_cqe_dump_free(r);
 }

@@ -36,16 +36,22 @@ static void *monitor(void *r)
     return NULL;
 }
 
+/* The geometry of mlxd-capture --generate's defaults (2 pages), on fixture path. */
+static struct mlxd_receiver_opts gen_opts(const char *path, uint32_t pace, unsigned queue_size)
+{
+    return (struct mlxd_receiver_opts){
+        .sz = sizeof(struct mlxd_receiver_opts), .device = "replay", .buffer = (uintptr_t)buffer,
+        .buffer_size = PAGES * PAGE_SIZE, .frame_size = FRAME_SIZE, .page_size = PAGE_SIZE,
+        .pages = PAGES, .metadata_offset = FRAME_SIZE, .peer_ip = "127.0.0.1",
+        .queue_size = queue_size, .replay_fixture = path, .replay_pace = pace,
+    };
+}
+
 START_TEST(users_check_test)
 {
     struct mlxd_receiver *r = mlxd_receiver_new();
-    struct mlxd_receiver_opts o = {
-        .sz = sizeof o, .device = "replay", .buffer = (uintptr_t)buffer,
-        .buffer_size = PAGES * PAGE_SIZE, .frame_size = FRAME_SIZE, .page_size = PAGE_SIZE,
-        .pages = PAGES, .metadata_offset = FRAME_SIZE, .peer_ip = "127.0.0.1", .queue_size = 2,
-        .replay_fixture = mlxd_test_path("fixtures/cqe-streams/generate-100.fix"),
-        .replay_pace = MLXD_REPLAY_PACE_STEPPED,
-    };
+    struct mlxd_receiver_opts o = gen_opts(mlxd_test_path("fixtures/cqe-streams/generate-100.fix"),
+                                           MLXD_REPLAY_PACE_STEPPED, 2);
     ck_assert_msg(mlxd_receiver_start(r, &o) == 0, "%s", mlxd_errmsg());
     pthread_t t;
     pthread_create(&t, NULL, monitor, r);
@@ -82,12 +88,8 @@ END_TEST
 START_TEST(fast_pacing_counts_flushes_as_recorded)
 {
     struct mlxd_receiver *r = mlxd_receiver_new();
-    struct mlxd_receiver_opts o = {
-        .sz = sizeof o, .device = "replay", .buffer = (uintptr_t)buffer,
-        .buffer_size = PAGES * PAGE_SIZE, .frame_size = FRAME_SIZE, .page_size = PAGE_SIZE,
-        .pages = PAGES, .metadata_offset = FRAME_SIZE, .peer_ip = "127.0.0.1", .queue_size = 1,
-        .replay_fixture = mlxd_test_path("fixtures/cqe-streams/generate-100.fix"),
-    };
+    struct mlxd_receiver_opts o = gen_opts(mlxd_test_path("fixtures/cqe-streams/generate-100.fix"),
+                                           MLXD_REPLAY_PACE_FAST, 1);
     ck_assert_int_eq(mlxd_receiver_start(r, &o), 0);
     pthread_t t;
     pthread_create(&t, NULL, monitor, r);
@@ -148,12 +150,7 @@ END_TEST
 START_TEST(bad_fixture_is_refused_at_start)
 {
     struct mlxd_receiver *r = mlxd_receiver_new();
-    struct mlxd_receiver_opts o = {
-        .sz = sizeof o, .device = "replay", .buffer = (uintptr_t)buffer,
-        .buffer_size = PAGES * PAGE_SIZE, .frame_size = FRAME_SIZE, .page_size = PAGE_SIZE,
-        .pages = PAGES, .metadata_offset = FRAME_SIZE, .peer_ip = "127.0.0.1", .queue_size = 1,
-        .replay_fixture = "/nonexistent/x.fix",
-    };
+    struct mlxd_receiver_opts o = gen_opts("/nonexistent/x.fix", MLXD_REPLAY_PACE_FAST, 1);
     ck_assert_int_eq(mlxd_receiver_start(r, &o), -ENOENT);
     ck_assert_msg(strstr(mlxd_errmsg(), "mlxd_receiver_start: ") && strstr(mlxd_errmsg(), "/nonexistent/x.fix"),
                   "%s", mlxd_errmsg());
