@@ -348,6 +348,8 @@ static int start_recording(struct mlxd_receiver *r)
  * memory region; the monitor busy-polls it. */
 static int start_replay(struct mlxd_receiver *r)
 {
+    r->rxw_path[0] = 0;            /* no port counters: nothing came over a wire */
+    r->qpn = r->rkey = 0;
     int rc = mlxd__rx_replay_start(&r->o, r->host, &r->cq, &r->replay);
     r->o.replay_fixture = NULL;   /* the caller's string: used only here */
     if (rc < 0)

@@ -61,8 +61,9 @@ static void put_metadata(struct mlxd__rx_replay *rp, const struct mlxd_fixture_r
     uint32_t page = mlxd_hsb_imm_page(be32toh(imm), (enum mlxd_hsb_imm_layout)rp->layout);
     if (page >= rp->pages) return;   /* the receiver counts it in bad_page, as from a NIC */
     uint8_t *dst = rp->host + page * rp->page_size + rp->md_off;
+    /* before the CQE, as PCIe orders them: mlxd__produce_cqe's write barrier and release store
+     * of op_own come after this copy */
     memcpy(dst, rec->md, sizeof rec->md);
-    atomic_thread_fence(memory_order_release);   /* the block before the CQE, as PCIe orders them */
 }
 
 static void *feeder(void *arg)
