@@ -92,6 +92,9 @@ static void usage(FILE *f)
 "                           (NNNNNN: the arrival index, from 0: received_frame_number - 1);\n"
 "                           DIR must be a writable directory (made when missing); a frame that\n"
 "                           cannot be written fails the run\n"
+"      --record-cqes FILE   record every CQE of the receive CQ into FILE, a CQE fixture\n"
+"                           (docs/fixture-format.md): replay it through a receiver in tests\n"
+"                           (docs/testing-with-fixtures.md) or decode it with mlxd-cqe\n"
 "      --json               one JSON object per frame and a final summary object\n"
 "  -v, --print-frames       one text line per frame (decoded metadata, payload check)\n"
 "      --no-verify          [replay, generate] do not check the payload pattern (word i of\n"
@@ -131,6 +134,7 @@ struct cfg {
     const char *target;
     uint16_t target_port;       /* the :PORT of --target, 0 when it has none */
     const char *save;
+    const char *record_cqes;
     bool json, print_frames, verify, quiet;
     unsigned consumer_delay_ms, timeout_ms;
 };
@@ -667,6 +671,7 @@ static int run(struct cfg *c)
         .queue_size = c->queue_size, .mode = c->mode,
         .imm_layout = c->legacy ? MLXD_HSB_IMM_LEGACY_8_24 : MLXD_HSB_IMM_12_20,
         .memory = MLXD_RECEIVER_MEM_HOST, .no_metadata = c->no_metadata,
+        .record_cqes = c->record_cqes,
     };
     int rc = mlxd_receiver_start(R.rx, &o);
     if (rc == -EADDRINUSE && emulated_now())
@@ -978,7 +983,7 @@ int main(int argc, char **argv)
                      .verify = true, .timeout_ms = 2000, .gen_md = MLXD_GEN_MD_SEPARATE };
     enum { O_FRAME = 256, O_PAGE, O_PAGES, O_MDOFF, O_PEER, O_QUEUE, O_DURATION, O_BUSY, O_EVENT,
            O_LEGACY, O_NOMD, O_EMULATE, O_REPLAY, O_PACE, O_LOOPS, O_GENERATE, O_FPS, O_GENMD,
-           O_PAYLOAD, O_TARGET, O_SAVE, O_JSON, O_NOVERIFY, O_DELAY, O_TIMEOUT };
+           O_PAYLOAD, O_TARGET, O_SAVE, O_JSON, O_NOVERIFY, O_DELAY, O_TIMEOUT, O_RECORD };
     static const struct mode_option mode_opts[] = {
         { O_PACE, "--pace", MODE_REPLAY }, { O_LOOPS, "--loops", MODE_REPLAY },
         { O_FPS, "--fps", MODE_GENERATE }, { O_GENMD, "--gen-metadata", MODE_GENERATE },
@@ -1001,6 +1006,7 @@ int main(int argc, char **argv)
         { "payload-size", 1, 0, O_PAYLOAD }, { "target", 1, 0, O_TARGET }, { "save", 1, 0, O_SAVE },
         { "json", 0, 0, O_JSON }, { "print-frames", 0, 0, 'v' }, { "no-verify", 0, 0, O_NOVERIFY },
         { "consumer-delay-ms", 1, 0, O_DELAY }, { "timeout-ms", 1, 0, O_TIMEOUT }, { "quiet", 0, 0, 'q' },
+        { "record-cqes", 1, 0, O_RECORD },
         { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
     int ch;
     uint64_t v;
@@ -1067,6 +1073,7 @@ int main(int argc, char **argv)
         case O_NOVERIFY: c.verify = false; break;
         case O_DELAY: NUM("--consumer-delay-ms", 0, UINT_MAX); c.consumer_delay_ms = (unsigned)v; break;
         case O_TIMEOUT: NUM("--timeout-ms", 0, UINT_MAX); c.timeout_ms = (unsigned)v; break;
+        case O_RECORD: c.record_cqes = optarg; break;
         case 'q': c.quiet = true; break;
         case 'h': usage(stdout); return 0;
         default:

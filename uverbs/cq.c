@@ -162,6 +162,8 @@ int mlxd_cq_create_detached(uint32_t entries, struct mlxd_cq **out)
 int mlxd_cq_destroy(struct mlxd_cq *cq)
 {
     if (!cq) return mlxd_err(EINVAL, "mlxd_cq_destroy: cq is NULL");
+    if (cq->recorder)
+        return mlxd_err(EBUSY, "mlxd_cq_destroy: CQ 0x%06x is being recorded: mlxd_cq_record_stop first", cq->cqn);
     if (cq->detached) {
         /* detached CQs have no NIC to keep a tombstone: they are freed */
         if (cq->state != OBJ_LIVE) return mlxd_err(EINVAL, "mlxd_cq_destroy: destroyed CQ");

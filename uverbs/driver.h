@@ -43,6 +43,8 @@ struct mlxd_cq {
     unsigned qps;                   /* QPs using this CQ (under nic->lock) */
     int      destroy_result;
     struct mlxd_cq *next;
+    struct mlxd_recorder *recorder; /* mlxd_cq_record_start: the poll loop's general path copies
+                                       each consumed CQE there (mlx5/record.c); NULL: off */
 };
 
 struct mlxd_qp {
