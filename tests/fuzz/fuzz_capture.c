@@ -20,9 +20,6 @@
 #include "mlxd_capture.h"
 #include "structured.h"
 
-static int fd = -1;
-static char path[64];
-
 static void rewrite_all(const struct mlxd_capture *c, const struct mlxd_replay_map *m, bool exact)
 {
     static uint8_t out[70000];
@@ -53,23 +50,16 @@ static void rewrite_all(const struct mlxd_capture *c, const struct mlxd_replay_m
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (fd < 0) {
-        fd = memfd_create("fuzz.pcap", 0);
-        if (fd < 0) abort();
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    }
     static uint8_t built[1 << 17];
-    uint32_t magic = size >= 4 ? (uint32_t)data[0] | (uint32_t)data[1] << 8 | (uint32_t)data[2] << 16 |
-                                 (uint32_t)data[3] << 24 : 0;
     double speed = 1.0;
-    if (magic != 0xa1b2c3d4 && magic != 0xd4c3b2a1 && magic != 0xa1b23c4d && magic != 0x4d3cb2a1) {
+    if (!fz_is_pcap(data, size)) {
         struct fz z = { data, size };
         unsigned s = (unsigned)fz_take(&z, 1);
         speed = s < 128 ? 1.0 : ldexp(1.0, (int)s - 192);      /* 2^-64 .. 2^63 */
         size = fz_pcap(&z, built, sizeof built);
         data = built;
     }
-    if (ftruncate(fd, 0) || pwrite(fd, data, size, 0) != (ssize_t)size) abort();
+    const char *path = fz_memfd_file(data, size);
     struct mlxd_capture *c = NULL;
     int rc = mlxd_capture_load(path, &c);
     if (rc) {

@@ -9,8 +9,13 @@
  * (so every input, even an empty one, makes a packet). */
 #ifndef MLXD_FUZZ_STRUCTURED_H
 #define MLXD_FUZZ_STRUCTURED_H
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include "mlxd_hsb.h"
 #include "mlxd_roce.h"
 
@@ -119,5 +124,27 @@ static inline size_t fz_pcap(struct fz *z, uint8_t *out, size_t cap)
         at += 16 + n;
     }
     return at;
+}
+/* True when the input is a pcap file already (libpcap's magic numbers, either byte order, micro-
+ * and nanosecond; pcapng's section header): the seeds are used as they are. */
+static inline bool fz_is_pcap(const uint8_t *d, size_t n)
+{
+    if (n < 4) return false;
+    uint32_t m = (uint32_t)d[0] | (uint32_t)d[1] << 8 | (uint32_t)d[2] << 16 | (uint32_t)d[3] << 24;
+    return m == 0xa1b2c3d4 || m == 0xd4c3b2a1 || m == 0xa1b23c4d || m == 0x4d3cb2a1 || m == 0x0a0d0d0a;
+}
+
+/* Writes the file into this process's memfd (made once) and returns a path libpcap can open. */
+static inline const char *fz_memfd_file(const uint8_t *d, size_t n)
+{
+    static int fd = -1;
+    static char path[64];
+    if (fd < 0) {
+        fd = memfd_create("fuzz.pcap", 0);
+        if (fd < 0) abort();
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    }
+    if (ftruncate(fd, 0) || pwrite(fd, d, n, 0) != (ssize_t)n) abort();
+    return path;
 }
 #endif
