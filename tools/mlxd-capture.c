@@ -582,6 +582,71 @@ static const char *state_name(int s)
          : s == MLXD_FRAME_OVERWRITTEN ? "overwritten" : "unknown";
 }
 
+/* --consumer-delay-ms: sleeps ms in 10 ms slices, so that a Ctrl-C ends even a long delay at once. */
+static void consumer_delay(unsigned ms)
+{
+    for (unsigned done = 0; done < ms && !__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE);) {
+        unsigned step = ms - done < 10 ? ms - done : 10;
+        struct timespec ts = { 0, (long)step * 1000000L };
+        nanosleep(&ts, NULL);
+        done += step;
+    }
+}
+
+/* The exit status when mlxd_receiver_start refuses: a usage error (2) when an option is at
+ * fault; a geometry that came from the capture alone is the capture's fault (1). */
+static int start_failure_status(const struct cfg *c, int rc)
+{
+    bool from_capture = c->replay && !c->frame_size_set && !c->page_size_set && !c->pages_set &&
+                        !c->md_off_set && !c->queue_size_set;
+    return rc == -EINVAL && !from_capture ? 2 : 1;
+}
+
+/* --replay: loads the capture, checks it, takes the geometry the options leave open from it
+ * and says what it found.  Returns 0, or 1 after the message. */
+static int setup_replay(struct cfg *c, struct run *R)
+{
+    int rc = mlxd_capture_load(c->replay, &R->cap);
+    if (rc < 0) {
+        fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
+        return 1;
+    }
+    if (check_capture(c, R->cap))
+        return 1;
+    const struct mlxd_capture_geometry *g = &R->cap->geo;
+    if (!c->frame_size_set) c->frame_size = g->frame_size;
+    if (!c->page_size_set) c->page_size = g->page_size;
+    if (!c->pages_set) c->pages = g->pages;
+    if (!c->md_off_set) c->metadata_offset = g->metadata_offset;
+    if (!g->has_metadata && !c->no_metadata && R->cap->nframes)
+        c->no_metadata = true;
+    unsigned loops = c->loops ? c->loops : 1;
+    R->expected = (uint64_t)R->cap->nframes * loops;
+    if (c->frames && c->frames < R->expected)
+        R->expected = c->frames;
+    if (!c->quiet || c->json)
+        fprintf(stderr, "mlxd-capture: %s: %zu packets, %zu frames; frame %" PRIu64 " B, page %" PRIu64
+                " B x %u pages, metadata %s at +%" PRIu64 ", first page %u\n", c->replay,
+                R->cap->npackets, R->cap->nframes, g->frame_size, g->page_size, g->pages,
+                g->has_metadata ? (g->separate_metadata ? "separate" : "embedded") : "none",
+                g->metadata_offset, g->first_page);
+    if (c->frame_size_set && c->frame_size < g->frame_size)
+        fprintf(stderr, "mlxd-capture: warning: the capture's frames are %" PRIu64 " bytes, more than "
+                "--frame-size %" PRIu64 ": the device writes past the frame the receiver expects "
+                "(only the first %" PRIu64 " bytes of each frame are checked)\n",
+                g->frame_size, c->frame_size, c->frame_size);
+    if (c->pages_set && c->pages < g->pages)
+        fprintf(stderr, "mlxd-capture: warning: the capture writes %u pages (0..%u) but --pages %u: "
+                "writes to pages %u and up fall outside the receiver's memory region, so the "
+                "port rejects them and their frames do not arrive\n",
+                g->pages, g->pages - 1, c->pages, c->pages);
+    if (R->cap->nframes == 0)
+        fprintf(stderr, "mlxd-capture: this capture has no RDMA WRITE with immediate (metadata "
+                "disabled in the sender): the receiver gets no completion, so no frame; the %zu "
+                "packets' bytes still land in the buffer\n", R->cap->npackets);
+    return 0;
+}
+
 static int run(struct cfg *c)
 {
     struct run R;
@@ -593,44 +658,8 @@ static int run(struct cfg *c)
     bool mon_started = false, feed_started = false;
 
     if (c->replay) {
-        int rc = mlxd_capture_load(c->replay, &R.cap);
-        if (rc < 0) {
-            fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
-            return 1;
-        }
-        if (check_capture(c, R.cap))
+        if (setup_replay(c, &R))
             goto out;
-        const struct mlxd_capture_geometry *g = &R.cap->geo;
-        if (!c->frame_size_set) c->frame_size = g->frame_size;
-        if (!c->page_size_set) c->page_size = g->page_size;
-        if (!c->pages_set) c->pages = g->pages;
-        if (!c->md_off_set) c->metadata_offset = g->metadata_offset;
-        if (!g->has_metadata && !c->no_metadata && R.cap->nframes)
-            c->no_metadata = true;
-        unsigned loops = c->loops ? c->loops : 1;
-        R.expected = (uint64_t)R.cap->nframes * loops;
-        if (c->frames && c->frames < R.expected)
-            R.expected = c->frames;
-        if (!c->quiet || c->json)
-            fprintf(stderr, "mlxd-capture: %s: %zu packets, %zu frames; frame %" PRIu64 " B, page %" PRIu64
-                    " B x %u pages, metadata %s at +%" PRIu64 ", first page %u\n", c->replay,
-                    R.cap->npackets, R.cap->nframes, g->frame_size, g->page_size, g->pages,
-                    g->has_metadata ? (g->separate_metadata ? "separate" : "embedded") : "none",
-                    g->metadata_offset, g->first_page);
-        if (c->frame_size_set && c->frame_size < g->frame_size)
-            fprintf(stderr, "mlxd-capture: warning: the capture's frames are %" PRIu64 " bytes, more than "
-                    "--frame-size %" PRIu64 ": the device writes past the frame the receiver expects "
-                    "(only the first %" PRIu64 " bytes of each frame are checked)\n",
-                    g->frame_size, c->frame_size, c->frame_size);
-        if (c->pages_set && c->pages < g->pages)
-            fprintf(stderr, "mlxd-capture: warning: the capture writes %u pages (0..%u) but --pages %u: "
-                    "writes to pages %u and up fall outside the receiver's memory region, so the "
-                    "port rejects them and their frames do not arrive\n",
-                    g->pages, g->pages - 1, c->pages, c->pages);
-        if (R.cap->nframes == 0)
-            fprintf(stderr, "mlxd-capture: this capture has no RDMA WRITE with immediate (metadata "
-                    "disabled in the sender): the receiver gets no completion, so no frame; the %zu "
-                    "packets' bytes still land in the buffer\n", R.cap->npackets);
     } else {
         if (!c->frame_size_set) {
             if (c->generate) c->frame_size = 4096;
@@ -672,11 +701,7 @@ static int run(struct cfg *c)
         retry_next_addresses();
     if (rc < 0) {
         fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
-        /* a usage error when an option is at fault; a geometry that came from the capture
-         * alone is the capture's fault */
-        bool from_capture = c->replay && !c->frame_size_set && !c->page_size_set && !c->pages_set &&
-                            !c->md_off_set && !c->queue_size_set;
-        status = rc == -EINVAL && !from_capture ? 2 : 1;
+        status = start_failure_status(c, rc);
         goto out;
     }
     uint32_t lip = mlxd_receiver_local_ipv4(R.rx);
@@ -810,13 +835,7 @@ static int run(struct cfg *c)
                     if (fp) unlink(path);       /* no truncated frame file */
                 }
             }
-            /* in 10 ms slices: a Ctrl-C ends even a long delay at once */
-            for (unsigned ms = 0; ms < c->consumer_delay_ms && !__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE);) {
-                unsigned step = c->consumer_delay_ms - ms < 10 ? c->consumer_delay_ms - ms : 10;
-                struct timespec ts = { 0, (long)step * 1000000L };
-                nanosleep(&ts, NULL);
-                ms += step;
-            }
+            consumer_delay(c->consumer_delay_ms);
             int state = mlxd_receiver_frame_check(R.rx, &f);
             atomic_fetch_add(&g_taken, 1);
             if (pay == 0) {
