@@ -50,22 +50,9 @@ static void rewrite_all(const struct mlxd_capture *c, const struct mlxd_replay_m
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static uint8_t built[1 << 17];
-    double speed = 1.0;
-    if (!fz_is_pcap(data, size)) {
-        struct fz z = { data, size };
-        unsigned s = (unsigned)fz_take(&z, 1);
-        speed = s < 128 ? 1.0 : ldexp(1.0, (int)s - 192);      /* 2^-64 .. 2^63 */
-        size = fz_pcap(&z, built, sizeof built);
-        data = built;
-    }
-    const char *path = fz_memfd_file(data, size);
-    struct mlxd_capture *c = NULL;
-    int rc = mlxd_capture_load(path, &c);
-    if (rc) {
-        if (rc != -EIO && rc != -EPROTONOSUPPORT && rc != -ENODATA && rc != -ENOMEM) abort();
-        return 0;
-    }
+    double speed;
+    struct mlxd_capture *c = fz_load(data, size, &speed);
+    if (!c) return 0;
     if (c->cut_short && !c->cut_why[0]) abort();
     int prc = mlxd_capture_pace_check(c, speed);
     if (prc && prc != -ERANGE) abort();

@@ -18,19 +18,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static uint8_t built[1 << 17];
-    if (!fz_is_pcap(data, size)) {
-        struct fz z = { data, size };
-        size = fz_pcap(&z, built, sizeof built);
-        data = built;
-    }
-    const char *path = fz_memfd_file(data, size);
-    struct mlxd_capture *c = NULL;
-    int rc = mlxd_capture_load(path, &c);
-    if (rc) {
-        if (rc != -EIO && rc != -EPROTONOSUPPORT && rc != -ENODATA && rc != -ENOMEM) abort();
-        return 0;
-    }
+    struct mlxd_capture *c = fz_load(data, size, NULL);
+    if (!c) return 0;
     if (!c->npackets || c->nframes > c->npackets) abort();
     for (size_t i = 0; i < c->nframes; i++) {
         const struct mlxd_capture_frame *f = &c->frames[i];

@@ -9,6 +9,8 @@
  * (so every input, even an empty one, makes a packet). */
 #ifndef MLXD_FUZZ_STRUCTURED_H
 #define MLXD_FUZZ_STRUCTURED_H
+#include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include "mlxd_capture.h"
 #include "mlxd_hsb.h"
 #include "mlxd_roce.h"
 
@@ -146,5 +149,27 @@ static inline const char *fz_memfd_file(const uint8_t *d, size_t n)
     }
     if (ftruncate(fd, 0) || pwrite(fd, d, n, 0) != (ssize_t)n) abort();
     return path;
+}
+/* The capture of one input (fuzz_pcap, fuzz_capture): the input as a pcap file, or the file its
+ * bytes describe (fz_pcap; when speed is not NULL the first byte picks a replay speed,
+ * 2^-64..2^63, or 1.0), loaded with mlxd_capture_load.  Returns the capture, or NULL when the load
+ * failed with one of its documented errors (any other error aborts: a finding). */
+static inline struct mlxd_capture *fz_load(const uint8_t *data, size_t size, double *speed)
+{
+    static uint8_t built[1 << 17];
+    if (speed) *speed = 1.0;
+    if (!fz_is_pcap(data, size)) {
+        struct fz z = { data, size };
+        if (speed) {
+            unsigned s = (unsigned)fz_take(&z, 1);
+            *speed = s < 128 ? 1.0 : ldexp(1.0, (int)s - 192);
+        }
+        size = fz_pcap(&z, built, sizeof built);
+        data = built;
+    }
+    struct mlxd_capture *c = NULL;
+    int rc = mlxd_capture_load(fz_memfd_file(data, size), &c);
+    if (rc && rc != -EIO && rc != -EPROTONOSUPPORT && rc != -ENODATA && rc != -ENOMEM) abort();
+    return rc ? NULL : c;
 }
 #endif
