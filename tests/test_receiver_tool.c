@@ -961,7 +961,11 @@ START_TEST(concurrent_runs_leave_no_tree)
             if (ppid == pids[i]) {
                 seen++;
                 *close_ = 0;
-                if (strcmp(open_ + 1, "mlxd-capture")) { misnamed++; snprintf(bad, sizeof bad, "%s", open_ + 1); }
+                /* "mlxd-tests": forked by run_tool, not yet executed the tool (a loaded machine) */
+                if (strcmp(open_ + 1, "mlxd-capture") && strcmp(open_ + 1, "mlxd-tests")) {
+                    misnamed++;
+                    snprintf(bad, sizeof bad, "%s", open_ + 1);
+                }
             }
     }
     closedir(d);
