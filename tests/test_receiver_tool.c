@@ -919,6 +919,23 @@ START_TEST(interrupt_ends_long_waits)
 }
 END_TEST
 
+/* The port-MTU check opens the device a second time; when that open fails (the emulator refuses
+ * its second GET_CONTEXT: MLXD_EMU_FAIL, docs/emulator.md) the run says the check could not be
+ * made, with the reason, and goes on (before: silently skipped). */
+START_TEST(mtu_check_unopened_said)
+{
+    static char out[1 << 16];
+    setenv("MLXD_EMU_FAIL", "GET_CONTEXT:2:EIO", 1);
+    const char *a[] = { "--generate", "-n", "3", "-q", NULL };
+    struct tool_env env = { .with_stderr = true };
+    int rc = run_tool_ex(out, sizeof out, a, &env);
+    unsetenv("MLXD_EMU_FAIL");
+    ck_assert_msg(rc == 0, "exit %d\n%s", rc, out);
+    ck_assert_msg(strstr(out, "mlxd-capture: warning: cannot check the port MTU (mlxd_open mlx5_0: the kernel "
+                             "refused GET_CONTEXT: Input/output error)"), "%s", out);
+}
+END_TEST
+
 /* 20 runs at once, each picking its own addresses (the losers of a race re-execute themselves
  * with the next pair): every run leaves no mlxd-emu.* tree behind in its TMPDIR, and while they
  * run each shows as mlxd-capture (a re-execution by /proc/self/exe showed as "exe"). */
@@ -1024,6 +1041,7 @@ Suite *receiver_tool_suite(void)
     tcase_add_test(tc, cut_capture_replays_whole_frames);
     tcase_add_loop_test(tc, interrupt_ends_long_waits, 0, (int)(sizeof LONG_WAITS / sizeof LONG_WAITS[0]));
     tcase_add_test(tc, concurrent_runs_leave_no_tree);
+    tcase_add_test(tc, mtu_check_unopened_said);
     suite_add_tcase(s, tc);
     return s;
 }
