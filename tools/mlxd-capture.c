@@ -28,9 +28,11 @@
 #include <sys/socket.h>
 
 #include "mlxd_capture.h"
+#include "mlxd_capture_classify.h"
 #include "mlxd_emu.h"
 #include "mlxd_error.h"
 #include "mlxd_receiver.h"
+#include "mlxd_names.h"
 #include "mlxd_uverbs.h"
 
 #define EMU_REEXEC_ENV "MLXD_CAPTURE_EMULATED"
@@ -90,6 +92,9 @@ static void usage(FILE *f)
 "                           (NNNNNN: the arrival index, from 0: received_frame_number - 1);\n"
 "                           DIR must be a writable directory (made when missing); a frame that\n"
 "                           cannot be written fails the run\n"
+"      --record-cqes FILE   record every CQE of the receive CQ into FILE, a CQE fixture\n"
+"                           (docs/fixture-format.md): replay it through a receiver in tests\n"
+"                           (docs/testing-with-fixtures.md) or decode it with mlxd-cqe\n"
 "      --json               one JSON object per frame and a final summary object\n"
 "  -v, --print-frames       one text line per frame (decoded metadata, payload check)\n"
 "      --no-verify          [replay, generate] do not check the payload pattern (word i of\n"
@@ -129,6 +134,7 @@ struct cfg {
     const char *target;
     uint16_t target_port;       /* the :PORT of --target, 0 when it has none */
     const char *save;
+    const char *record_cqes;
     bool json, print_frames, verify, quiet;
     unsigned consumer_delay_ms, timeout_ms;
 };
@@ -544,15 +550,10 @@ static int check_port_mtu(const struct cfg *c, const struct mlxd_capture *cap)
 
 /* A capture's numbers are input like the options: its geometry in the options' ranges, and a
  * receive buffer bounded by the capture's size (mlxd_capture_buffer_bound) unless --pages and
- * --page-size both say otherwise.  A file cut short inside its last record is replayed up to
- * there, with a warning.  Returns 0, or 1 after the message (the capture is wrong, not an
- * option: not a usage error). */
+ * --page-size both say otherwise.  Returns 0, or 1 after the message (the capture is wrong,
+ * not an option: not a usage error). */
 static int check_capture(const struct cfg *c, const struct mlxd_capture *cap)
 {
-    if (cap->cut_short)
-        fprintf(stderr, "mlxd-capture: warning: %s is cut short in record %zu (%s): replaying the %zu "
-                "whole records before it (%zu frames)\n", c->replay, cap->records + 1, cap->cut_why,
-                cap->records, cap->nframes);
     if (mlxd_capture_geometry_check(cap) < 0) {
         fprintf(stderr, "mlxd-capture: %s: %s\n", c->replay, mlxd_errmsg() + strlen("mlxd_capture_geometry_check: "));
         return 1;
@@ -602,17 +603,64 @@ static int start_failure_status(const struct cfg *c, int rc)
     return rc == -EINVAL && !from_capture ? 2 : 1;
 }
 
-/* --replay: loads the capture, checks it, takes the geometry the options leave open from it
- * and says what it found.  Returns 0, or 1 after the message. */
-static int setup_replay(struct cfg *c, struct run *R)
+/* A capture that is not sensor frame traffic: an RC or UC SEND stream is replayed into a QP set
+ * up to receive it, and what arrived is reported; anything else (READs, WRITEs of another
+ * conversation, atomics ...) is refused with one line naming what it holds and why
+ * (receiver/mlxd_capture_classify.h).  Returns -1 for sensor traffic (replay it as frames), else
+ * the exit status; frees the capture then. */
+static int foreign_capture(const struct cfg *c, struct mlxd_capture *cap)
+{
+    struct mlxd_capture_kind kind;
+    if (mlxd_capture_classify(cap, &kind) < 0 || kind.hsb) return -1;
+    char what[2048];
+    mlxd_capture_describe(&kind, what, sizeof what);
+    struct mlxd_conversation_report r;
+    int rc = mlxd_capture_replay_conversation(cap, &kind, c->device, 4791, &r);
+    mlxd_capture_free(cap);
+    if (rc == -EADDRINUSE && emulated_now()) retry_next_addresses();
+    if (rc == -EPROTONOSUPPORT || rc == -EFBIG) {
+        const char *why = strstr(mlxd_errmsg(), ": ");
+        fprintf(stderr, "mlxd-capture: %s: not replayed: not Holoscan Sensor Bridge traffic (UC RDMA WRITE frames "
+                "into a receiver's pages) but %s; and not a SEND stream a QP can receive either%s\n",
+                c->replay, what, why ? why : "");
+        return 1;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "mlxd-capture: %s: %s\n", c->replay, mlxd_errmsg());
+        return 1;
+    }
+    bool all = r.arrived == r.messages && !r.errors;
+    printf("mlxd-capture: %s: %s\nreplayed as a SEND conversation into %s QP 0x%06x on %s (captured QP 0x%06x, "
+           "%" PRIu64 " request packets): %" PRIu64 " of %u messages arrived, %" PRIu64 " bytes, %" PRIu64
+           " with immediate, %" PRIu64 " error completions%s%s\n", c->replay, what,
+           r.transport == MLXD_QP_RC ? "an RC" : "a UC", r.local_qpn, c->device, r.captured_qpn, r.packets,
+           r.arrived, r.messages, r.bytes, r.with_imm, r.errors, r.errors ? ", the first: " : "",
+           r.errors ? mlxd_wc_status_name(r.first_error) : "");
+    printf("%s\n", all ? "OK: every message of the capture arrived" : "FAILED: messages missing or in error");
+    return all ? 0 : 1;
+}
+
+/* --replay: loads the capture, takes the geometry it implies where no option set it, and says
+ * what it holds.  Returns -1 to go on (frame traffic), else the exit status: 1 when it cannot be
+ * replayed (the message printed), or that of a conversation replay (foreign_capture). */
+static int load_replay(struct cfg *c, struct run *R)
 {
     int rc = mlxd_capture_load(c->replay, &R->cap);
     if (rc < 0) {
         fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
         return 1;
     }
-    if (check_capture(c, R->cap))
+    if (R->cap->cut_short)
+        fprintf(stderr, "mlxd-capture: warning: %s is cut short in record %zu (%s): replaying the %zu "
+                "whole records before it (%zu frames)\n", c->replay, R->cap->records + 1, R->cap->cut_why,
+                R->cap->records, R->cap->nframes);
+    int fc = foreign_capture(c, R->cap);
+    if (fc >= 0) { R->cap = NULL; return fc; }
+    if (check_capture(c, R->cap)) {
+        mlxd_capture_free(R->cap);
+        R->cap = NULL;
         return 1;
+    }
     const struct mlxd_capture_geometry *g = &R->cap->geo;
     if (!c->frame_size_set) c->frame_size = g->frame_size;
     if (!c->page_size_set) c->page_size = g->page_size;
@@ -644,7 +692,7 @@ static int setup_replay(struct cfg *c, struct run *R)
         fprintf(stderr, "mlxd-capture: this capture has no RDMA WRITE with immediate (metadata "
                 "disabled in the sender): the receiver gets no completion, so no frame; the %zu "
                 "packets' bytes still land in the buffer\n", R->cap->npackets);
-    return 0;
+    return -1;
 }
 
 static int run(struct cfg *c)
@@ -658,8 +706,8 @@ static int run(struct cfg *c)
     bool mon_started = false, feed_started = false;
 
     if (c->replay) {
-        if (setup_replay(c, &R))
-            goto out;
+        int lr = load_replay(c, &R);
+        if (lr >= 0) return lr;
     } else {
         if (!c->frame_size_set) {
             if (c->generate) c->frame_size = 4096;
@@ -695,6 +743,7 @@ static int run(struct cfg *c)
         .queue_size = c->queue_size, .mode = c->mode,
         .imm_layout = c->legacy ? MLXD_HSB_IMM_LEGACY_8_24 : MLXD_HSB_IMM_12_20,
         .memory = MLXD_RECEIVER_MEM_HOST, .no_metadata = c->no_metadata,
+        .record_cqes = c->record_cqes,
     };
     int rc = mlxd_receiver_start(R.rx, &o);
     if (rc == -EADDRINUSE && emulated_now())
@@ -1004,7 +1053,7 @@ int main(int argc, char **argv)
                      .verify = true, .timeout_ms = 2000, .gen_md = MLXD_GEN_MD_SEPARATE };
     enum { O_FRAME = 256, O_PAGE, O_PAGES, O_MDOFF, O_PEER, O_QUEUE, O_DURATION, O_BUSY, O_EVENT,
            O_LEGACY, O_NOMD, O_EMULATE, O_REPLAY, O_PACE, O_LOOPS, O_GENERATE, O_FPS, O_GENMD,
-           O_PAYLOAD, O_TARGET, O_SAVE, O_JSON, O_NOVERIFY, O_DELAY, O_TIMEOUT };
+           O_PAYLOAD, O_TARGET, O_SAVE, O_JSON, O_NOVERIFY, O_DELAY, O_TIMEOUT, O_RECORD };
     static const struct mode_option mode_opts[] = {
         { O_PACE, "--pace", MODE_REPLAY }, { O_LOOPS, "--loops", MODE_REPLAY },
         { O_FPS, "--fps", MODE_GENERATE }, { O_GENMD, "--gen-metadata", MODE_GENERATE },
@@ -1027,6 +1076,7 @@ int main(int argc, char **argv)
         { "payload-size", 1, 0, O_PAYLOAD }, { "target", 1, 0, O_TARGET }, { "save", 1, 0, O_SAVE },
         { "json", 0, 0, O_JSON }, { "print-frames", 0, 0, 'v' }, { "no-verify", 0, 0, O_NOVERIFY },
         { "consumer-delay-ms", 1, 0, O_DELAY }, { "timeout-ms", 1, 0, O_TIMEOUT }, { "quiet", 0, 0, 'q' },
+        { "record-cqes", 1, 0, O_RECORD },
         { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
     int ch;
     uint64_t v;
@@ -1093,6 +1143,7 @@ int main(int argc, char **argv)
         case O_NOVERIFY: c.verify = false; break;
         case O_DELAY: NUM("--consumer-delay-ms", 0, UINT_MAX); c.consumer_delay_ms = (unsigned)v; break;
         case O_TIMEOUT: NUM("--timeout-ms", 0, UINT_MAX); c.timeout_ms = (unsigned)v; break;
+        case O_RECORD: c.record_cqes = optarg; break;
         case 'q': c.quiet = true; break;
         case 'h': usage(stdout); return 0;
         default:
