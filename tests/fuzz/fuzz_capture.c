@@ -6,7 +6,10 @@
  * --frame-size 4096: the map of the SIGFPE that an outside harness found in 8,023 runs).
  * Input: a pcap file when it starts with a pcap magic number; otherwise the bytes describe one
  * (structured.h).
- * Oracle: no crash, trap or sanitizer report; every call returns 0 or a documented error; a
+ * It also classifies the capture (mlxd_capture_classify, mlxd_capture_describe: what the tool
+ * decides first).
+ * Oracle: no crash, trap or sanitizer report; every call returns 0 or a documented error; the
+ * description is one NUL-terminated line of the length it reports; a
  * geometry the check accepts is in the options' ranges (frame 1..2^40, page a multiple of 128 in
  * 128..2^41, at least round_up(frame, 128) + 128, metadata inside the page), and under it every
  * frame's first packet with a RETH is rewritten to exactly the map's page of that frame. */
@@ -18,6 +21,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "mlxd_capture.h"
+#include "mlxd_capture_classify.h"
 #include "structured.h"
 
 static void rewrite_all(const struct mlxd_capture *c, const struct mlxd_replay_map *m, bool exact)
@@ -54,6 +58,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct mlxd_capture *c = fz_load(data, size, &speed);
     if (!c) return 0;
     if (c->cut_short && !c->cut_why[0]) abort();
+    /* what mlxd-capture decides first: frame traffic or a foreign conversation
+     * (receiver/mlxd_capture_classify.h); the description is one NUL-terminated line */
+    static struct mlxd_capture_kind kind;
+    if (mlxd_capture_classify(c, &kind)) abort();
+    static char what[2048];
+    size_t need = mlxd_capture_describe(&kind, what, sizeof what);
+    if (!memchr(what, 0, sizeof what) || strchr(what, '\n') || (need < sizeof what && strlen(what) != need)) abort();
     int prc = mlxd_capture_pace_check(c, speed);
     if (prc && prc != -ERANGE) abort();
     if (mlxd_capture_buffer_bound(c) < MLXD_CAPTURE_MIN_BUFFER_BOUND) abort();
