@@ -91,7 +91,35 @@ struct mlxd_receiver_opts {
     unsigned recv_depth;         /* receives kept posted: 0 = 256 (as the original); else
                                     2..32768 */
     unsigned repost_batch;       /* receives re-posted at once: 0 = 16; 1..recv_depth/2 */
+    const char *record_cqes;     /* NULL, or a file to record every CQE of the receive CQ into
+                                    (mlxd_cq_record_start, mlx5/mlxd_mlx5.h: a CQE fixture,
+                                    docs/fixture-format.md), from start until close (the flush
+                                    CQEs of close included); read during start only */
+    const char *replay_fixture;  /* NULL, or a CQE fixture (docs/fixture-format.md) to receive
+                                    from instead of a NIC: no device is opened (device and
+                                    peer_ip are not used, but peer_ip must still parse); the
+                                    records play into a detached CQ, each 'md' block landing in
+                                    its page before its CQE, and the monitor (busy-poll: mode
+                                    is ignored), queue, callbacks and counters run as with a
+                                    NIC.  Host memory only.  docs/testing-with-fixtures.md */
+    uint32_t replay_pace;        /* enum mlxd_replay_pace */
 };
+
+/* How a receiver started on replay_fixture plays the records. */
+enum mlxd_replay_pace {
+    MLXD_REPLAY_PACE_FAST = 0,     /* as fast as the monitor consumes them */
+    MLXD_REPLAY_PACE_RECORDED = 1, /* with the recorded delays between records */
+    MLXD_REPLAY_PACE_STEPPED = 2,  /* only as many as mlxd_receiver_replay_step() allowed */
+};
+
+/* Stepped pacing: lets the replay write n more records (each a CQE, with its metadata block).
+ * Returns 0; -EINVAL when the receiver was not started on a fixture with
+ * MLXD_REPLAY_PACE_STEPPED.  Any thread. */
+int mlxd_receiver_replay_step(struct mlxd_receiver *r, unsigned n);
+
+/* Records the replay has written into the ring so far (*written) and the fixture holds (*total).
+ * -EINVAL when the receiver was not started on a fixture.  Any thread. */
+int mlxd_receiver_replay_progress(const struct mlxd_receiver *r, uint64_t *written, uint64_t *total);
 
 /* Bits of mlxd_receiver_frame.flags. */
 #define MLXD_FRAME_PSN_MISMATCH 0x1u /* at completion the device had rewritten the page, or was
@@ -100,6 +128,12 @@ struct mlxd_receiver_opts {
                                         the metadata is then not this frame's.  Without the flag
                                         the metadata is this frame's own block, never a mix */
 #define MLXD_FRAME_NO_METADATA  0x2u /* started with no_metadata: metadata fields are 0 */
+#define MLXD_FRAME_STALE        0x4u /* the completion wrote nothing into its page: a WRITE with
+                                        immediate of 0 bytes (which needs no rkey: IB spec
+                                        o9-21), or the page's metadata block is still the one
+                                        delivered with its previous frame (or held at start).
+                                        Set with MLXD_FRAME_PSN_MISMATCH when there is metadata;
+                                        counted in stats.overwritten.  The frame is not a new one */
 
 /* One frame (RoceReceiverFrameInfoV1 + the decoded metadata). */
 struct mlxd_receiver_frame {
@@ -111,8 +145,10 @@ struct mlxd_receiver_frame {
     uint64_t frame_number;       /* metadata.frame_number (16 bits) extended to 64 across wraps,
                                     over every completion in arrival order, dropped ones included.
                                     With MLXD_FRAME_PSN_MISMATCH the metadata is the rewriting
-                                    frame's (as far as its write had landed), and it does not
-                                    advance the extension */
+                                    frame's (as far as its write had landed), or (with
+                                    MLXD_FRAME_STALE) an older frame's, and it does not advance
+                                    the extension; a number older than the newest (by less than
+                                    32768) does not either (mlxd_hsb_counter16) */
     uint32_t imm_data;           /* the immediate, host order */
     uint32_t imm_psn;            /* PSN from the immediate */
     int64_t  received_s;         /* CLOCK_REALTIME when the monitor saw the completion */
@@ -129,7 +165,8 @@ struct mlxd_receiver_stats {
     uint64_t dropped;            /* oldest frames dropped because the queue was full */
     uint64_t replaced;           /* frames replaced before the consumer's first get_next_frame */
     uint64_t overwritten;        /* frames flagged MLXD_FRAME_PSN_MISMATCH: metadata PSN not the
-                                    immediate's, or the block rewritten while it was copied */
+                                    immediate's, or the block rewritten while it was copied, or
+                                    stale (MLXD_FRAME_STALE) */
     uint64_t overwritten_after_read; /* mlxd_receiver_frame_check() verdicts OVERWRITTEN */
     uint64_t bad_page;           /* completions whose page index was >= pages (no frame made) */
     uint64_t errors;             /* error completions (not counting flushes at close) */
