@@ -224,12 +224,24 @@ struct mlxd_region_opts {
     uint32_t access;           /* OR of enum mlxd_access; 0 = local read only */
     uint32_t order;            /* enum mlxd_order; 0 = in order */
     uint64_t iova;             /* address the NIC and peers use for the first byte; 0 = default:
-                                  the VA for host memory, the offset for dma-buf memory */
+                                  the VA for host memory, the offset for dma-buf memory, unless
+                                  flags has MLXD_REGION_IOVA_EXACT */
+    uint32_t flags;            /* OR of enum mlxd_region_flags; 0 = none */
+    uint32_t reserved;         /* 0 */
+};
+
+enum mlxd_region_flags {
+    /* iova is taken as given, 0 included: iova 0 makes a zero-based region, whose first byte
+     * peers and work entries address as 0 (what ibv_reg_mr_iova(pd, addr, len, 0, access) asks
+     * for; Holoscan Sensor Bridge's gpu_roce_transceiver registers its rings so).  The kernel's
+     * rule still applies: iova and addr (offset for dma-buf) share their in-page offset, so a
+     * zero-based region starts on a page boundary (uverbs_cmd.c ib_uverbs_reg_mr). */
+    MLXD_REGION_IOVA_EXACT = 1,
 };
 
 /* Where the NIC reads or writes local bytes: the scatter/gather entry of a work entry. */
 struct mlxd_local {
-    uint64_t addr;             /* IOVA of the first byte (the VA for host regions) */
+    uint64_t addr;             /* IOVA of the first byte (the VA for host regions by default) */
     uint32_t length;           /* bytes */
     uint32_t lkey;
 };
@@ -243,9 +255,9 @@ struct mlxd_remote {
 };
 
 /* Registers [addr, addr+length) of this process (REG_MR via INVOKE_WRITE).  length > 0.
- * opts NULL = { access 0, in order, iova = addr }.
+ * opts NULL = { access 0, in order, iova = addr }; iova 0 with MLXD_REGION_IOVA_EXACT: zero-based.
  * The memory must stay mapped until deregistered; the caller keeps owning it.
- * Errors: -EINVAL misuse (NULL, length 0, unknown access bits, REMOTE_WRITE/ATOMIC without
+ * Errors: -EINVAL misuse (NULL, length 0, unknown access bits or flags, REMOTE_WRITE/ATOMIC without
  * LOCAL_WRITE (kernel rule ib_check_mr_access), iova with another in-page offset than addr);
  * -EFAULT from the kernel when [addr, addr + length) is not mapped memory of this process;
  * -ENOMEM/-EAGAIN/-EPERM from the kernel: when the locked-memory limit is the cause
