@@ -80,10 +80,13 @@ struct mlxd_receiver {
     _Atomic uint32_t last_page;    /* page of the newest frame */
     struct mlxd_hsb_counter16 fn;  /* monitor only */
 
-    /* statistics (written by the monitor, read anywhere) */
-    _Atomic uint64_t frames, consumed, overwritten, overwritten_after_read, bad_page, errors,
-        flushed, hw_drops, last_fn;
-    _Atomic uint64_t by_syndrome[256];
+    /* statistics (written by the monitor, read anywhere); `consumed`, written by the consumers,
+     * has a cache line of its own so that taking a frame does not pull the monitor's counters
+     * away from it (and the monitor's `frames` stays off the consumers' line) */
+    _Alignas(64) _Atomic uint64_t frames;
+    _Atomic uint64_t overwritten, overwritten_after_read, bad_page, errors, flushed, hw_drops, last_fn;
+    _Alignas(64) _Atomic uint64_t consumed;
+    _Alignas(64) _Atomic uint64_t by_syndrome[256];
 
     /* frame-ready callback: kept across starts */
     _Atomic(mlxd_receiver_frame_ready_fn) cb;
@@ -92,7 +95,13 @@ struct mlxd_receiver {
 
 struct mlxd_receiver *mlxd_receiver_new(void)
 {
-    struct mlxd_receiver *r = calloc(1, sizeof *r);
+    /* 64-byte aligned: the frame queue's and the counters' cache lines (_Alignas(64)) are real
+     * cache lines only if the struct is; calloc guarantees 16 bytes */
+    struct mlxd_receiver *r = NULL;
+    if (posix_memalign((void **)&r, _Alignof(struct mlxd_receiver), sizeof *r))
+        r = NULL;
+    if (r)
+        memset(r, 0, sizeof *r);
     if (!r) {
         mlxd_err(ENOMEM, "mlxd_receiver_new: out of memory");
         return NULL;
@@ -703,8 +712,10 @@ static int loop_event(struct mlxd_receiver *r)
         if (p[1].revents || atomic_load(&r->stop))
             return 0;
         if (p[0].revents) {
-            struct mlxd_event ev[8];
-            rc = mlxd_wait(r->nic, 0, ev, 8);   /* consumes the completion event(s) */
+            /* one read of the one event an armed CQ raises: with the poll above, the two system
+             * calls per wake-up that the kernel's interface needs (issue 18) */
+            struct mlxd_event ev;
+            rc = mlxd_read_completion_event(r->nic, &ev);
             if (rc < 0)
                 return rc;
             rc = mlxd_cq_arm(r->cq, false);

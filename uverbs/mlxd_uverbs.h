@@ -430,9 +430,22 @@ struct mlxd_event {
 int mlxd_wait(struct mlxd_nic *nic, int ms, struct mlxd_event *out, size_t cap);
 
 /* The fds mlxd_wait polls (for an application's own epoll): the async fd and the completion
- * channel fd (-1 until a CQ with events exists).  Read them only through mlxd_wait; they
- * belong to the NIC (closed by mlxd_close).  Returns 0 or -EINVAL.  Any thread. */
+ * channel fd (-1 until a CQ with events exists).  Read them only through mlxd_wait or
+ * mlxd_read_completion_event; they belong to the NIC (closed by mlxd_close).  Returns 0 or
+ * -EINVAL.  Any thread. */
 int mlxd_event_fds(const struct mlxd_nic *nic, int *async_fd, int *comp_fd);
+
+/* For an application that waits on the completion channel fd itself (poll/epoll on
+ * mlxd_event_fds' comp_fd, e.g. together with fds of its own): exactly one read(2) of the
+ * channel, which is what the kernel's interface needs per wake-up (one wait, one read of one
+ * struct ib_uverbs_comp_event_desc: include/uapi/rdma/ib_user_verbs.h; ibv_get_cq_event does
+ * the same).  Returns 1 with ev filled (kind MLXD_EVENT_COMPLETION, cq, user_data; the CQ's
+ * arm sequence advances as mlxd_wait's does), 0 when nothing was queued (EAGAIN/EINTR) or the
+ * event was for a CQ destroyed since.  The channel is a blocking fd: call it once poll says the
+ * fd is readable, or it waits for the next event.  Errors: -EINVAL nic or ev NULL, nic closed,
+ * or no completion channel yet (no CQ with events); -errno of read.  Thread rules: as
+ * mlxd_wait (one reader of a NIC's events at a time). */
+int mlxd_read_completion_event(struct mlxd_nic *nic, struct mlxd_event *ev);
 
 #ifdef __cplusplus
 }

@@ -525,6 +525,19 @@ static int read_event(struct mlxd_nic *nic, int fd, bool comp, struct mlxd_event
     return keep;
 }
 
+int mlxd_read_completion_event(struct mlxd_nic *nic, struct mlxd_event *ev)
+{
+    if (!nic_ok(nic) || !ev)
+        return mlxd_err(EINVAL, "mlxd_read_completion_event: %s", ev ? "invalid or closed nic" : "ev is NULL");
+    if (nic->comp_fd < 0)
+        return mlxd_err(EINVAL, "mlxd_read_completion_event %s: no completion channel (no CQ with events)",
+                        nic->name);
+    int k = read_event(nic, nic->comp_fd, true, ev);
+    if (k < 0)
+        return mlxd_err(-k, "mlxd_read_completion_event %s: read: %s", nic->name, strerror(-k));
+    return k;
+}
+
 static int64_t now_ms(void)
 {
     struct timespec ts;
