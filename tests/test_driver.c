@@ -35,6 +35,8 @@ struct side {
     uint8_t *buf;
 };
 
+static uint8_t g_blueflame;   /* the QPs' enum mlxd_blueflame (blueflame_off_transfers) */
+
 static void side_open(struct side *s, const char *dev, uint32_t type, bool events)
 {
     memset(s, 0, sizeof *s);
@@ -46,8 +48,11 @@ static void side_open(struct side *s, const char *dev, uint32_t type, bool event
     ck_assert_msg(mlxd_region_register(s->nic, s->buf, BUF, &ro, &s->reg) == 0, "%s", mlxd_errmsg());
     struct mlxd_cq_opts co = { .sz = sizeof co, .events = events };
     ck_assert_msg(mlxd_cq_create(s->nic, 64, &co, &s->cq) == 0, "%s", mlxd_errmsg());
-    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = type, .send_depth = 32, .recv_depth = 32, .max_inline = 64 };
+    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = type, .send_depth = 32, .recv_depth = 32, .max_inline = 64,
+                               .blueflame = g_blueflame };
     ck_assert_msg(mlxd_qp_create(s->cq, &qo, &s->qp) == 0, "%s", mlxd_errmsg());
+    /* the emulated device has BlueFlame registers (bf_reg_size 512, docs/emulator.md) */
+    ck_assert(mlxd_qp_blueflame(s->qp) == (g_blueflame != MLXD_BLUEFLAME_OFF));
 }
 
 static void side_connect(struct side *s, const struct mlxd_endpoint *peer, uint32_t type)
@@ -382,6 +387,62 @@ static void transfers(uint32_t type)
 }
 
 START_TEST(rc_transfers) { transfers(MLXD_QP_RC); }
+
+/* The same transfers with every ring a doorbell only (no BlueFlame copy): the NIC fetches each
+ * WQE from the send ring. */
+START_TEST(blueflame_off_transfers)
+{
+    g_blueflame = MLXD_BLUEFLAME_OFF;
+    transfers(MLXD_QP_RC);
+    transfers(MLXD_QP_UC);
+    g_blueflame = MLXD_BLUEFLAME_DEFAULT;
+}
+END_TEST
+
+/* BlueFlame on/off per QP and libmlx5's environment switch (rdma-core providers/mlx5/mlx5.c
+ * get_shut_up_bf: MLX5_SHUT_UP_BF set and not "0" turns it off). */
+START_TEST(blueflame_switch)
+{
+    struct mlxd_nic *nic;
+    struct mlxd_cq *cq;
+    ck_assert_int_eq(mlxd_open("mlx5_0", NULL, &nic), 0);
+    struct mlxd_port_info pi;
+    ck_assert_int_eq(mlxd_port_info(nic, &pi), 0);
+    ck_assert_uint_eq(pi.bf_reg_size, 512);
+    ck_assert_int_eq(mlxd_cq_create(nic, 64, NULL, &cq), 0);
+    static const struct { const char *env; uint8_t bf; bool want; } cases[] = {
+        { NULL, MLXD_BLUEFLAME_DEFAULT, true },  { NULL, MLXD_BLUEFLAME_ON, true },   { NULL, MLXD_BLUEFLAME_OFF, false },
+        { "1", MLXD_BLUEFLAME_DEFAULT, false },  { "1", MLXD_BLUEFLAME_ON, true },    { "1", MLXD_BLUEFLAME_OFF, false },
+        { "yes", MLXD_BLUEFLAME_DEFAULT, false }, { "0", MLXD_BLUEFLAME_DEFAULT, true }, { "", MLXD_BLUEFLAME_DEFAULT, false },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].env) setenv("MLX5_SHUT_UP_BF", cases[i].env, 1); else unsetenv("MLX5_SHUT_UP_BF");
+        struct mlxd_qp *qp;
+        struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_RC, .send_depth = 8, .recv_depth = 8,
+                                   .blueflame = cases[i].bf };
+        ck_assert_msg(mlxd_qp_create(cq, &qo, &qp) == 0, "%s", mlxd_errmsg());
+        ck_assert_msg(mlxd_qp_blueflame(qp) == cases[i].want, "case %zu: env %s, blueflame %u", i,
+                      cases[i].env ? cases[i].env : "(unset)", cases[i].bf);
+        ck_assert_int_eq(mlxd_qp_destroy(qp), 0);
+        ck_assert(!mlxd_qp_blueflame(qp));                 /* destroyed */
+    }
+    unsetenv("MLX5_SHUT_UP_BF");
+    /* no send ring: nothing to ring */
+    struct mlxd_qp *rq;
+    struct mlxd_qp_opts ro = { .sz = sizeof ro, .type = MLXD_QP_UC, .recv_depth = 8, .blueflame = MLXD_BLUEFLAME_ON };
+    ck_assert_int_eq(mlxd_qp_create(cq, &ro, &rq), 0);
+    ck_assert(!mlxd_qp_blueflame(rq));
+    ck_assert_int_eq(mlxd_qp_destroy(rq), 0);
+    /* an unknown value is misuse: EINVAL, nothing created */
+    struct mlxd_qp *bad = NULL;
+    struct mlxd_qp_opts bo = { .sz = sizeof bo, .type = MLXD_QP_RC, .send_depth = 8, .blueflame = 3 };
+    ck_assert_int_eq(mlxd_qp_create(cq, &bo, &bad), -EINVAL);
+    ck_assert_ptr_null(bad);
+    ck_assert_msg(strstr(mlxd_errmsg(), "blueflame 3 is not DEFAULT (0), ON (1) or OFF (2)"), "%s", mlxd_errmsg());
+    ck_assert(!mlxd_qp_blueflame(NULL));
+    ck_assert_int_eq(mlxd_close(nic), 0);
+}
+END_TEST
 END_TEST
 START_TEST(uc_transfers) { transfers(MLXD_QP_UC); }
 END_TEST
@@ -784,6 +845,8 @@ Suite *driver_suite(void)
     tcase_add_test(tc, option_misuse_changes_nothing);
     tcase_add_test(tc, rc_transfers);
     tcase_add_test(tc, uc_transfers);
+    tcase_add_test(tc, blueflame_off_transfers);
+    tcase_add_test(tc, blueflame_switch);
     tcase_add_test(tc, error_completions);
     tcase_add_test(tc, arm_and_wait_one_event);
     tcase_add_test(tc, qp_to_error_flushes);

@@ -329,11 +329,31 @@ struct mlxd_qp_opts {
     uint32_t gid_index;        /* local GID table index (source GID of every packet) */
     uint32_t psn;              /* first send PSN (24 bits); 0 = random */
     uint64_t user_data;        /* returned in struct mlxd_event.user_data for QP events */
+    uint8_t  blueflame;        /* enum mlxd_blueflame; 0 = MLXD_BLUEFLAME_DEFAULT */
+};
+
+/* BlueFlame: mlxd_qp_ring of a single WQE that fits half the BlueFlame register (bf_reg_size/2,
+ * mlxd_port_info) copies the whole WQE into the write-combining register, so the NIC starts
+ * without reading the WQE from host memory (lower latency for small sends); otherwise, or with
+ * BlueFlame off, it writes the 8-byte doorbell and the NIC fetches the WQE by DMA.
+ * Off suits: senders of large or batched WQEs (BlueFlame is never used for a batch anyway),
+ * hosts where write-combining stores are slow or flushed late (some virtual machines and CPUs:
+ * the DPDK mlx5 guide and libvma advise MLX5_SHUT_UP_BF=1 there), and a receive-only QP.
+ * On suits: latency-bound senders posting one small WQE per ring.
+ * MLXD_BLUEFLAME_DEFAULT is on when the device has write-combining registers, unless the
+ * environment variable MLX5_SHUT_UP_BF is set and not "0" (libmlx5's switch, read at
+ * mlxd_qp_create).  _ON and _OFF ignore the environment; _ON on a device without
+ * write-combining registers (bf_reg_size 0) is doorbell-only, as libmlx5. */
+enum mlxd_blueflame {
+    MLXD_BLUEFLAME_DEFAULT = 0,
+    MLXD_BLUEFLAME_ON = 1,
+    MLXD_BLUEFLAME_OFF = 2,
 };
 
 /* Creates a QP on cq (QP_CREATE ioctl, state RESET).  The QP buffer (receive ring, then send
  * ring, page aligned) and its doorbell record are owned by the library.
- * Errors: -EINVAL misuse (type not RC/UC, both depths 0, gid index not valid on the port);
+ * Errors: -EINVAL misuse (type not RC/UC, both depths 0, gid index not valid on the port,
+ * blueflame not an enum mlxd_blueflame value);
  * -EINVAL "exceeds the device's maximum" when a depth, the inline size or the WQE size
  * (max_sq_desc_sz) is beyond the device (the message names the bound); -ENOMEM; -ENOSPC when
  * the NIC's table of QPs (4096 per NIC) is full; the kernel's errno (message "QP_CREATE").
@@ -346,6 +366,10 @@ struct mlxd_endpoint {
     uint32_t psn;              /* 24-bit first send PSN of this QP */
     uint8_t  gid[16];          /* this QP's source GID (network order) */
 };
+
+/* Whether mlxd_qp_ring of this QP uses BlueFlame (enum mlxd_blueflame); false for NULL, a
+ * destroyed QP, or a QP without a send ring.  Any thread. */
+bool mlxd_qp_blueflame(const struct mlxd_qp *qp);
 
 /* Fills *out (the PSN is the one connect will use for sends).  -EINVAL on misuse.  Any thread. */
 int mlxd_qp_endpoint(const struct mlxd_qp *qp, struct mlxd_endpoint *out);

@@ -65,6 +65,51 @@ static const uint8_t *gid_by_index(const struct mlxd_nic *nic, uint32_t idx)
     return NULL;
 }
 
+/* Whether the QP's sends use BlueFlame: the device must have write-combining registers
+ * (bf_reg_size != 0); MLXD_BLUEFLAME_OFF never, _ON always then, _DEFAULT unless the environment
+ * says MLX5_SHUT_UP_BF (set and not "0"), as libmlx5 reads it (rdma-core providers/mlx5/mlx5.c
+ * get_shut_up_bf). */
+static bool want_blueflame(const struct mlxd_nic *nic, const struct mlxd_qp_opts *opts, uint32_t sq_wqebbs)
+{
+    if (!nic->bf_reg_size || !sq_wqebbs)
+        return false;
+    uint8_t bf = opts->sz > offsetof(struct mlxd_qp_opts, blueflame) ? opts->blueflame : MLXD_BLUEFLAME_DEFAULT;
+    if (bf != MLXD_BLUEFLAME_DEFAULT)
+        return bf == MLXD_BLUEFLAME_ON;
+    const char *env = getenv("MLX5_SHUT_UP_BF");
+    return !env || !strcmp(env, "0");
+}
+
+/* A doorbell UAR of the QP's own: BlueFlame (write-combining) when wanted, else a non-cached
+ * doorbell page (kernel drivers/infiniband/hw/mlx5/main.c UAR_OBJ_ALLOC: MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC,
+ * what libmlx5 maps with MLX5_SHUT_UP_BF).  Sets uar_handle, uar_map, uar_bf, bf_reg,
+ * bf_buf_size (0: the ring writes the doorbell only, never the BlueFlame copy). */
+static int qp_doorbell_uar(struct mlxd_nic *nic, struct mlxd_qp *qp, const struct mlxd_qp_opts *opts,
+                           uint32_t sq_wqebbs, uint32_t *page_id)
+{
+    static const char fn[] = "mlxd_qp_create";
+    int rc = -EOPNOTSUPP;
+    if (want_blueflame(nic, opts, sq_wqebbs)) {
+        rc = mlxd__uar_alloc(nic, MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF, &qp->uar_handle, page_id, &qp->uar_map);
+        qp->uar_bf = rc == 0;
+    }
+    if (rc == -EOPNOTSUPP)      /* no BlueFlame (not wanted, or the kernel has no WC UARs) */
+        rc = mlxd__uar_alloc(nic, MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC, &qp->uar_handle, page_id, &qp->uar_map);
+    if (rc == MLXD__UAR_TOO_SMALL)
+        return mlxd_err(ENOSPC, "%s %s: UAR_OBJ_ALLOC gave a doorbell register mapping smaller than a system page",
+                        fn, nic->name);
+    if (rc)
+        return mlxd_err(-rc, "%s %s: the kernel refused UAR_OBJ_ALLOC + MMAP: %s", fn, nic->name, strerror(-rc));
+    qp->bf_reg = (uint8_t *)qp->uar_map + MLXD_UAR_BF_OFFSET;
+    qp->bf_buf_size = qp->uar_bf ? nic->bf_reg_size / 2 : 0;
+    return 0;
+}
+
+bool mlxd_qp_blueflame(const struct mlxd_qp *qp)
+{
+    return qp && qp->state == OBJ_LIVE && qp->bf_buf_size != 0;
+}
+
 int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct mlxd_qp **out)
 {
     static const char fn[] = "mlxd_qp_create";
@@ -76,6 +121,8 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     int trc = mlxd__opts_tail_check(fn, "opts", opts, opts->sz, sizeof *opts);
     if (trc) return trc;
     if (opts->psn > 0xffffff) return mlxd_err(EINVAL, "%s: psn 0x%x exceeds 24 bits", fn, opts->psn);
+    if (opts->sz > offsetof(struct mlxd_qp_opts, blueflame) && opts->blueflame > MLXD_BLUEFLAME_OFF)
+        return mlxd_err(EINVAL, "%s: blueflame %u is not DEFAULT (0), ON (1) or OFF (2)", fn, opts->blueflame);
     uint32_t type = opts->type ? opts->type : MLXD_QP_RC;
     if (type != MLXD_QP_RC && type != MLXD_QP_UC) return mlxd_err(EINVAL, "%s: type %u is not RC (2) or UC (3)", fn, type);
     if (!opts->send_depth && !opts->recv_depth) return mlxd_err(EINVAL, "%s: send and receive depth are both 0", fn);
@@ -166,27 +213,9 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     pthread_mutex_unlock(&nic->lock);
     qp->uidx = uidx;
 
-    /* a doorbell UAR of its own: BlueFlame (write-combining) when the device has it */
     uint32_t page_id = 0;
-    rc = -EOPNOTSUPP;
-    if (nic->bf_reg_size && sq_wqebbs) {
-        rc = mlxd__uar_alloc(nic, MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF, &qp->uar_handle, &page_id, &qp->uar_map);
-        qp->uar_bf = rc == 0;
-    }
-    if (rc == -EOPNOTSUPP)      /* no BlueFlame: a non-cached doorbell page (kernel
-                                 * drivers/infiniband/hw/mlx5/main.c UAR_OBJ_ALLOC) */
-        rc = mlxd__uar_alloc(nic, MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC, &qp->uar_handle, &page_id, &qp->uar_map);
-    if (rc == MLXD__UAR_TOO_SMALL) {
-        rc = mlxd_err(ENOSPC, "%s %s: UAR_OBJ_ALLOC gave a doorbell register mapping smaller than a system page",
-                      fn, nic->name);
-        goto fail_uidx;
-    }
-    if (rc) {
-        rc = mlxd_err(-rc, "%s %s: the kernel refused UAR_OBJ_ALLOC + MMAP: %s", fn, nic->name, strerror(-rc));
-        goto fail_uidx;
-    }
-    qp->bf_reg = (uint8_t *)qp->uar_map + MLXD_UAR_BF_OFFSET;
-    qp->bf_buf_size = qp->uar_bf ? nic->bf_reg_size / 2 : 0;
+    rc = qp_doorbell_uar(nic, qp, opts, sq_wqebbs, &page_id);
+    if (rc) goto fail_uidx;
 
     struct mlx5_ib_create_qp req;
     struct mlx5_ib_create_qp_resp resp;
