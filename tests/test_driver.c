@@ -5,6 +5,7 @@
  * (mlx5dv.h MLX5_CQE_SYNDROME_*, rdma-core providers/mlx5/cq.c mlx5_handle_error_cqe) and the
  * emulator's documented configuration. */
 #include <arpa/inet.h>
+#include <poll.h>
 #include <pthread.h>
 #include <check.h>
 #include <endian.h>
@@ -521,6 +522,27 @@ START_TEST(arm_and_wait_one_event)
     ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
     ck_assert_int_eq(mlxd_wait(b.nic, 5000, ev, 4), 1);
     ck_assert_uint_eq(ev[0].kind, MLXD_EVENT_COMPLETION);
+
+    /* the same with the application's own poll + mlxd_read_completion_event: one read, one event */
+    ck_assert_int_eq(mlxd_read_completion_event(NULL, ev), -EINVAL);
+    ck_assert_int_eq(mlxd_read_completion_event(b.nic, NULL), -EINVAL);
+    ck_assert_int_eq(mlxd_read_completion_event(a.nic, ev), -EINVAL);   /* A has no CQ with events */
+    ck_assert_msg(strstr(mlxd_errmsg(), "no completion channel"), "%s", mlxd_errmsg());
+    for (int t = 0; t < 1000 && mlxd_cq_poll(b.cq, wc, 4) == 0; t++) usleep(1000);
+    ck_assert_int_eq(mlxd_cq_arm(b.cq, false), 0);
+    ck_assert_int_eq(mlxd_qp_receive(b.qp, r, 1), 1);
+    e.imm = 10;
+    ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
+    ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+    int comp_fd = -1;
+    ck_assert_int_eq(mlxd_event_fds(b.nic, NULL, &comp_fd), 0);
+    struct pollfd pf = { .fd = comp_fd, .events = POLLIN };
+    ck_assert_int_eq(poll(&pf, 1, 5000), 1);
+    memset(ev, 0, sizeof ev);
+    ck_assert_int_eq(mlxd_read_completion_event(b.nic, &ev[0]), 1);
+    ck_assert_uint_eq(ev[0].kind, MLXD_EVENT_COMPLETION);
+    ck_assert_ptr_eq(ev[0].cq, b.cq);
+    ck_assert_int_eq(poll(&pf, 1, 0), 0);                 /* consumed: the fd is no longer readable */
     side_close(&a);
     side_close(&b);
 }
