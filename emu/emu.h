@@ -103,6 +103,8 @@ struct emu_cq {
     uint32_t ncqe;                /* power of two */
     uint32_t cqe_size;            /* 64 or 128 */
     volatile uint32_t *dbrec;     /* [0] SET_CI BE32 (ci & 0xffffff), [1] ARM BE32 word */
+    bool     ignore_overrun;      /* IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN (k: hw/mlx5/cq.c sets cqc.oi):
+                                     the NIC never reads [0] and never stops on an overrun */
     struct emu_uar *uar;          /* the UAR whose +0x20 takes the arm doorbell */
     struct emu_comp_channel *channel;  /* may be NULL */
     int      async_fd;            /* where CQ errors go (EVENT_FD or the default async fd) */

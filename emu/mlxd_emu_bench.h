@@ -30,8 +30,10 @@ extern "C" {
  * the CQE becomes visible to a poller no earlier than that.
  * Nothing of the wire is involved (no packet, no PSN): the RDMA payload, if any, is the caller's
  * to write into the registered memory before calling, as the NIC's DMA precedes its CQE.
- * Returns 0; -EAGAIN no receive is posted or the CQ holds ncqe unconsumed CQEs (nothing written:
- * call again later; the NIC would drop a UC message / overrun, a benchmark producer waits);
+ * Returns 0; -EAGAIN no receive is posted or the CQ holds ncqe unconsumed CQEs by its consumer
+ * index (nothing written: call again later; the NIC would drop a UC message / overrun, a
+ * benchmark producer waits; never for a CQ created with IGNORE_OVERRUN, which the NIC does not
+ * check);
  * -ENODEV the device is not open (or dev >= 16); -ENOENT no such QP; -EINVAL the QP is in
  * another state or has no receive ring or receive CQ.
  * Threads: any thread; takes the device's lock (the engine's), so calls are serialised with the

@@ -20,7 +20,9 @@ struct mlxd_cq {
     volatile uint8_t *buf;          /* ncqe CQEs of 64 bytes */
     uint32_t ci;                    /* consumer index (free-running) */
     uint32_t ncqe;                  /* power of two */
-    volatile uint32_t *dbrec;       /* [0] SET_CI BE32, [1] ARM BE32 */
+    volatile uint32_t *dbrec;       /* [0] SET_CI BE32, [1] ARM BE32; an overrun-ignoring CQ's
+                                       points at ci_sink: the poll loop's consumer-index stores
+                                       (one per batch) then never reach the doorbell record */
     struct mlxd_qp *const *qp_table;/* nic->qp_table, NULL for detached CQs */
     uint32_t state;                 /* enum obj_state */
     uint8_t  cqe_version;
@@ -38,7 +40,11 @@ struct mlxd_cq {
     uint64_t user_data;
     void    *mem;                   /* mmap'ed ring */
     size_t   mem_len;
-    void    *db;                    /* aligned_alloc'ed doorbell record (64 bytes) */
+    void    *db;                    /* the doorbell record (in the ring's mapping) */
+    volatile uint32_t *arm_rec;     /* &db[1]: the arm word mlxd_cq_arm writes */
+    bool     ignore_overrun;        /* IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN */
+    uint32_t ci_sink[2];            /* dbrec of an overrun-ignoring CQ */
+    uint64_t committed;             /* overrun-ignoring CQ: the depths of its QPs (under nic->lock) */
     unsigned qps;                   /* QPs using this CQ (under nic->lock) */
     int      destroy_result;
     struct mlxd_cq *next;

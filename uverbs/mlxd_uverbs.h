@@ -282,7 +282,21 @@ struct mlxd_cq_opts {
     bool     events;           /* attach the NIC's completion channel: mlxd_cq_arm + mlxd_wait */
     uint32_t comp_vector;      /* < the device's completion vectors; 0 default */
     uint64_t user_data;        /* returned in struct mlxd_event.user_data */
+    bool     ignore_overrun;   /* IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN (see below) */
 };
+
+/* Overrun-ignoring CQs (ignore_overrun; the kernel's IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN,
+ * include/uapi/rdma/ib_user_verbs.h, which drivers/infiniband/hw/mlx5/cq.c turns into the CQ
+ * context's `oi` bit; UCX creates its CQs so): the device does not check the consumer index, so
+ * mlxd_cq_poll never writes the consumer-index doorbell record (dbrec[0] stays 0); a batch
+ * saves that store and, on a real NIC, the cache-line transfer to the device that follows it.
+ * The price: a CQ that does overrun is not stopped with a CQ error (MLXD_EVENT_CQ_ERROR) but
+ * has its oldest unpolled CQEs overwritten, completions lost without a trace.  Choose it only
+ * when the CQ cannot overrun: entries >= the send_depth + recv_depth of every QP completing
+ * into it (then mlxd_qp_post / mlxd_qp_receive keep the outstanding work within the CQ: the
+ * sizing rule above), as mlxd_qp_create then enforces for such a CQ (-EINVAL otherwise).
+ * mlxd_cq_arm still writes the arm word with the consumer index.  The kernel may refuse it
+ * (-EOPNOTSUPP from CQ_CREATE: the device lacks the cq_oi capability). */
 
 /* Creates a CQ of `entries` rounded up to a power of two (>= 2) CQEs of 64 bytes.  The ring
  * (page aligned, entries*64 bytes, every CQE's op_own = 0xF0: opcode INVALID, owner 0) and its

@@ -110,6 +110,31 @@ bool mlxd_qp_blueflame(const struct mlxd_qp *qp)
     return qp && qp->state == OBJ_LIVE && qp->bf_buf_size != 0;
 }
 
+/* An overrun-ignoring CQ must never overrun (mlxd_uverbs.h: the device would overwrite CQEs
+ * nobody polled): the send and receive depths of the QPs completing into it must fit its
+ * entries.  Reserves them (under nic->lock) or returns -EINVAL changing nothing. */
+static int cq_depth_reserve(struct mlxd_nic *nic, struct mlxd_cq *cq, struct mlxd_cq *rcq, uint32_t sd, uint32_t rd,
+                            int sign)
+{
+    int rc = 0;
+    pthread_mutex_lock(&nic->lock);
+    if (sign > 0) {
+        uint64_t need_s = cq->committed + sd + (rcq == cq ? rd : 0), need_r = rcq->committed + rd;
+        if (cq->ignore_overrun && need_s > cq->ncqe)
+            rc = mlxd_err(EINVAL, "mlxd_qp_create: the overrun-ignoring CQ 0x%x has %u entries, its QPs' depths "
+                          "would need %llu", cq->cqn, cq->ncqe, (unsigned long long)need_s);
+        else if (rcq != cq && rcq->ignore_overrun && need_r > rcq->ncqe)
+            rc = mlxd_err(EINVAL, "mlxd_qp_create: the overrun-ignoring recv_cq 0x%x has %u entries, its QPs' "
+                          "depths would need %llu", rcq->cqn, rcq->ncqe, (unsigned long long)need_r);
+    }
+    if (!rc) {
+        cq->committed += (uint64_t)sign * sd;
+        rcq->committed += (uint64_t)sign * rd;
+    }
+    pthread_mutex_unlock(&nic->lock);
+    return rc;
+}
+
 int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct mlxd_qp **out)
 {
     static const char fn[] = "mlxd_qp_create";
@@ -158,16 +183,24 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
         rq_cnt = bytes / stride;
         rq_shift = (uint32_t)__builtin_ctz(stride);
     }
+    int rc = cq_depth_reserve(nic, cq, rcq, opts->send_depth, opts->recv_depth, 1);
+    if (rc) return rc;
     struct mlxd_qp *qp = calloc(1, sizeof *qp);
-    if (!qp) return mlxd_err(ENOMEM, "%s: out of memory", fn);
-    int rc;
+    if (!qp) {
+        cq_depth_reserve(nic, cq, rcq, opts->send_depth, opts->recv_depth, -1);
+        return mlxd_err(ENOMEM, "%s: out of memory", fn);
+    }
     size_t rq_bytes = (size_t)rq_cnt << rq_shift;
     size_t bufl = rq_bytes + (size_t)sq_wqebbs * MLXD_SEND_WQE_BB;
     long pg = sysconf(_SC_PAGESIZE);
     bufl = (bufl + (size_t)pg - 1) & ~((size_t)pg - 1);
     size_t len = bufl + (size_t)pg;       /* + one page for the doorbell record */
     void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) { free(qp); return mlxd_err(ENOMEM, "%s: cannot allocate a %zu-byte QP buffer", fn, len); }
+    if (m == MAP_FAILED) {
+        free(qp);
+        cq_depth_reserve(nic, cq, rcq, opts->send_depth, opts->recv_depth, -1);
+        return mlxd_err(ENOMEM, "%s: cannot allocate a %zu-byte QP buffer", fn, len);
+    }
     madvise(m, len, MADV_DONTFORK);
     qp->mem = m;
     qp->mem_len = len;
@@ -276,6 +309,7 @@ fail_uidx:
 fail_mem:
     mlxd__qp_release(qp);
     free(qp);
+    cq_depth_reserve(nic, cq, rcq, opts->send_depth, opts->recv_depth, -1);
     return rc;
 }
 
@@ -430,6 +464,8 @@ int mlxd_qp_destroy(struct mlxd_qp *qp)
     if (qp->recv_cq->hot_qp == qp) qp->recv_cq->hot_qp = NULL;
     qp->send_cq->qps--;
     if (qp->recv_cq != qp->send_cq) qp->recv_cq->qps--;
+    qp->send_cq->committed -= qp->sq_depth;
+    qp->recv_cq->committed -= qp->rq_depth;
     pthread_mutex_unlock(&nic->lock);
     if (rc) return mlxd_err(-rc, "mlxd_qp_destroy %s: the kernel refused QP_DESTROY of QP 0x%x: %s", nic->name, qp->qpn, strerror(-rc));
     /* its completions nobody polled leave the CQs too (as libmlx5's ibv_destroy_qp): they would

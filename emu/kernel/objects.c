@@ -545,6 +545,7 @@ int emu_k_create_cq(struct emu_file *f, const struct emu_cq_args *a, uint32_t *h
     cq->pub.ncqe = entries;
     cq->pub.cqe_size = ucmd.cqe_size;
     cq->pub.dbrec = (volatile uint32_t *)(uintptr_t)ucmd.db_addr;
+    cq->pub.ignore_overrun = (a->flags & IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN) != 0;
     cq->pub.uar = &uar->pub;
     cq->pub.channel = chan ? &chan->chan : NULL;
     cq->pub.async_fd = async ? async->chan.fd : -1;

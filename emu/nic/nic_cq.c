@@ -38,8 +38,9 @@ int nic_cqe_write(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c
 {
     struct nic_cq *nc = cq->nic;
     if (!cq->buf || !cq->ncqe) return -1;
-    /* overrun: the consumer index (dbrec[0]) says the slot has not been consumed */
-    if (cq->dbrec) {
+    /* overrun: the consumer index (dbrec[0]) says the slot has not been consumed.  A CQ created
+     * with IGNORE_OVERRUN (cqc.oi) is never checked: the slot is overwritten. */
+    if (cq->dbrec && !cq->ignore_overrun) {
         uint32_t ci = __builtin_bswap32(__atomic_load_n(&cq->dbrec[0], __ATOMIC_ACQUIRE)) & 0xffffff;
         if (((cq->pi - ci) & 0xffffff) >= cq->ncqe) {
             if (nc && !nc->overrun) {
