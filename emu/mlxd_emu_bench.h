@@ -21,7 +21,8 @@ extern "C" {
 /* On emulated device `dev` (the N of /dev/infiniband/uverbsN), for the QP numbered qpn (RC or
  * UC, in RTR, RTS or SQD, with a receive ring and a receive CQ): consumes the QP's next posted
  * receive and writes a MLX5_CQE_RESP_WR_IMM CQE into its receive CQ: srqn_uidx = the QP's user
- * index, immediate = htobe32(imm), byte_cnt = byte_len, timestamp = the emulator's clock (ns),
+ * index, immediate = htobe32(imm), byte_cnt = byte_len, timestamp = the device clock (cycles of
+ * the free-running timer, or the real-time format for a REAL_TIME_TS CQ: emu/nic/nic_clock.c),
  * sop_drop_qpn = qpn (no drops), wqe_counter = the receive's index; 63 bytes first, then op_own
  * (opcode 1 << 4 | owner bit of the pass) as a release store.  If the CQ is armed (an arm
  * doorbell rung before this call is taken into account at once, as the hardware sees it) the

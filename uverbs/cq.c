@@ -79,6 +79,12 @@ int mlxd_cq_create(struct mlxd_nic *nic, uint32_t entries, const struct mlxd_cq_
     cq->events = opts && opts->events;
     cq->user_data = opts ? opts->user_data : 0;
     cq->ignore_overrun = opts && opts->sz > offsetof(struct mlxd_cq_opts, ignore_overrun) && opts->ignore_overrun;
+    cq->real_time = opts && opts->sz > offsetof(struct mlxd_cq_opts, real_time_ts) && opts->real_time_ts;
+    if (cq->real_time && !nic->real_time_ts) {
+        rc = mlxd_err(EOPNOTSUPP, "%s %s: real_time_ts: the device has no real-time CQE timestamps "
+                      "(MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS not reported)", fn, nic->name);
+        goto fail;
+    }
     cq->nic = nic;
     cq->cqe_version = nic->cqe_version;
     cq->qp_table = nic->qp_table;
@@ -99,7 +105,7 @@ int mlxd_cq_create(struct mlxd_nic *nic, uint32_t entries, const struct mlxd_cq_
     req.buf_addr = (uintptr_t)cq->buf;
     req.db_addr = (uintptr_t)cq->db;
     req.cqe_size = MLXD_CQE_SIZE;
-    req.flags = MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX;
+    req.flags = MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX | (cq->real_time ? MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS : 0);
     req.uar_page_index = (uint16_t)nic->uar_page_id;
     uint32_t resp_cqe = 0;
     struct ioc c;
@@ -187,6 +193,11 @@ int mlxd_cq_destroy(struct mlxd_cq *cq)
     if (rc) return mlxd_err(-rc, "mlxd_cq_destroy %s: the kernel refused CQ_DESTROY: %s", nic->name, strerror(-rc));
     mlxd__cq_release(cq);
     return 0;
+}
+
+bool mlxd_cq_real_time(const struct mlxd_cq *cq)
+{
+    return cq && cq->state == OBJ_LIVE && cq->real_time;
 }
 
 uint32_t mlxd_cq_size(const struct mlxd_cq *cq)

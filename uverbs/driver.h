@@ -43,6 +43,7 @@ struct mlxd_cq {
     void    *db;                    /* the doorbell record (in the ring's mapping) */
     volatile uint32_t *arm_rec;     /* &db[1]: the arm word mlxd_cq_arm writes */
     bool     ignore_overrun;        /* IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN */
+    bool     real_time;             /* MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS */
     uint32_t ci_sink[2];            /* dbrec of an overrun-ignoring CQ */
     uint64_t committed;             /* overrun-ignoring CQ: the depths of its QPs (under nic->lock) */
     unsigned qps;                   /* QPs using this CQ (under nic->lock) */
@@ -139,6 +140,12 @@ struct mlxd_nic {
     struct mlxd_qp *qp_table[MLXD_MAX_QPS];
     uint64_t pinned;                /* bytes registered (for the RLIMIT_MEMLOCK message) */
     struct mlxd_nic *next_closed;
+    /* clocks (uverbs/clock.c) */
+    bool     real_time_ts;          /* GET_CONTEXT: MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS */
+    uint8_t  clock_info_versions;   /* GET_CONTEXT: bit MLX5_IB_CLOCK_INFO_V1 */
+    uint32_t hca_core_clock;        /* kHz (EX_QUERY_DEVICE); 0 unknown */
+    uint64_t timestamp_mask;        /* EX_QUERY_DEVICE */
+    const volatile void *clock_info;/* the kernel's struct mlx5_ib_clock_info page, or NULL */
 };
 
 /* Validity checks used by every entry point (misuse -> -EINVAL with a message). */
@@ -152,6 +159,10 @@ int  mlxd__uar_alloc(struct mlxd_nic *nic, uint32_t type, uint32_t *handle, uint
                      void **map);
 int  mlxd__uar_free(struct mlxd_nic *nic, uint32_t handle, void *map);
 void mlxd__cq_release(struct mlxd_cq *cq);      /* rings + db (no kernel call) */
+/* The NIC's clock caps and its clock-info page (uverbs/clock.c); nothing fails: a clock the
+ * kernel does not describe is reported as absent. */
+void mlxd__clock_open(struct mlxd_nic *nic);
+void mlxd__clock_close(struct mlxd_nic *nic);
 void mlxd__qp_release(struct mlxd_qp *qp);
 /* Removes the CQEs of QP qpn that the software owns from cq (mlx5/cq_clean.c), after
  * QP_DESTROY, with no poll of cq running; returns how many. */

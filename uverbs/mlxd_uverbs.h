@@ -156,6 +156,13 @@ struct mlxd_port_info {
     uint32_t max_inline;        /* largest max_inline mlxd_qp_create accepts (bytes) */
     uint32_t bf_reg_size;       /* BlueFlame register bytes; 0 = no write-combining, doorbells only */
     uint8_t  cqe_version;       /* 0 or 1 (GET_CONTEXT response) */
+    /* the NIC's clock (mlxd_clock_info below) */
+    uint32_t hca_core_clock;    /* kHz of the free-running timer that stamps CQEs (EX_QUERY_DEVICE);
+                                   0 when the kernel does not say */
+    uint64_t timestamp_mask;    /* the timer wraps at timestamp_mask + 1 (EX_QUERY_DEVICE) */
+    bool     real_time_ts;      /* CQs may stamp in real time (mlxd_cq_opts.real_time_ts):
+                                   MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS */
+    bool     clock_info;        /* the kernel's clock-info page is mapped: mlxd_clock_info works */
 };
 
 /* Fills *out.  Errors: -EINVAL nic/out NULL or closed.  Any thread.  No system call. */
@@ -283,7 +290,22 @@ struct mlxd_cq_opts {
     uint32_t comp_vector;      /* < the device's completion vectors; 0 default */
     uint64_t user_data;        /* returned in struct mlxd_event.user_data */
     bool     ignore_overrun;   /* IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN (see below) */
+    bool     real_time_ts;     /* CQE timestamps in real time (MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS;
+                                  see below); -EOPNOTSUPP where the device has no such clock */
 };
+
+/* CQE timestamps (struct mlxd_completion.timestamp, mlx5_cqe64.timestamp) come in one of two
+ * formats, chosen when the CQ is created:
+ *   - free-running (default): ticks of the NIC's internal timer (hca_core_clock kHz, wrapping at
+ *     timestamp_mask).  To nanoseconds: mlxd_clock_info() then mlxd_ts_to_ns(), as libmlx5's
+ *     mlx5dv_get_clock_info() / mlx5dv_ts_to_ns() (infiniband/mlx5dv.h) do.  The kernel keeps
+ *     the conversion in its clock-info page (struct mlx5_ib_clock_info, include/uapi/rdma/
+ *     mlx5-abi.h; drivers/net/ethernet/mellanox/mlx5/core/lib/clock.c), a timecounter whose time
+ *     base is the PHC's (CLOCK_REALTIME when nothing disciplines it), refreshed at least every
+ *     overflow_period;
+ *   - real time (real_time_ts = true, where mlxd_port_info.real_time_ts): the PHC's time,
+ *     seconds in bits 63..32 and nanoseconds in bits 31..0 (the kernel's REAL_TIME_TO_NS,
+ *     drivers/net/ethernet/mellanox/mlx5/core/lib/clock.h); mlxd_real_time_ts_to_ns(). */
 
 /* Overrun-ignoring CQs (ignore_overrun; the kernel's IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN,
  * include/uapi/rdma/ib_user_verbs.h, which drivers/infiniband/hw/mlx5/cq.c turns into the CQ
@@ -472,6 +494,50 @@ int mlxd_wait(struct mlxd_nic *nic, int ms, struct mlxd_event *out, size_t cap);
  * mlxd_read_completion_event; they belong to the NIC (closed by mlxd_close).  Returns 0 or
  * -EINVAL.  Any thread. */
 int mlxd_event_fds(const struct mlxd_nic *nic, int *async_fd, int *comp_fd);
+
+/* A consistent copy of the kernel's clock-info page (the fields of mlx5dv.h's struct
+ * mlx5dv_clock_info): nsec at last_cycles, and the cycles-to-ns multiplier (ns = cycles * mult
+ * >> shift, with frac the carried fraction).  Valid for timestamps within overflow_period of
+ * last_cycles: take a new copy at least that often (the kernel refreshes the page). */
+struct mlxd_clock_info {
+    uint64_t nsec;
+    uint64_t last_cycles;
+    uint64_t frac;
+    uint32_t mult;
+    uint32_t shift;
+    uint64_t mask;
+    uint64_t overflow_period;  /* as the kernel states it (the mlx5 driver: in ns, via jiffies on
+                                  some versions); informative */
+};
+
+/* Reads the page under its `sign` sequence word (the kernel sets MLX5_IB_CLOCK_INFO_KERNEL_UPDATING
+ * while it writes), as mlx5dv_get_clock_info does.  No system call, no lock: the hot path may
+ * call it once per batch.  Errors: -EINVAL nic or out NULL, nic closed; -EOPNOTSUPP the kernel
+ * offers no clock-info page (mlxd_port_info.clock_info false); -EBUSY the kernel kept updating
+ * it over 1000 reads. */
+int mlxd_clock_info(const struct mlxd_nic *nic, struct mlxd_clock_info *out);
+
+/* A free-running CQE timestamp to ns on the clock-info's time base, exactly as mlx5dv_ts_to_ns:
+ * a timestamp up to mask/2 ticks after last_cycles is later, one more than that is earlier
+ * (this is what keeps the conversion right across the timer's wrap); no division. */
+static inline uint64_t mlxd_ts_to_ns(const struct mlxd_clock_info *ci, uint64_t ts)
+{
+    uint64_t delta = (ts - ci->last_cycles) & ci->mask;
+    if (delta > ci->mask / 2) {
+        delta = (ci->last_cycles - ts) & ci->mask;
+        return ci->nsec - ((delta * ci->mult - ci->frac) >> ci->shift);
+    }
+    return ci->nsec + ((delta * ci->mult + ci->frac) >> ci->shift);
+}
+
+/* A real-time CQE timestamp (CQ created with real_time_ts) to ns since the epoch. */
+static inline uint64_t mlxd_real_time_ts_to_ns(uint64_t ts)
+{
+    return (ts >> 32) * 1000000000ull + (uint32_t)ts;
+}
+
+/* Whether cq was created with real_time_ts (false for NULL or a destroyed CQ). */
+bool mlxd_cq_real_time(const struct mlxd_cq *cq);
 
 /* For an application that waits on the completion channel fd itself (poll/epoll on
  * mlxd_event_fds' comp_fd, e.g. together with fds of its own): exactly one read(2) of the

@@ -108,6 +108,8 @@ static int get_context(struct mlxd_nic *nic)
     nic->num_uars_per_page = resp.num_uars_per_page;
     nic->cqe_version = resp.cqe_version;
     nic->num_comp_vectors = ncv;
+    nic->real_time_ts = (resp.comp_mask & MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS) != 0;
+    nic->clock_info_versions = resp.clock_info_versions;
     return 0;
 }
 
@@ -268,6 +270,7 @@ int mlxd_open(const char *name, const struct mlxd_open_opts *opts, struct mlxd_n
     nic->port.max_qp_wr = nic->max_qp_wr;
     nic->port.bf_reg_size = nic->bf_reg_size;
     nic->port.cqe_version = nic->cqe_version;
+    mlxd__clock_open(nic);
     {
         uint32_t wqe_max = nic->max_sq_desc_sz ? nic->max_sq_desc_sz : 1008;
         if (wqe_max > 63 * 16) wqe_max = 63 * 16;
@@ -308,6 +311,7 @@ int mlxd_open(const char *name, const struct mlxd_open_opts *opts, struct mlxd_n
 fail_uar:
     mlxd__uar_free(nic, nic->uar_handle, nic->uar_map);
 fail_async:
+    mlxd__clock_close(nic);
     close(nic->async_fd);
 fail_close:
     close(nic->fd);
@@ -345,6 +349,7 @@ int mlxd_close(struct mlxd_nic *nic)
         munmap(nic->uar_map, (size_t)page_size());
     }
     nic->uar_map = NULL;
+    mlxd__clock_close(nic);
     if (nic->comp_fd >= 0) close(nic->comp_fd);
     close(nic->async_fd);
     close(nic->fd);

@@ -33,6 +33,7 @@ struct emu_global emu_g = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .ev_lock = PTHREAD_MUTEX_INITIALIZER,
     .clock_memfd = -1,
+    .clock_info_memfd = -1,
 };
 struct emu_fdent emu_fdtab[EMU_MAX_FD];
 struct emu_real emu_real;

@@ -62,7 +62,7 @@ int nic_cqe_write(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c
     if (!err) {
         memcpy(tmp + 36, &c->imm, 4);
         v = __builtin_bswap32(c->byte_cnt); memcpy(tmp + 44, &v, 4);
-        uint64_t ts = __builtin_bswap64(nic_now_ns());
+        uint64_t ts = __builtin_bswap64(emu_nic_cqe_timestamp(cq));
         memcpy(tmp + 48, &ts, 8);
     } else {
         tmp[54] = c->vendor;
