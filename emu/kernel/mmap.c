@@ -131,6 +131,10 @@ static int clock_setup(void)
     if (r) return r;
     r = page_memfd("mlxd-emu-clock", &emu_g.clock_memfd, &emu_g.clock_page);
     if (r) return r;
+    /* the views stay; the files are not needed any more (map_view) */
+    emu_real.close(emu_g.clock_info_memfd);
+    emu_real.close(emu_g.clock_memfd);
+    emu_g.clock_info_memfd = emu_g.clock_memfd = -1;
     tc_init(emu_nic_clock_khz(), emu_nic_clock_mask());
     clock_store();
     emu_g.clock_stop = false;
@@ -140,11 +144,31 @@ static int clock_setup(void)
     return 0;
 }
 
+static void *map_record(struct emu_file *f, void *p, size_t len, int kind, struct k_uar *uar, int *err);
+
 static void *map_fd(struct emu_file *f, void *addr, size_t len, int prot, int flags, int fd,
                     int kind, struct k_uar *uar, int *err)
 {
     void *p = emu_real.mmap(addr, len, prot, flags, fd, 0);
     if (p == MAP_FAILED) { *err = errno; return MAP_FAILED; }
+    return map_record(f, p, len, kind, uar, err);
+}
+
+/* A clock page: a new mapping of the emulator's own view (mremap with old_size 0 duplicates a
+ * shared mapping), read-only, so that no file descriptor stays open for it (a kernel's pages
+ * cost the process none). */
+static void *map_view(struct emu_file *f, void *addr, size_t len, int prot, int flags, volatile uint8_t *view,
+                      int *err)
+{
+    void *p = (flags & MAP_FIXED) ? mremap((void *)view, 0, len, MREMAP_MAYMOVE | MREMAP_FIXED, addr)
+                                  : mremap((void *)view, 0, len, MREMAP_MAYMOVE);
+    if (p == MAP_FAILED) { *err = errno; return MAP_FAILED; }
+    if (mprotect(p, len, prot) < 0) { *err = errno; emu_real.munmap(p, len); return MAP_FAILED; }
+    return map_record(f, p, len, 1, NULL, err);
+}
+
+static void *map_record(struct emu_file *f, void *p, size_t len, int kind, struct k_uar *uar, int *err)
+{
     struct k_map *m = calloc(1, sizeof *m);
     if (!m) { emu_real.munmap(p, len); *err = ENOMEM; return MAP_FAILED; }
     m->addr = (uintptr_t)p;
@@ -184,7 +208,7 @@ void *emu_mmap(struct emu_file *f, void *addr, size_t len, int prot, int flags, 
         if (prot & PROT_WRITE) { *err = EPERM; return MAP_FAILED; }
         int r = clock_setup();
         if (r) { *err = -r; return MAP_FAILED; }
-        return map_fd(f, addr, len, prot, flags, emu_g.clock_memfd, 1, NULL, err);
+        return map_view(f, addr, len, prot, flags, emu_g.clock_page, err);
     }
     case MLX5_IB_MMAP_CLOCK_INFO: {
         /* k: hw/mlx5/main.c mlx5_ib_mmap_clock_info_page: one page, not writable (EPERM),
@@ -194,7 +218,7 @@ void *emu_mmap(struct emu_file *f, void *addr, size_t len, int prot, int flags, 
         if (idx != MLX5_IB_CLOCK_INFO_V1) { *err = EINVAL; return MAP_FAILED; }
         int r = clock_setup();
         if (r) { *err = -r; return MAP_FAILED; }
-        return map_fd(f, addr, len, prot, flags, emu_g.clock_info_memfd, 1, NULL, err);
+        return map_view(f, addr, len, prot, flags, emu_g.clock_info_page, err);
     }
     case MLX5_IB_MMAP_ALLOC_WC:
     case MLX5_IB_MMAP_DEVICE_MEM:
