@@ -192,6 +192,7 @@ demo: all
 # (rdma-core's libmlx5 on the same emulated rings, for the ratios).
 $(BUILD)/bin/mlxd-bench-verbs: private LIBS += -libverbs
 bench: all
+	@sh scripts/deps.sh bench
 	@sh scripts/bench.sh $(BUILD)
 
 cross-aarch64:

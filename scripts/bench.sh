@@ -18,9 +18,13 @@ echo "machine: $(nproc) CPUs; $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p'
 echo
 echo "bench.sh: wrote $OUT/bench.txt, $OUT/bench.json, $OUT/bench.csv"
 
+# The plot, then the instruction counts: a missing tool skips its part only (and makes the exit
+# status non-zero at the end), never the other part.
+status=0
+plot() {
 if ! command -v gnuplot >/dev/null 2>&1; then
-    echo "bench.sh: gnuplot is missing: no plot (Debian: sh scripts/deps.sh all installs gnuplot-nox)" >&2
-    exit 1
+    echo "bench.sh: gnuplot is missing: no plot (Debian: sh scripts/deps.sh bench installs gnuplot-nox; make bench runs it)" >&2
+    return 1
 fi
 plots=""
 for m in busy event; do
@@ -28,7 +32,7 @@ for m in busy event; do
 done
 if [ -z "$plots" ]; then
     echo "bench.sh: no hand-off samples to plot (the hand-off tests did not run)" >&2
-    exit 1
+    return 1
 fi
 # CDF (log x) of both modes, and a histogram of the busy-poll samples (5 ns bins up to 1.5 x p99)
 {
@@ -53,14 +57,18 @@ fi
 if ! gnuplot "$OUT/handoff.gp" 2>"$OUT/gnuplot.err"; then
     # pngcairo is in gnuplot-nox on Debian; fall back to the plain png terminal
     sed -i 's/pngcairo size 1200,500 noenhanced font .,10./png size 1200,500/' "$OUT/handoff.gp"
-    gnuplot "$OUT/handoff.gp" || { cat "$OUT/gnuplot.err" >&2; exit 1; }
+    gnuplot "$OUT/handoff.gp" || { cat "$OUT/gnuplot.err" >&2; return 1; }
 fi
 echo "bench.sh: wrote $OUT/handoff.png (hand-off latency CDF and histogram)"
+}
+plot || status=1
 
 # instruction counts (noise-free ratios against libmlx5), when valgrind is there
 if command -v valgrind >/dev/null 2>&1; then
     echo
-    MLXD_CALLGRIND_OUT="$OUT/callgrind" sh "$(dirname "$0")/callgrind.sh" "$B"
+    MLXD_CALLGRIND_OUT="$OUT/callgrind" sh "$(dirname "$0")/callgrind.sh" "$B" || status=1
 else
-    echo "bench.sh: valgrind is missing: no instruction counts (sh scripts/deps.sh all)" >&2
+    echo "bench.sh: valgrind is missing: no instruction counts (sh scripts/deps.sh bench)" >&2
+    status=1
 fi
+exit $status
