@@ -830,6 +830,12 @@ START_TEST(tool_bad_options)
     ck_assert_int_eq(bench_rc("--fixture /nonexistent/x.fix", err, sizeof err), 2);
     ck_assert_msg(strstr(err, "No such file"), "%s", err);
     ck_assert_int_eq(bench_rc("--cpus 4096,0", err, sizeof err), 2);
+    /* the e2e receiver's geometry, within the receiver's bounds */
+    ck_assert_int_eq(bench_rc("--e2e-pages 0", err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "--e2e-pages 0: out of range (1..4096)"), "%s", err);
+    ck_assert_int_eq(bench_rc("--e2e-queue 4097", err, sizeof err), 2);
+    ck_assert_int_eq(bench_rc("--e2e-recv-depth 1", err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "--e2e-recv-depth 1: out of range (2..32768)"), "%s", err);
     /* quotes in --plot-dir: a directory of that name, no command run */
     char dir[400], marker[128], args[500];
     snprintf(marker, sizeof marker, "/tmp/mlxd-bench-test-%d-marker", (int)getpid());
