@@ -11,6 +11,7 @@ OUT=${MLXD_BENCH_OUT:-$B/bench}
 BIN="$B/bin/mlxd-bench"
 [ -x "$BIN" ] || { echo "bench.sh: $BIN is missing (make BUILD=$B)" >&2; exit 1; }
 mkdir -p "$OUT"
+status=0
 echo "machine: $(nproc) CPUs; $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1); $(uname -sr)"
 # shellcheck disable=SC2086
 "$BIN" -q --plot-dir "$OUT" --json-out "$OUT/bench.json" --csv-out "$OUT/bench.csv" $MLXD_BENCH_ARGS \
@@ -18,9 +19,25 @@ echo "machine: $(nproc) CPUs; $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p'
 echo
 echo "bench.sh: wrote $OUT/bench.txt, $OUT/bench.json, $OUT/bench.csv"
 
+# System calls per frame for each consumer style (issue 18): the test runner's counting cases
+# (tests/test_bench.c: seccomp user notification per thread), which print their counts.
+if [ -x "$B/tests/mlxd-tests" ]; then
+    echo
+    echo "system calls per frame, per thread (tests/test_bench.c; make test asserts the bounds):"
+    for c in zero_syscalls_allocs_busy syscalls_waiting_consumer_busy syscalls_waiting_consumer_event; do
+        CK_RUN_SUITE=bench CK_RUN_CASE=$c CK_VERBOSITY=silent MLXD_BUILD="$B" "$B/tests/mlxd-tests" 2>&1 \
+            | sed -n 's/^bench: /  /p' || status=1
+    done | tee "$OUT/syscalls.txt"
+fi
+
+# The NIC-to-host delay distribution: mlxd-capture receiving generated frames on the emulator
+# (the receiver's frame info nic_ns; docs/receiver.md).
+echo
+LD_PRELOAD= "$B/bin/mlxd-capture" --generate -n 2000 --frame-size 65536 --pages 16 --fps 2000 -q 2>&1 \
+    | grep -E '^NIC-to-host|^summary' | tee "$OUT/nic_to_host.txt"
+
 # The plot, then the instruction counts: a missing tool skips its part only (and makes the exit
 # status non-zero at the end), never the other part.
-status=0
 plot() {
 if ! command -v gnuplot >/dev/null 2>&1; then
     echo "bench.sh: gnuplot is missing: no plot (Debian: sh scripts/deps.sh bench installs gnuplot-nox; make bench runs it)" >&2
