@@ -19,6 +19,29 @@ echo "machine: $(nproc) CPUs; $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p'
 echo
 echo "bench.sh: wrote $OUT/bench.txt, $OUT/bench.json, $OUT/bench.csv"
 
+# The spread over repeated runs (issue 18: every figure with its spread, not only one run):
+# MLXD_BENCH_RUNS runs in all (default 3), the first being the one above; per figure the
+# smallest, middle and largest of the runs' typical values (t_typical: the median of a run).
+RUNS=${MLXD_BENCH_RUNS:-3}
+cp "$OUT/bench.csv" "$OUT/run1.csv"
+i=2
+while [ "$i" -le "$RUNS" ]; do
+    # shellcheck disable=SC2086
+    "$BIN" -q --csv $MLXD_BENCH_ARGS > "$OUT/run$i.csv" 2>/dev/null || status=1
+    i=$((i + 1))
+done
+echo
+echo "spread over $RUNS runs of the typical value (t_typical) of each figure: min / middle / max  (max/min)"
+for f in "$OUT"/run*.csv; do
+    awk -F, '$1 == "e2e" { if ($2 != "mode") print "e2e_" $2 "_" $3 ",Gb/s," $8; next }
+             NR > 1 && $5 != "" && $5 != "t_typical" { print $1 "," $2 "," $5 }' "$f"
+done |
+    sort -t, -k1,1 -k3,3g | awk -F, '
+        { v[$1, ++n[$1]] = $3; u[$1] = $2; if (!($1 in seen)) { seen[$1] = 1; order[++k] = $1 } }
+        END { for (j = 1; j <= k; j++) { t = order[j]; c = n[t]; lo = v[t, 1]; hi = v[t, c]; mid = v[t, int((c + 1) / 2)]
+                  printf "  %-24s %10.3f / %10.3f / %10.3f %-7s (%.2fx)\n", t, lo, mid, hi, u[t], (lo > 0 ? hi / lo : 0) } }' |
+    tee "$OUT/spread.txt"
+
 # System calls per frame for each consumer style (issue 18): the test runner's counting cases
 # (tests/test_bench.c: seccomp user notification per thread), which print their counts.
 if [ -x "$B/tests/mlxd-tests" ]; then
