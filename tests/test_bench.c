@@ -364,6 +364,51 @@ static void *zr_consumer(void *arg)
     return NULL;
 }
 
+/* A receiver of PAGES pages of FRAME-byte frames on mlx5_0, started in `mode`, its consumer
+ * phase begun (the first get_next_frame ends the "newest frame only" phase before anything
+ * arrives). */
+static void counted_start(enum mlxd_receiver_mode mode, struct mlxd_receiver **r, uint8_t **buf, size_t *page,
+                          uint32_t *qpn)
+{
+    *page = mlxd_hsb_min_page_size(FRAME);
+    size_t size = *page * PAGES;
+    ck_assert_int_eq(posix_memalign((void **)buf, 4096, size), 0);
+    memset(*buf, 0, size);
+    *r = mlxd_receiver_new();
+    struct mlxd_receiver_opts o = { .sz = sizeof o, .device = "mlx5_0", .port = 1, .buffer = (uintptr_t)*buf,
+        .buffer_size = size, .frame_size = FRAME, .page_size = *page, .pages = PAGES,
+        .metadata_offset = mlxd_hsb_metadata_offset(FRAME), .peer_ip = "127.0.0.1", .queue_size = PAGES,
+        .mode = mode };
+    int rc = mlxd_receiver_start(*r, &o);
+    ck_assert_msg(rc == 0, "start: %s", mlxd_errmsg());
+    *qpn = mlxd_receiver_qp_number(*r);
+    struct mlxd_receiver_frame f;
+    ck_assert(!mlxd_receiver_get_next_frame(*r, 0, &f));
+}
+
+/* The supervisor, the counted monitor (which sets *mon_ready once its filter is in place), the
+ * counted consumer and the producer; returns once the consumer is done and everything is
+ * joined (the receiver closed). */
+static void counted_run(void *(*mon_fn)(void *), void *(*cons_fn)(void *), void *(*prod_fn)(void *), void *z,
+                        _Atomic bool *mon_ready, const bool *mon_filter_ok, _Atomic bool *stop,
+                        struct mlxd_receiver *r)
+{
+    pthread_t sup, mon, prod, cons;
+    ck_assert_int_eq(pthread_create(&sup, NULL, supervisor, NULL), 0);
+    ck_assert_int_eq(pthread_create(&mon, NULL, mon_fn, z), 0);
+    while (!atomic_load(mon_ready)) sched_yield();
+    ck_assert_msg(*mon_filter_ok, "cannot count system calls: %s", g_filter_err);
+    ck_assert_int_eq(pthread_create(&cons, NULL, cons_fn, z), 0);
+    ck_assert_int_eq(pthread_create(&prod, NULL, prod_fn, z), 0);
+    pthread_join(cons, NULL);
+    atomic_store(stop, true);
+    pthread_join(prod, NULL);
+    mlxd_receiver_close(r);
+    pthread_join(mon, NULL);
+    atomic_store(&g_sup_stop, true);
+    pthread_join(sup, NULL);
+}
+
 START_TEST(zero_syscalls_allocs_busy)
 {
     CHILD_ONLY("zero_syscalls_allocs_busy");
@@ -372,36 +417,8 @@ START_TEST(zero_syscalls_allocs_busy)
     return;
 #endif
     struct zr *z = calloc(1, sizeof *z);
-    z->page = mlxd_hsb_min_page_size(FRAME);
-    size_t size = z->page * PAGES;
-    ck_assert_int_eq(posix_memalign((void **)&z->buf, 4096, size), 0);
-    memset(z->buf, 0, size);
-    z->r = mlxd_receiver_new();
-    struct mlxd_receiver_opts o = { .sz = sizeof o, .device = "mlx5_0", .port = 1, .buffer = (uintptr_t)z->buf,
-        .buffer_size = size, .frame_size = FRAME, .page_size = z->page, .pages = PAGES,
-        .metadata_offset = mlxd_hsb_metadata_offset(FRAME), .peer_ip = "127.0.0.1", .queue_size = PAGES,
-        .mode = MLXD_RECEIVER_BUSY_POLL };
-    int rc = mlxd_receiver_start(z->r, &o);
-    ck_assert_msg(rc == 0, "start: %s", mlxd_errmsg());
-    z->qpn = mlxd_receiver_qp_number(z->r);
-    /* the consumer's first call ends the "newest frame only" phase before anything arrives */
-    struct mlxd_receiver_frame f;
-    ck_assert(!mlxd_receiver_get_next_frame(z->r, 0, &f));
-
-    pthread_t sup, mon, prod, cons;
-    ck_assert_int_eq(pthread_create(&sup, NULL, supervisor, NULL), 0);
-    ck_assert_int_eq(pthread_create(&mon, NULL, zr_monitor, z), 0);
-    while (!atomic_load(&z->mon_ready)) sched_yield();
-    ck_assert_msg(z->mon_filter_ok, "cannot count system calls: %s", g_filter_err);
-    ck_assert_int_eq(pthread_create(&cons, NULL, zr_consumer, z), 0);
-    ck_assert_int_eq(pthread_create(&prod, NULL, zr_producer, z), 0);
-    pthread_join(cons, NULL);
-    atomic_store(&z->stop, true);
-    pthread_join(prod, NULL);
-    mlxd_receiver_close(z->r);
-    pthread_join(mon, NULL);
-    atomic_store(&g_sup_stop, true);
-    pthread_join(sup, NULL);
+    counted_start(MLXD_RECEIVER_BUSY_POLL, &z->r, &z->buf, &z->page, &z->qpn);
+    counted_run(zr_monitor, zr_consumer, zr_producer, z, &z->mon_ready, &z->mon_filter_ok, &z->stop, z->r);
     struct mlxd_receiver_stats st;
     mlxd_receiver_stats(z->r, &st);
 
@@ -561,35 +578,8 @@ static void *wz_consumer(void *arg)
 
 static void waiting_consumer_run(enum mlxd_receiver_mode mode, struct wz *z)
 {
-    z->page = mlxd_hsb_min_page_size(FRAME);
-    size_t size = z->page * PAGES;
-    ck_assert_int_eq(posix_memalign((void **)&z->buf, 4096, size), 0);
-    memset(z->buf, 0, size);
-    z->r = mlxd_receiver_new();
-    struct mlxd_receiver_opts o = { .sz = sizeof o, .device = "mlx5_0", .port = 1, .buffer = (uintptr_t)z->buf,
-        .buffer_size = size, .frame_size = FRAME, .page_size = z->page, .pages = PAGES,
-        .metadata_offset = mlxd_hsb_metadata_offset(FRAME), .peer_ip = "127.0.0.1", .queue_size = PAGES,
-        .mode = mode };
-    int rc = mlxd_receiver_start(z->r, &o);
-    ck_assert_msg(rc == 0, "start: %s", mlxd_errmsg());
-    z->qpn = mlxd_receiver_qp_number(z->r);
-    struct mlxd_receiver_frame f;
-    ck_assert(!mlxd_receiver_get_next_frame(z->r, 0, &f));
-
-    pthread_t sup, mon, prod, cons;
-    ck_assert_int_eq(pthread_create(&sup, NULL, supervisor, NULL), 0);
-    ck_assert_int_eq(pthread_create(&mon, NULL, wz_monitor, z), 0);
-    while (!atomic_load(&z->mon_ready)) sched_yield();
-    ck_assert_msg(z->mon_filter_ok, "cannot count system calls: %s", g_filter_err);
-    ck_assert_int_eq(pthread_create(&cons, NULL, wz_consumer, z), 0);
-    ck_assert_int_eq(pthread_create(&prod, NULL, wz_producer, z), 0);
-    pthread_join(cons, NULL);
-    atomic_store(&z->stop, true);
-    pthread_join(prod, NULL);
-    mlxd_receiver_close(z->r);
-    pthread_join(mon, NULL);
-    atomic_store(&g_sup_stop, true);
-    pthread_join(sup, NULL);
+    counted_start(mode, &z->r, &z->buf, &z->page, &z->qpn);
+    counted_run(wz_monitor, wz_consumer, wz_producer, z, &z->mon_ready, &z->mon_filter_ok, &z->stop, z->r);
     ck_assert_msg(z->cons_filter_ok, "cannot count system calls: %s", g_filter_err);
     ck_assert_msg(atomic_load(&z->prod_rc) == 0, "producer: %s", strerror(-atomic_load(&z->prod_rc)));
     ck_assert_int_eq(z->mon_rc, 0);
