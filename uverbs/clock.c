@@ -60,13 +60,14 @@ int mlxd_clock_info(const struct mlxd_nic *nic, struct mlxd_clock_info *out)
         uint32_t sign = __atomic_load_n(&ci->sign, __ATOMIC_ACQUIRE);
         if (sign & MLX5_IB_CLOCK_INFO_KERNEL_UPDATING)
             continue;
-        out->nsec = ci->nsec;
-        out->last_cycles = ci->cycles;
-        out->frac = ci->frac;
-        out->mult = ci->mult;
-        out->shift = ci->shift;
-        out->mask = ci->mask;
-        out->overflow_period = ci->overflow_period;
+        /* the kernel rewrites the page meanwhile: single loads, checked by the sign word */
+        out->nsec = __atomic_load_n(&ci->nsec, __ATOMIC_RELAXED);
+        out->last_cycles = __atomic_load_n(&ci->cycles, __ATOMIC_RELAXED);
+        out->frac = __atomic_load_n(&ci->frac, __ATOMIC_RELAXED);
+        out->mult = __atomic_load_n(&ci->mult, __ATOMIC_RELAXED);
+        out->shift = __atomic_load_n(&ci->shift, __ATOMIC_RELAXED);
+        out->mask = __atomic_load_n(&ci->mask, __ATOMIC_RELAXED);
+        out->overflow_period = __atomic_load_n(&ci->overflow_period, __ATOMIC_RELAXED);
         atomic_thread_fence(memory_order_acquire);
         if (__atomic_load_n(&ci->sign, __ATOMIC_RELAXED) == sign)
             return 0;

@@ -183,7 +183,7 @@ struct emu_global {
     volatile uint8_t *clock_info_page;   /* struct mlx5_ib_clock_info, writable view */
     bool     clock_thread_started;
     pthread_t clock_thread;
-    volatile bool clock_stop;
+    bool     clock_stop;            /* __atomic accesses: written at exit, read by the clock thread */
 };
 
 extern struct emu_global emu_g;

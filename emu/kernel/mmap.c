@@ -70,13 +70,14 @@ static void clock_info_store(void)
     volatile struct mlx5_ib_clock_info *ci = (volatile struct mlx5_ib_clock_info *)emu_g.clock_info_page;
     uint32_t sign = __atomic_load_n(&ci->sign, __ATOMIC_ACQUIRE);
     __atomic_store_n(&ci->sign, sign | MLX5_IB_CLOCK_INFO_KERNEL_UPDATING, __ATOMIC_SEQ_CST);
-    ci->nsec = tc.nsec;
-    ci->cycles = tc.cycles;
-    ci->frac = tc.frac;
-    ci->mult = tc.mult;
-    ci->shift = tc.shift;
-    ci->mask = tc.mask;
-    ci->overflow_period = (((1ull << 63) / tc.mult) >> 1) * 1000000ull / tc.khz;   /* ns */
+    /* relaxed atomic stores: the process reads the page while it changes (the sign word orders it) */
+    __atomic_store_n(&ci->nsec, tc.nsec, __ATOMIC_RELAXED);
+    __atomic_store_n(&ci->cycles, tc.cycles, __ATOMIC_RELAXED);
+    __atomic_store_n(&ci->frac, tc.frac, __ATOMIC_RELAXED);
+    __atomic_store_n(&ci->mult, tc.mult, __ATOMIC_RELAXED);
+    __atomic_store_n(&ci->shift, tc.shift, __ATOMIC_RELAXED);
+    __atomic_store_n(&ci->mask, tc.mask, __ATOMIC_RELAXED);
+    __atomic_store_n(&ci->overflow_period, (((1ull << 63) / tc.mult) >> 1) * 1000000ull / tc.khz, __ATOMIC_RELAXED);
     __atomic_store_n(&ci->sign, (sign & ~(uint32_t)MLX5_IB_CLOCK_INFO_KERNEL_UPDATING) + 2, __ATOMIC_RELEASE);
 }
 
@@ -84,15 +85,15 @@ static void clock_store(void)
 {
     uint64_t t = emu_nic_clock_cycles();   /* the internal timer CQE timestamps use */
     volatile uint32_t *w = (volatile uint32_t *)(emu_g.clock_page + EMU_CORE_CLOCK_OFF);
-    w[0] = htobe32((uint32_t)(t >> 32));
-    w[1] = htobe32((uint32_t)t);
+    __atomic_store_n(&w[0], htobe32((uint32_t)(t >> 32)), __ATOMIC_RELAXED);
+    __atomic_store_n(&w[1], htobe32((uint32_t)t), __ATOMIC_RELAXED);
     clock_info_store();
 }
 
 static void *clock_thread(void *arg)
 {
     (void)arg;
-    while (!emu_g.clock_stop) {
+    while (!__atomic_load_n(&emu_g.clock_stop, __ATOMIC_ACQUIRE)) {
         clock_store();
         struct timespec d = { 0, 1000000 };
         nanosleep(&d, NULL);
@@ -105,7 +106,7 @@ static void clock_atfork_child(void)
 {
     if (!emu_g.clock_thread_started) return;
     emu_g.clock_thread_started = false;
-    emu_g.clock_stop = false;
+    __atomic_store_n(&emu_g.clock_stop, false, __ATOMIC_RELEASE);
     if (pthread_create(&emu_g.clock_thread, NULL, clock_thread, NULL) == 0)
         emu_g.clock_thread_started = true;
 }
@@ -137,7 +138,7 @@ static int clock_setup(void)
     emu_g.clock_info_memfd = emu_g.clock_memfd = -1;
     tc_init(emu_nic_clock_khz(), emu_nic_clock_mask());
     clock_store();
-    emu_g.clock_stop = false;
+    __atomic_store_n(&emu_g.clock_stop, false, __ATOMIC_RELEASE);
     if (pthread_create(&emu_g.clock_thread, NULL, clock_thread, NULL) == 0)
         emu_g.clock_thread_started = true;
     pthread_atfork(NULL, NULL, clock_atfork_child);
