@@ -23,6 +23,7 @@
 #include "mlxd_error.h"
 #include "mlxd_mlx5.h"
 #include "mlxd_uverbs.h"
+#include "util.h"
 
 START_TEST(ts_to_ns_exact)
 {
@@ -173,6 +174,7 @@ Suite *clock_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("emulated");
     tcase_set_timeout(tc, 60);
+    tcase_add_checked_fixture(tc, mlxd_test_private_devices, NULL);
     tcase_add_test(tc, emulated_clocks);
     suite_add_tcase(s, tc);
     return s;
