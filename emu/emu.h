@@ -202,6 +202,8 @@ uint64_t emu_nic_clock_mask(void);
 bool     emu_nic_clock_real_time(void);
 uint64_t emu_nic_real_time_ts(void);
 uint64_t emu_nic_cqe_timestamp(const struct emu_cq *cq);
+/* Changes with every mlxd_emu_clock_set (the kernel half restarts its clock-info time base). */
+unsigned emu_nic_clock_generation(void);
 
 /* ---- services the kernel half offers the NIC half. */
 /* Queue an async event (struct ib_uverbs_async_event_desc) on fd; element = user_handle or port. */

@@ -30,6 +30,7 @@
  * (every millisecond here), written under the `sign` sequence word.  Its mask is the kernel's
  * CLOCKSOURCE_MASK(41), or the timer's own when that is narrower. */
 struct tc {
+    unsigned gen;          /* emu_nic_clock_generation() of the model it follows */
     uint32_t khz;
     uint64_t dev_mask, mask, cycles, nsec, frac;
     uint32_t mult, shift;
@@ -38,6 +39,7 @@ static struct tc tc;   /* clock thread only (and clock_setup before it starts) *
 
 static void tc_init(uint32_t khz, uint64_t dev_mask)
 {
+    tc.gen = emu_nic_clock_generation();
     tc.khz = khz;
     tc.dev_mask = dev_mask;
     tc.mask = dev_mask < (1ull << 41) - 1 ? dev_mask : (1ull << 41) - 1;
@@ -58,7 +60,8 @@ static void clock_info_store(void)
     uint32_t khz = emu_nic_clock_khz();
     uint64_t dev_mask = emu_nic_clock_mask();
     uint64_t now = emu_nic_clock_cycles();
-    if (khz != tc.khz || dev_mask != tc.dev_mask || ((now - tc.cycles) & tc.mask) > tc.mask / 2)
+    if (tc.gen != emu_nic_clock_generation() || khz != tc.khz || dev_mask != tc.dev_mask ||
+        ((now - tc.cycles) & tc.mask) > tc.mask / 2)
         tc_init(khz, dev_mask);      /* a new clock (mlxd_emu_clock_set): a new time base */
     else {
         uint64_t delta = (now - tc.cycles) & tc.mask;

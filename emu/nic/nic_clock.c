@@ -95,6 +95,11 @@ bool emu_nic_clock_real_time(void)
     return m.real_time;
 }
 
+unsigned emu_nic_clock_generation(void)
+{
+    return atomic_load_explicit(&model_seq, memory_order_acquire);
+}
+
 uint64_t emu_nic_real_time_ts(void)
 {
     struct timespec ts;
