@@ -486,61 +486,6 @@ static void sender_send(struct sender *s, const uint8_t *pkt, size_t len, struct
     st->send_errors++;
 }
 
-/* The generator's packets go out GEN_BATCH at a time with one sendmmsg (a frame's packets leave
- * back to back anyway): per packet the same accounting as sender_send, one system call per
- * batch instead of one per packet (issue 18: most of the generator's time was send()). */
-#define GEN_BATCH 16u
-struct gen_batch {
-    uint8_t *buf;              /* GEN_BATCH slots of slot bytes */
-    size_t slot;
-    size_t len[GEN_BATCH];
-    unsigned n;
-};
-
-static uint8_t *batch_slot(struct gen_batch *b) { return b->buf + b->n * b->slot; }
-
-static void batch_flush(struct sender *s, struct gen_batch *b, struct mlxd_send_stats *st)
-{
-    const size_t hl = MLXD_ROCE_IPV4_LEN + MLXD_ROCE_UDP_LEN;
-    struct iovec iov[GEN_BATCH];
-    struct mmsghdr mm[GEN_BATCH];
-    memset(mm, 0, sizeof mm);
-    for (unsigned i = 0; i < b->n; i++) {
-        iov[i] = (struct iovec){ .iov_base = b->buf + i * b->slot + hl, .iov_len = b->len[i] - hl };
-        mm[i].msg_hdr.msg_iov = &iov[i];
-        mm[i].msg_hdr.msg_iovlen = 1;
-    }
-    unsigned done = 0;
-    for (int tries = 0; done < b->n;) {
-        int r = sendmmsg(s->fd, mm + done, b->n - done, 0);
-        if (r > 0) {
-            for (int i = 0; i < r; i++) {
-                st->packets++;
-                st->bytes += iov[done + (unsigned)i].iov_len;
-            }
-            done += (unsigned)r;
-            tries = 0;
-            continue;
-        }
-        if (r < 0 && (errno == ENOBUFS || errno == EAGAIN || errno == EINTR) && tries++ < 100) {
-            struct timespec ts = { 0, 50000 };
-            nanosleep(&ts, NULL);
-            continue;
-        }
-        st->send_errors++;   /* as sender_send: this packet is lost, the next ones still go */
-        done++;
-        tries = 0;
-    }
-    b->n = 0;
-}
-
-static void batch_commit(struct sender *s, struct gen_batch *b, size_t len, struct mlxd_send_stats *st)
-{
-    b->len[b->n++] = len;
-    if (b->n == GEN_BATCH)
-        batch_flush(s, b, st);
-}
-
 static uint64_t now_ns(clockid_t clk)
 {
     struct timespec ts;
@@ -673,11 +618,10 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
         return rc;
     uint64_t mdoff = mlxd_hsb_metadata_offset(g->frame_size);
     uint8_t *frame = malloc(mdoff + MLXD_HSB_METADATA_SIZE);
-    struct gen_batch b = { .slot = psize + MLXD_ROCE_MAX_HDR_LEN + 64 };
-    b.buf = malloc(GEN_BATCH * b.slot);
-    if (!frame || !b.buf) {
+    uint8_t *buf = malloc(psize + MLXD_ROCE_MAX_HDR_LEN + 64);
+    if (!frame || !buf) {
         free(frame);
-        free(b.buf);
+        free(buf);
         close(s.fd);
         return mlxd_err(ENOMEM, "mlxd_gen_run: out of memory");
     }
@@ -733,12 +677,12 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
                 md_sent = true;
             }
             p.reth_len = (uint32_t)len;
-            ssize_t k = mlxd_roce_build(batch_slot(&b), b.slot, &p, frame + off, len);
+            ssize_t k = mlxd_roce_build(buf, psize + MLXD_ROCE_MAX_HDR_LEN + 64, &p, frame + off, len);
             if (k < 0) {
                 rc = rename_err("mlxd_gen_run", (int)k);
                 goto out;
             }
-            batch_commit(&s, &b, (size_t)k, st);
+            sender_send(&s, buf, (size_t)k, st);
             psn = (psn + 1) & psn_mask;
             off += n;
         }
@@ -756,15 +700,14 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
             p.reth_va = page_va + mdoff;
             p.reth_len = MLXD_HSB_METADATA_SIZE;
             p.imm = htonl(mlxd_hsb_imm_make(page, psn, layout));
-            ssize_t k = mlxd_roce_build(batch_slot(&b), b.slot, &p, block, sizeof block);
+            ssize_t k = mlxd_roce_build(buf, psize + MLXD_ROCE_MAX_HDR_LEN + 64, &p, block, sizeof block);
             if (k < 0) {
                 rc = rename_err("mlxd_gen_run", (int)k);
                 goto out;
             }
-            batch_commit(&s, &b, (size_t)k, st);
+            sender_send(&s, buf, (size_t)k, st);
             psn = (psn + 1) & psn_mask;
         }
-        batch_flush(&s, &b, st);    /* the frame has left before pacing or the callback */
         st->frames++;
         if (so && so->frame_gap_us)
             sleep_us(so->frame_gap_us);
@@ -773,9 +716,8 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
         page = page + 1 == m->pages ? 0 : page + 1;
     }
 out:
-    batch_flush(&s, &b, st);        /* what was built before an error still goes */
     free(frame);
-    free(b.buf);
+    free(buf);
     close(s.fd);
     return rc;
 }

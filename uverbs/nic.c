@@ -489,7 +489,8 @@ static int read_event(struct mlxd_nic *nic, int fd, bool comp, struct mlxd_event
 {
     memset(ev, 0, sizeof *ev);
     if (comp) {
-        struct ib_uverbs_comp_event_desc d;
+        /* zeroed: memcheck cannot see a kernel (or the emulator's process_vm_writev) fill it */
+        struct ib_uverbs_comp_event_desc d = { 0 };
         ssize_t n = read(fd, &d, sizeof d);
         if (n < 0) return errno == EAGAIN || errno == EINTR ? 0 : -errno;
         if (n != sizeof d) return 0;
@@ -504,7 +505,7 @@ static int read_event(struct mlxd_nic *nic, int fd, bool comp, struct mlxd_event
         pthread_mutex_unlock(&nic->lock);
         return cq != NULL;
     }
-    struct ib_uverbs_async_event_desc d;
+    struct ib_uverbs_async_event_desc d = { 0 };
     ssize_t n = read(fd, &d, sizeof d);
     if (n < 0) return errno == EAGAIN || errno == EINTR ? 0 : -errno;
     if (n != sizeof d) return 0;
