@@ -551,6 +551,7 @@ static void *wz_consumer(void *arg)
     struct mlxd_receiver_frame f;
     struct mlxd_receiver_stats st;
     uint64_t got = 0, prev_ns = 0;
+    double give_up = now_s() + 60;
     while (got < W_WARMUP + W_WINDOW) {
         if (got == W_WARMUP) {
             snap_sys(z->sys0, z->kind0, z->lib0, z->inside0);
@@ -558,7 +559,12 @@ static void *wz_consumer(void *arg)
             z->wake0 = st.consumer_wakeups;
             snap_sys(z->sys0, z->kind0, z->lib0, z->inside0);      /* ... so it is not counted */
         }
-        if (!mlxd_receiver_get_next_frame(z->r, 1000, &f)) break;
+        if (!mlxd_receiver_get_next_frame(z->r, 1000, &f)) {
+            /* a second without a frame: the producer or the monitor were not scheduled (a loaded
+             * machine); wait on, up to a minute in all */
+            if (now_s() > give_up || atomic_load(&z->prod_rc) < 0) break;
+            continue;
+        }
         got++;
         if (f.page != (got - 1) % PAGES || f.imm_psn != ((got - 1) & 0xFFFFF) || f.flags) z->bad_frames++;
         atomic_store_explicit(&z->consumed, got, memory_order_release);
@@ -656,8 +662,13 @@ START_TEST(syscalls_waiting_consumer_event)
     ck_assert_msg(waits <= reads + 1 && reads <= waits + 1, "monitor: %lu waits, %lu reads", waits, reads);
     /* and nothing else, but a FUTEX_WAKE for a consumer that really slept (as in busy mode) */
     unsigned long futex = (unsigned long)(z->wake1 - z->wake0);   /* the FUTEX_WAKEs the receiver made */
-    ck_assert_msg(kernel == waits + reads + futex, "monitor: %lu calls at the kernel interface: %lu waits, %lu reads, "
-                  "%lu futex", kernel, waits, reads, futex);
+    /* The window's two edges may each cut an emulated read in two, whose own system calls are
+     * then counted on one side of the edge and subtracted on the other: at most one read's
+     * worth per edge. */
+    unsigned long per_read = reads ? (inside + reads - 1) / reads : 0, slack = 2 * per_read;
+    unsigned long want = waits + reads + futex;
+    ck_assert_msg(kernel + slack >= want && kernel <= want + slack, "monitor: %lu calls at the kernel interface: "
+                  "%lu waits, %lu reads, %lu futex (edges: %lu)", kernel, waits, reads, futex, slack);
     ck_assert_msg(futex * 100 < W_WINDOW + 100 * z->holes, "monitor: %lu FUTEX_WAKE over %u frames, %lu holes", futex,
                   W_WINDOW, (unsigned long)z->holes);
     /* a wake-up yields at least one frame */
