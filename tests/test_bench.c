@@ -641,7 +641,7 @@ END_TEST
 
 /* Event mode: per wake-up of the monitor what the kernel's interface needs, one wait on the
  * completion channel and one read of its event (include/uapi/rdma/ib_user_verbs.h
- * ib_uverbs_comp_event_desc), and nothing else; a wake-up yields at least one frame. */
+ * ib_uverbs_comp_event_desc), and nothing else; at most two wake-ups per frame. */
 START_TEST(syscalls_waiting_consumer_event)
 {
     CHILD_ONLY("syscalls_waiting_consumer_event");
@@ -671,8 +671,10 @@ START_TEST(syscalls_waiting_consumer_event)
                   "%lu waits, %lu reads, %lu futex (edges: %lu)", kernel, waits, reads, futex, slack);
     ck_assert_msg(futex * 100 < W_WINDOW + 100 * z->holes, "monitor: %lu FUTEX_WAKE over %u frames, %lu holes", futex,
                   W_WINDOW, (unsigned long)z->holes);
-    /* a wake-up yields at least one frame */
-    ck_assert_msg(waits <= W_WINDOW + 1, "monitor: %lu waits over %u frames", waits, W_WINDOW);
+    /* at most two wake-ups per frame: its own, and one for an event raised by a completion that
+     * arrived between the re-arm and the drain which took it (the next wait then returns at
+     * once and finds the CQ empty) */
+    ck_assert_msg(waits <= 2 * W_WINDOW + 2, "monitor: %lu waits over %u frames", waits, W_WINDOW);
     waiting_consumer_free(z);
 }
 END_TEST
