@@ -8,9 +8,10 @@
  *     that reports MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS: seconds in bits 63..32 and
  *     nanoseconds in bits 31..0 (the kernel's REAL_TIME_TO_NS, drivers/net/ethernet/mellanox/
  *     mlx5/core/lib/clock.h); the emulator drives it from CLOCK_REALTIME.
- * The defaults model a 156.25 MHz timer (hca_core_clock 156250 kHz) of 64 bits, started at 0
- * when the process started the emulator; mlxd_emu_clock_set (mlxd_emu.h) changes them, e.g. a
- * narrow counter near its wrap for tests. */
+ * The defaults model a 156.25 MHz timer (hca_core_clock 156250 kHz) of 64 bits that started at 0
+ * at boot (CLOCK_MONOTONIC_RAW 0), so that every process sharing an emulated device reads the
+ * same timer; mlxd_emu_clock_set (mlxd_emu.h) changes them in the calling process, e.g. a narrow
+ * counter near its wrap for tests. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -23,7 +24,7 @@ struct clock_model {
     uint32_t khz;
     uint64_t mask;
     uint64_t start;        /* cycles at base_ns */
-    uint64_t base_ns;      /* CLOCK_MONOTONIC_RAW when the model was set; 0: at first use */
+    uint64_t base_ns;      /* CLOCK_MONOTONIC_RAW when the model was set; 0: boot */
     bool real_time;
 };
 
@@ -65,12 +66,6 @@ uint64_t emu_nic_clock_cycles(void)
 {
     struct clock_model m;
     model_read(&m);
-    if (!m.base_ns) {   /* first use: the timer starts now */
-        uint64_t zero = 0, now = raw_ns();
-        if (!atomic_compare_exchange_strong(&m_base_ns, &zero, now))
-            now = zero;
-        m.base_ns = now;
-    }
     return (m.start + ns_to_cycles(raw_ns() - m.base_ns, m.khz)) & m.mask;
 }
 
