@@ -306,24 +306,33 @@ static void *zr_monitor(void *arg)
     return NULL;
 }
 
+/* The NIC's part for frame i: page i % PAGES with PSN i (metadata block first, then the CQE),
+ * once the consumer is within PAGES/2 frames.  False when stopped or on an error (in *rc). */
+static bool produce_one(uint8_t *buf, size_t page_size, size_t md_off, uint32_t qpn, uint64_t i,
+                        _Atomic uint64_t *consumed, _Atomic bool *stop, _Atomic int *prod_rc)
+{
+    while (i >= atomic_load(consumed) + PAGES / 2 && !atomic_load(stop)) sched_yield();
+    uint32_t page = (uint32_t)(i % PAGES), psn = (uint32_t)(i & 0xFFFFF);
+    struct mlxd_hsb_metadata md = { .psn = psn, .bytes_written = FRAME, .frame_number32 = (uint32_t)i };
+    mlxd_hsb_metadata_encode(&md, buf + page * page_size + md_off, 128);
+    int rc;
+    while ((rc = mlxd_emu_bench_write_imm(0, qpn, mlxd_hsb_imm_make(page, psn, MLXD_HSB_IMM_12_20), FRAME + 128,
+                                          NULL)) == -EAGAIN) {
+        if (atomic_load(stop)) return false;
+        sched_yield();
+    }
+    if (rc < 0) { atomic_store(prod_rc, rc); return false; }
+    return true;
+}
+
 /* The NIC: frame i goes to page i % PAGES with PSN i (metadata block first, then the CQE). */
 static void *zr_producer(void *arg)
 {
     struct zr *z = arg;
     size_t md_off = mlxd_hsb_metadata_offset(FRAME);
-    for (uint64_t i = 0; i < WARMUP + WINDOW + 1 && !atomic_load(&z->stop); i++) {
-        while (i >= atomic_load(&z->consumed) + PAGES / 2 && !atomic_load(&z->stop)) sched_yield();
-        uint32_t page = (uint32_t)(i % PAGES), psn = (uint32_t)(i & 0xFFFFF);
-        struct mlxd_hsb_metadata md = { .psn = psn, .bytes_written = FRAME, .frame_number32 = (uint32_t)i };
-        mlxd_hsb_metadata_encode(&md, z->buf + page * z->page + md_off, 128);
-        int rc;
-        while ((rc = mlxd_emu_bench_write_imm(0, z->qpn, mlxd_hsb_imm_make(page, psn, MLXD_HSB_IMM_12_20),
-                                              FRAME + 128, NULL)) == -EAGAIN) {
-            if (atomic_load(&z->stop)) return NULL;
-            sched_yield();
-        }
-        if (rc < 0) { atomic_store(&z->prod_rc, rc); return NULL; }
-    }
+    for (uint64_t i = 0; i < WARMUP + WINDOW + 1 && !atomic_load(&z->stop); i++)
+        if (!produce_one(z->buf, z->page, md_off, z->qpn, i, &z->consumed, &z->stop, &z->prod_rc))
+            return NULL;
     return NULL;
 }
 
@@ -526,17 +535,8 @@ static void *wz_producer(void *arg)
         uint64_t due = base + i * W_GAP_NS;
         struct timespec ts = { .tv_sec = (time_t)(due / 1000000000u), .tv_nsec = (long)(due % 1000000000u) };
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
-        while (i >= atomic_load(&z->consumed) + PAGES / 2 && !atomic_load(&z->stop)) sched_yield();
-        uint32_t page = (uint32_t)(i % PAGES), psn = (uint32_t)(i & 0xFFFFF);
-        struct mlxd_hsb_metadata md = { .psn = psn, .bytes_written = FRAME, .frame_number32 = (uint32_t)i };
-        mlxd_hsb_metadata_encode(&md, z->buf + page * z->page + md_off, 128);
-        int rc;
-        while ((rc = mlxd_emu_bench_write_imm(0, z->qpn, mlxd_hsb_imm_make(page, psn, MLXD_HSB_IMM_12_20),
-                                              FRAME + 128, NULL)) == -EAGAIN) {
-            if (atomic_load(&z->stop)) return NULL;
-            sched_yield();
-        }
-        if (rc < 0) { atomic_store(&z->prod_rc, rc); return NULL; }
+        if (!produce_one(z->buf, z->page, md_off, z->qpn, i, &z->consumed, &z->stop, &z->prod_rc))
+            return NULL;
     }
     return NULL;
 }
