@@ -34,6 +34,7 @@
 #include "mlxd_receiver.h"
 #include "mlxd_names.h"
 #include "mlxd_uverbs.h"
+#include "stats.h"
 
 #define EMU_REEXEC_ENV "MLXD_CAPTURE_EMULATED"
 /* Bounds of the size options: mlxd_receiver_start takes frame_size up to 2^40; pages (<= 4096
@@ -645,6 +646,7 @@ struct outcome {
     int image;                      /* check_image's verdict; -1 not made */
     uint64_t image_bytes, image_diff;
     double elapsed;
+    char delay_json[256];           /* the summary's "nic_to_host_delay_us" member (delay_report) */
 };
 
 /* Where every frame the source sent went (docs/receiver.md "Where every frame went"): the
@@ -758,7 +760,7 @@ static void print_json_summary(const struct run *R, const struct tally *T, const
            a->tail_lost, a->tail_no_recv, st->missing_metadata, st->short_frames, st->long_frames,
            st->out_of_sequence, st->events,
            st->port_down, st->port_up, st->link_down_ns / 1e6);
-    printf(",\"seconds\":%.3f,\"ok\":%s}\n", o->elapsed, ok ? "true" : "false");
+    printf("%s,\"seconds\":%.3f,\"ok\":%s}\n", o->delay_json, o->elapsed, ok ? "true" : "false");
 }
 
 static void print_text_summary(const struct run *R, const struct tally *T, const struct outcome *o,
@@ -861,6 +863,60 @@ static void on_event(void *ctx, const struct mlxd_receiver_event *ev)
     if (ev->kind == MLXD_RX_EVENT_OTHER)
         fprintf(stderr, " (ib_event_type %u)", ev->kernel_type);
     fprintf(stderr, "\n");
+}
+
+/* Writes a consumed frame to dir/frame-NNNNNN.bin; false when it cannot (the first failure says
+ * why; the others, as a full disk fails every frame after it, are counted in the summary). */
+static bool save_frame(const char *dir, uint64_t index, const uint8_t *data, uint64_t nbytes)
+{
+    static bool told;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/frame-%06" PRIu64 ".bin", dir, index);
+    errno = 0;
+    FILE *fp = fopen(path, "wb");
+    int err = fp ? 0 : errno;
+    if (fp && fwrite(data, 1, nbytes, fp) != nbytes) err = errno ? errno : EIO;
+    /* a full disk shows only when the buffered bytes are flushed */
+    if (fp && fclose(fp) && !err) err = errno ? errno : EIO;
+    if (!err) return true;
+    if (!told) fprintf(stderr, "mlxd-capture: cannot write %s: %s\n", path, strerror(err));
+    told = true;
+    if (fp) unlink(path);       /* no truncated frame file */
+    return false;
+}
+
+/* The NIC-to-host delay of each frame: received (CLOCK_REALTIME when the monitor saw the
+ * completion) - nic_ns (the NIC's clock when it completed the frame; mlxd_receiver.h).  The
+ * distribution covers the first DELAYS_MAX frames (8 MiB), the count says how many had one. */
+#define DELAYS_MAX (1u << 20)
+struct delays { double *us; size_t n, seen; };
+
+/* The frame's delay in us (NAN when the NIC gave no time), kept for the summary. */
+static double delay_add(struct delays *d, const struct mlxd_receiver_frame *f)
+{
+    if (!f->nic_ns) return NAN;
+    int64_t host = f->received_s * 1000000000ll + f->received_ns;
+    double us = (double)(host - (int64_t)f->nic_ns) / 1e3;
+    d->seen++;
+    if (!d->us && !(d->us = malloc(DELAYS_MAX * sizeof *d->us))) return us;
+    if (d->n < DELAYS_MAX) d->us[d->n++] = us;
+    return us;
+}
+
+/* Text: one line.  JSON: the summary's "nic_to_host_delay_us" member, written into j. */
+static void delay_report(struct delays *d, bool json, char *j, size_t jlen)
+{
+    struct bench_stats s = bench_stats_of(d->us, d->n);
+    if (json)
+        snprintf(j, jlen, ",\"nic_to_host_delay_us\":{\"frames\":%zu,\"min\":%.3f,\"median\":%.3f,\"avg\":%.3f,"
+                 "\"p99\":%.3f,\"p99_9\":%.3f,\"max\":%.3f}", d->n, s.min, s.typical, s.avg, s.p99, s.p999, s.max);
+    else if (d->n)
+        printf("NIC-to-host delay over %zu frames (us): min %.3f  median %.3f  avg %.3f  p99 %.3f  p99.9 %.3f  "
+               "max %.3f\n", d->n, s.min, s.typical, s.avg, s.p99, s.p999, s.max);
+    else
+        printf("NIC-to-host delay: the NIC gave no arrival times\n");
+    free(d->us);
+    d->us = NULL;
 }
 
 /* --consumer-delay-ms: sleeps ms in 10 ms slices, so that a Ctrl-C ends even a long delay at once. */
@@ -1090,6 +1146,7 @@ static int run(struct cfg *c)
     bool live = !c->quiet && !c->json && isatty(2);
     double t0 = now_s(), last_status = t0, last_frame_t = t0;
     struct tally T = { 0 };
+    struct delays delays = { 0 };
     bool feeding = c->replay || c->generate;
     for (;;) {
         if (__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) break;
@@ -1146,23 +1203,9 @@ static int run(struct cfg *c)
                     pay = 0;
                 }
             }
-            if (c->save) {
-                char path[PATH_MAX];
-                snprintf(path, sizeof path, "%s/frame-%06" PRIu64 ".bin", c->save, f.received_frame_number - 1);
-                errno = 0;
-                FILE *fp = fopen(path, "wb");
-                int err = fp ? 0 : errno;
-                if (fp && fwrite(data, 1, nbytes, fp) != nbytes) err = errno ? errno : EIO;
-                /* a full disk shows only when the buffered T.bytes are flushed */
-                if (fp && fclose(fp) && !err) err = errno ? errno : EIO;
-                if (err) {
-                    /* the first failure says why; the others (a full disk fails every frame
-                     * after it) are counted in the summary */
-                    if (T.save_failed++ == 0)
-                        fprintf(stderr, "mlxd-capture: cannot write %s: %s\n", path, strerror(err));
-                    if (fp) unlink(path);       /* no truncated frame file */
-                }
-            }
+            if (c->save && !save_frame(c->save, f.received_frame_number - 1, data, nbytes))
+                T.save_failed++;
+            double delay_us = delay_add(&delays, &f);
             consumer_delay(c->consumer_delay_ms);
             int state = mlxd_receiver_frame_check(R.rx, &f);
             atomic_fetch_add(&g_taken, 1);
@@ -1189,13 +1232,13 @@ static int run(struct cfg *c)
                        "\"imm\":%u,\"bytes_written\":%" PRIu64 ",\"crc\":%u,\"flags\":%u,"
                        "\"timestamp_s\":%" PRIu64 ",\"timestamp_ns\":%u,\"metadata_s\":%" PRIu64 ","
                        "\"metadata_ns\":%u,\"received_s\":%" PRId64 ",\"received_ns\":%u,"
-                       "\"received_frame_number\":%" PRIu64 ",\"dropped\":%" PRIu64 ","
-                       "\"psn_mismatch\":%s,\"payload_ok\":%s,\"state\":\"%s\"}\n",
+                       "\"received_frame_number\":%" PRIu64 ",\"dropped\":%" PRIu64 ",\"nic_ns\":%" PRIu64 ","
+                       "\"nic_to_host_us\":%.3f,\"psn_mismatch\":%s,\"payload_ok\":%s,\"state\":\"%s\"}\n",
                        T.last_fn, f.metadata.frame_number, f.page, f.metadata.psn, f.imm_data,
                        nbytes, f.metadata.crc, f.metadata.flags, f.metadata.timestamp_s,
                        f.metadata.timestamp_ns, f.metadata.metadata_s, f.metadata.metadata_ns,
-                       f.received_s, f.received_ns, f.received_frame_number, f.dropped,
-                       (f.flags & MLXD_FRAME_PSN_MISMATCH) ? "true" : "false",
+                       f.received_s, f.received_ns, f.received_frame_number, f.dropped, f.nic_ns,
+                       isnan(delay_us) ? 0.0 : delay_us, (f.flags & MLXD_FRAME_PSN_MISMATCH) ? "true" : "false",
                        pay < 0 ? "null" : pay ? "true" : "false", state_name(state));
                 fflush(stdout);
             } else if (c->print_frames) {
@@ -1205,6 +1248,7 @@ static int run(struct cfg *c)
                        T.last_fn, f.page, f.metadata.psn, f.imm_data, nbytes, f.metadata.crc, f.metadata.flags,
                        f.metadata.timestamp_s, f.metadata.timestamp_ns, f.metadata.metadata_s,
                        f.metadata.metadata_ns);
+                if (!isnan(delay_us)) printf(" nic->host %.3f us", delay_us);
                 if (f.flags & MLXD_FRAME_PSN_MISMATCH) printf(" PSN-MISMATCH(imm %u)", f.imm_psn);
                 if (pay > 0) printf("  payload verified");
                 else if (pay == 0) printf("  payload BAD (byte %ld)", bad_at);
@@ -1247,6 +1291,7 @@ static int run(struct cfg *c)
      * byte wins).  For a capture without completions this is all there is to check. */
     if (c->replay && R.cap && R.feed_rc >= 0 && !c->frames && c->loops <= 1 && atomic_load(&R.feed_done))
         o2.image = check_image(R.cap, &R.map, buf, bufsize, &o2.image_bytes, &o2.image_diff);
+    delay_report(&delays, c->json, o2.delay_json, sizeof o2.delay_json);
     status = report(&R, &T, &o2);
 out:
     if (feed_started) { __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE); pthread_join(feed, NULL); }
