@@ -247,7 +247,7 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     if (opts->recv_depth > nic->max_qp_wr) return mlxd_err(EINVAL, "%s: receive depth %u exceeds the device's maximum %u", fn, opts->recv_depth, nic->max_qp_wr);
     if (opts->max_inline > nic->port.max_inline) return mlxd_err(EINVAL, "%s: max_inline %u exceeds the device's maximum %u", fn, opts->max_inline, nic->port.max_inline);
     bool share = opts->sz >= offsetof(struct mlxd_qp_opts, share_cq) + sizeof opts->share_cq && opts->share_cq;
-    if (!share) {
+    if (!share && !cq->ignore_overrun && !rcq->ignore_overrun) {   /* those: cq_depth_reserve */
         int orc = cq_overrun_check(fn, cq, rcq, opts->send_depth, opts->recv_depth);
         if (orc) return orc;
     }
