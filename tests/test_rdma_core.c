@@ -646,6 +646,40 @@ END_TEST
 START_TEST(atomic_bw_fetch_add) { atomic_test("ib_atomic_bw", BW, "FETCH_AND_ADD"); }
 END_TEST
 
+/* ---- unreliable datagram ------------------------------------------------------------------
+ * ibv_ud_pingpong refuses a size above the port's active MTU (1024 on the emulated ports) and
+ * posts receives of size + 40 (the GRH); its byte count is 2 * size * iters as for RC. */
+START_TEST(ud_pingpong_1024) { pingpong("ibv_ud_pingpong", 1024, 1000, 60); }
+END_TEST
+START_TEST(ud_pingpong_small) { pingpong("ibv_ud_pingpong", 4, 500, 60); }
+END_TEST
+
+/* perftest -c UD: latency 2 bytes x 1000 (both sides print the table); bandwidth: perftest cuts
+ * its 65536-byte default to the MTU ("Max msg size in UD is MTU 1024"); 1000 iterations (its UD
+ * default) */
+static void ud_perftest(const char *prog, enum kind kind)
+{
+    const char *args[] = {"-c", "UD", NULL};
+    struct pair r;
+    run_pair(prog, "-x", args, 90, &r);
+    ck_assert_msg(exited0(r.srv_st) && exited0(r.cli_st), "%s -c UD: server %s, client %s\nserver:\n%s\nclient:\n%s",
+                  prog, st_str(r.srv_st), st_str(r.cli_st), r.srv, r.cli);
+    if (kind == LAT) {
+        check_lat_table("client", r.cli, 2, 1000);
+        check_lat_table("server", r.srv, 2, 1000);
+    } else {
+        ck_assert_msg(strstr(r.cli, "Max msg size in UD is MTU 1024"), "%s", r.cli);
+        check_bw_table("client", r.cli, 1024, 1000);
+        check_bw_table("server", r.srv, 1024, 1000);
+    }
+    fprintf(stderr, "rdma_core: %s -c UD: %.1f s\n", prog, r.secs);
+    free_pair(&r);
+}
+START_TEST(send_lat_ud) { ud_perftest("ib_send_lat", LAT); }
+END_TEST
+START_TEST(send_bw_ud) { ud_perftest("ib_send_bw", BW); }
+END_TEST
+
 Suite *rdma_core_suite(void)
 {
     Suite *s = suite_create("rdma_core");
@@ -679,6 +713,10 @@ Suite *rdma_core_suite(void)
     tcase_add_test(tc, atomic_lat_fetch_add);
     tcase_add_test(tc, atomic_lat_cmp_swap);
     tcase_add_test(tc, atomic_bw_fetch_add);
+    tcase_add_test(tc, ud_pingpong_1024);
+    tcase_add_test(tc, ud_pingpong_small);
+    tcase_add_test(tc, send_lat_ud);
+    tcase_add_test(tc, send_bw_ud);
     suite_add_tcase(s, tc);
 
     TCase *full = tcase_create("long");

@@ -77,7 +77,8 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     if (trc) return trc;
     if (opts->psn > 0xffffff) return mlxd_err(EINVAL, "%s: psn 0x%x exceeds 24 bits", fn, opts->psn);
     uint32_t type = opts->type ? opts->type : MLXD_QP_RC;
-    if (type != MLXD_QP_RC && type != MLXD_QP_UC) return mlxd_err(EINVAL, "%s: type %u is not RC (2) or UC (3)", fn, type);
+    if (type != MLXD_QP_RC && type != MLXD_QP_UC && type != MLXD_QP_UD)
+        return mlxd_err(EINVAL, "%s: type %u is not RC (2), UC (3) or UD (4)", fn, type);
     if (!opts->send_depth && !opts->recv_depth) return mlxd_err(EINVAL, "%s: send and receive depth are both 0", fn);
     struct mlxd_cq *rcq = opts->recv_cq ? opts->recv_cq : cq;
     if (rcq->state != OBJ_LIVE || rcq->nic != nic) return mlxd_err(EINVAL, "%s: recv_cq is destroyed or of another NIC", fn);
@@ -97,7 +98,8 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     /* sizes (rdma-core providers/mlx5/verbs.c mlx5_calc_send_wqe, mlx5_calc_sq_size) */
     uint32_t sq_wqebbs = 0, wqe_size = 0;
     if (opts->send_depth) {
-        wqe_size = mlxd__send_wqe_size(opts->max_inline, send_sge);
+        wqe_size = type == MLXD_QP_UD ? mlxd__ud_send_wqe_size(opts->max_inline, send_sge)
+                                      : mlxd__send_wqe_size(opts->max_inline, send_sge);
         uint32_t max_desc = nic->max_sq_desc_sz ? nic->max_sq_desc_sz : 1024;
         if (wqe_size > max_desc) return mlxd_err(EINVAL, "%s: a %u-byte WQE exceeds the device's maximum %u", fn, wqe_size, max_desc);
         uint64_t bytes = (uint64_t)opts->send_depth * wqe_size;
@@ -294,6 +296,7 @@ int mlxd_qp_connect(struct mlxd_qp *qp, const struct mlxd_endpoint *peer,
         return mlxd_err(EINVAL, "%s: invalid or destroyed QP, closed NIC, or peer NULL", fn);
     if (o && o->sz < offsetof(struct mlxd_connect_opts, max_rd_atomic) + sizeof o->max_rd_atomic)
         return mlxd_err(EINVAL, "%s: opts->sz %zu is too small", fn, o->sz);
+    if (qp->type == MLXD_QP_UD) return mlxd_err(EINVAL, "%s: QP 0x%x is a UD QP: not connected, see mlxd_qp_ud_ready", fn, qp->qpn);
     if (qp->ib_state != 0) return mlxd_err(EINVAL, "%s: QP 0x%x is not in RESET (state %u): connect once", fn, qp->qpn, qp->ib_state);
     uint32_t access = o ? o->peer_access : 0;
     uint32_t allowed = qp->type == MLXD_QP_UC ? MLXD_ACCESS_REMOTE_WRITE

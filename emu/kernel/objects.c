@@ -838,6 +838,9 @@ int emu_k_modify_qp(struct emu_file *f, const void *cmdv, bool ex)
     if ((mask & EMU_QP_CUR_STATE) && cur != actual) return -EINVAL;
     if (!emu_modify_qp_is_ok(cur, next, qp->pub.type, mask)) return -EINVAL;
     if ((mask & EMU_QP_PKEY_INDEX) && c->pkey_index >= 1) return -EINVAL;   /* pkey_tbl_len 1 */
+    /* k: uverbs_cmd.c modify_qp: a controlled Q_Key (high bit set) needs CAP_NET_RAW; the
+     * emulated kernel treats every process as unprivileged */
+    if ((mask & EMU_QP_QKEY) && (c->qkey & 0x80000000u)) return -EPERM;
     if ((mask & EMU_QP_MAX_QP_RD_ATOMIC) && c->max_rd_atomic > EMU_MAX_RD_ATOM) return -EINVAL;
     if ((mask & EMU_QP_MAX_DEST_RD_ATOMIC) && c->max_dest_rd_atomic > EMU_MAX_RD_ATOM) return -EINVAL;
     if ((mask & EMU_QP_PATH_MTU) && (c->path_mtu < 1 || c->path_mtu > 5)) return -EINVAL;

@@ -394,7 +394,9 @@ void nic_resp_packet(struct nic_dev *nd, const struct mlxd_roce_pkt *p)
         nd->st.rx_malformed++;
         return;
     }
-    if (qp->state != NIC_QPS_RTR && qp->state != NIC_QPS_RTS && qp->state != NIC_QPS_SQD) {
+    /* SQE (a UD send error) stops only the send queue: the QP still receives */
+    if (qp->state != NIC_QPS_RTR && qp->state != NIC_QPS_RTS && qp->state != NIC_QPS_SQD &&
+        qp->state != NIC_QPS_SQE) {
         nd->st.rx_bad_state++;
         return;
     }
