@@ -1,5 +1,7 @@
-/* mlxd-pingpong: a ping-pong between two processes over RC or UC queue pairs, in the spirit of
- * rdma-core's ibv_rc_pingpong, on the direct driver (no libibverbs).
+/* mlxd-pingpong: a ping-pong between two processes over RC, UC or UD queue pairs, in the spirit
+ * of rdma-core's ibv_rc_pingpong / ibv_ud_pingpong, on the direct driver (no libibverbs).
+ * UD (-c ud): SENDs through an address handle to the peer's QPN with the Q_Key PP_QKEY; every
+ * receive has the 40 bytes of GRH in front of the message; -s is at most the port MTU.
  *
  *   server:  mlxd-pingpong [-d mlx5_1] [options]
  *   client:  mlxd-pingpong [-d mlx5_0] [options] <server-host>
@@ -61,7 +63,7 @@ struct cfg {
     const char *dev, *server;
     int port, gid_idx, emulate, verbose;
     uint32_t size, iters, type;
-    bool use_send;
+    bool use_send, op_given;
 };
 
 static void usage(const char *argv0)
@@ -69,8 +71,8 @@ static void usage(const char *argv0)
     printf("Usage: %s [options] [server-host]   (no host: run as the server)\n"
            "  -d, --dev NAME        RDMA device (default: the first mlx5 device)\n"
            "  -p, --port N          TCP port for the endpoint exchange (default 18515)\n"
-           "  -c, --transport rc|uc queue pair type (default rc)\n"
-           "  -o, --op write_imm|send  the operation (default write_imm)\n"
+           "  -c, --transport rc|uc|ud  queue pair type (default rc)\n"
+           "  -o, --op write_imm|send  the operation (default write_imm; ud: send only)\n"
            "  -s, --size BYTES      message size (default 4096)\n"
            "  -n, --iters N         round trips (default 1000)\n"
            "  -g, --gid-idx N       local GID index (default: the RoCE v2 GID routing to the peer,\n"
@@ -360,7 +362,8 @@ static const char *escaped(char out[ESC_SIZE], const char *p, size_t n)
 
 struct settings { bool server, use_send; uint32_t size, iters, type; };
 
-static const char *transport_name(uint32_t type) { return type == MLXD_QP_RC ? "rc" : "uc"; }
+static const char *transport_name(uint32_t type) { return type == MLXD_QP_RC ? "rc" : type == MLXD_QP_UD ? "ud" : "uc"; }
+static const char *transport_upper(uint32_t type) { return type == MLXD_QP_RC ? "RC" : type == MLXD_QP_UD ? "UD" : "UC"; }
 static const char *op_name(bool use_send) { return use_send ? "send" : "write_imm"; }
 
 static void hello_send(int s, const struct cfg *c)
@@ -371,6 +374,16 @@ static void hello_send(int s, const struct cfg *c)
     memset(h + n, ' ', sizeof h - (size_t)n - 1);
     h[sizeof h - 1] = '\n';
     send_all(s, h, sizeof h);
+}
+
+/* "rc", "uc" or "ud" -> the QP type. */
+static bool parse_transport(const char *v, uint32_t *type)
+{
+    if (!strcmp(v, "rc")) *type = MLXD_QP_RC;
+    else if (!strcmp(v, "uc")) *type = MLXD_QP_UC;
+    else if (!strcmp(v, "ud")) *type = MLXD_QP_UD;
+    else return false;
+    return true;
 }
 
 /* A decimal in [min, max] and nothing else (no sign, no blank, no hex: the peer is untrusted). */
@@ -431,7 +444,7 @@ static void hello_recv(int s, struct settings *peer)
             } else if (!strcmp(k, "size")) {
                 bit = 2; ok = parse_u32(val, 1, 0x7fffffff, &peer->size);
             } else if (!strcmp(k, "transport")) {
-                bit = 4; ok = !strcmp(val, "rc") || !strcmp(val, "uc"); peer->type = !strcmp(val, "rc") ? MLXD_QP_RC : MLXD_QP_UC;
+                bit = 4; ok = parse_transport(val, &peer->type);
             } else if (!strcmp(k, "op")) {
                 bit = 8; ok = !strcmp(val, "send") || !strcmp(val, "write_imm"); peer->use_send = !strcmp(val, "send");
             } else if (!strcmp(k, "iters")) {
@@ -545,6 +558,65 @@ static bool emulated(void)
     return getenv(REEXEC_ENV) || (p && strstr(p, "libmlx5direct-emu"));
 }
 
+/* The client's report: latency from the sorted round trips, bandwidth over the whole run. */
+static void print_summary(const struct cfg *c, double *rtt, double total, uint32_t peer_qpn)
+{
+    qsort(rtt, c->iters, sizeof *rtt, cmp_d);
+    uint32_t n = c->iters;
+    double med = rtt[n / 2] / 2, p99 = rtt[(size_t)((n - 1) * 0.99)] / 2;
+    printf("%u iterations of %u bytes, %s %s, %s -> peer QP 0x%06x, data verified\n", n, c->size,
+           transport_upper(c->type), c->use_send ? "SEND" : "WRITE_IMM", c->dev, peer_qpn);
+    printf("one-way latency (round trip / 2), usec: min %.2f  median %.2f  p99 %.2f  max %.2f\n",
+           rtt[0] / 2, med, p99, rtt[n - 1] / 2);
+    printf("bandwidth: %.2f MB/s (%.0f messages/s, both directions)\n",
+           2.0 * c->size * n / total, 2.0 * n / (total / 1e6));
+}
+
+/* ---- UD (-c ud) ---- */
+#define PP_QKEY 0x11111111u    /* the Q_Key both sides use (ibv_ud_pingpong's too) */
+
+/* UD sends only (no WRITE_IMM: a datagram has no remote address): -o send is the default there,
+ * -o write_imm a usage error. */
+static void check_transport_op(struct cfg *c, const char *argv0)
+{
+    if (c->type != MLXD_QP_UD) return;
+    if (c->op_given && !c->use_send) {
+        fprintf(stderr, "mlxd-pingpong: -c ud -o write_imm: a UD QP sends only (use -o send)\n");
+        usage(argv0);
+        exit(2);
+    }
+    c->use_send = true;
+}
+
+/* Bytes in front of each received message: the GRH space of a UD receive, else none. */
+static uint32_t grh_room(const struct cfg *c) { return c->type == MLXD_QP_UD ? MLXD_UD_GRH_LEN : 0; }
+
+/* The message size against the port: its maximum message, and for UD its MTU (a datagram is one
+ * packet). */
+static void check_size(struct mlxd_nic *nic, const struct cfg *c)
+{
+    if (c->size > mlxd_max_message(nic)) fail("-s %u exceeds the port's maximum message %u", c->size, mlxd_max_message(nic));
+    struct mlxd_port_info pi;
+    if (c->type == MLXD_QP_UD && mlxd_port_info(nic, &pi) == 0 && c->size > pi.active_mtu_bytes)
+        fail("-c ud -s %u exceeds the port MTU %u (a datagram is one packet)", c->size, pi.active_mtu_bytes);
+}
+
+/* RC/UC: connect to the peer's endpoint.  UD: ready the QP with PP_QKEY and make the address
+ * handle of the peer's GID that every send uses (*ah; NULL for RC/UC). */
+static void connect_or_ready(struct mlxd_nic *nic, struct mlxd_qp *qp, const struct cfg *c,
+                             const struct mlxd_endpoint *pep, struct mlxd_ah **ah)
+{
+    int rc;
+    *ah = NULL;
+    if (c->type != MLXD_QP_UD) {
+        struct mlxd_connect_opts co = { .sz = sizeof co, .peer_access = MLXD_ACCESS_REMOTE_WRITE };
+        if ((rc = mlxd_qp_connect(qp, pep, &co))) die("connect", rc);
+        return;
+    }
+    if ((rc = mlxd_qp_ud_ready(qp, PP_QKEY))) die("ready the UD QP", rc);
+    if ((rc = mlxd_ah_create(nic, pep->gid, NULL, ah))) die("create the address handle", rc);
+}
+
 int main(int argc, char **argv)
 {
     struct cfg c = { .port = 18515, .gid_idx = -1, .size = 4096, .iters = 1000, .type = MLXD_QP_RC };
@@ -557,9 +629,10 @@ int main(int argc, char **argv)
         switch (o) {
         case 'd': c.dev = optarg; break;
         case 'p': c.port = (int)num_arg(argv[0], o, optarg, 1, 65535); break;
-        case 'c': if (!strcmp(optarg, "rc")) c.type = MLXD_QP_RC; else if (!strcmp(optarg, "uc")) c.type = MLXD_QP_UC;
-                  else { fprintf(stderr, "mlxd-pingpong: -c '%s': expected rc or uc\n", optarg); usage(argv[0]); return 2; } break;
-        case 'o': if (!strcmp(optarg, "send")) c.use_send = true; else if (!strcmp(optarg, "write_imm")) c.use_send = false;
+        case 'c': if (!parse_transport(optarg, &c.type)) {
+                      fprintf(stderr, "mlxd-pingpong: -c '%s': expected rc, uc or ud\n", optarg); usage(argv[0]); return 2; } break;
+        case 'o': c.op_given = true;
+                  if (!strcmp(optarg, "send")) c.use_send = true; else if (!strcmp(optarg, "write_imm")) c.use_send = false;
                   else { fprintf(stderr, "mlxd-pingpong: -o '%s': expected write_imm or send\n", optarg); usage(argv[0]); return 2; } break;
         case 's': c.size = (uint32_t)num_arg(argv[0], o, optarg, 1, 0x7fffffffL); break;
         case 'n': c.iters = (uint32_t)num_arg(argv[0], o, optarg, 1, 100000000L); break;
@@ -576,6 +649,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (!c.size || !c.iters || c.port <= 0 || c.port > 65535) { usage(argv[0]); return 2; }
+    check_transport_op(&c, argv[0]);
     if (c.emulate) maybe_emulate(argv);
     emulated_setup();
 
@@ -612,7 +686,7 @@ int main(int argc, char **argv)
     hello_recv(s, &ps);
     check_settings(&c, &ps);
     /* after the hello, so that the peer is told instead of waiting for a hello that never comes */
-    if (c.size > mlxd_max_message(nic)) fail("-s %u exceeds the port's maximum message %u", c.size, mlxd_max_message(nic));
+    check_size(nic, &c);
     int gid_idx = c.gid_idx;
     if (gid_idx < 0 && have_addr) {
         int g = mlxd_gid_for_peer(nic, (struct sockaddr *)&peer_addr, pl, NULL);
@@ -620,13 +694,14 @@ int main(int argc, char **argv)
         else mlxd_err_clear();        /* handled: the default GID is used */
     }
     uint8_t *sbuf = aligned_alloc(4096, (c.size + 4095) & ~4095u);
-    uint8_t *rbuf = aligned_alloc(4096, (c.size + 4095) & ~4095u);
-    memset(rbuf, 0, c.size);
+    const uint32_t grh = grh_room(&c);
+    uint8_t *rbuf = aligned_alloc(4096, (c.size + grh + 4095) & ~4095u);
+    memset(rbuf, 0, c.size + grh);
     struct mlxd_region *sreg, *rreg;
     struct mlxd_region_opts ro = { .sz = sizeof ro, .access = MLXD_ACCESS_LOCAL_WRITE };
     if ((rc = mlxd_region_register(nic, sbuf, c.size, &ro, &sreg))) die("register the send buffer", rc);
     ro.access = MLXD_ACCESS_LOCAL_WRITE | MLXD_ACCESS_REMOTE_WRITE;
-    if ((rc = mlxd_region_register(nic, rbuf, c.size, &ro, &rreg))) die("register the receive buffer", rc);
+    if ((rc = mlxd_region_register(nic, rbuf, c.size + grh, &ro, &rreg))) die("register the receive buffer", rc);
     struct mlxd_cq *cq;
     if ((rc = mlxd_cq_create(nic, 256, NULL, &cq))) die("create the CQ", rc);
     struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = c.type, .send_depth = 64, .recv_depth = 128,
@@ -648,13 +723,13 @@ int main(int argc, char **argv)
     for (int i = 0; i < RECV_BATCH; i++) rv[i] = (struct mlxd_recv){ .wr_id = 0x1000u + (unsigned)i, .num_local = c.use_send ? 1 : 0, .local = &rl };
     for (int k = 0; k < 4; k++) if ((rc = mlxd_qp_receive(qp, rv, RECV_BATCH)) < 0) die("post receives", rc);
     int posted = 4 * RECV_BATCH;
-    struct mlxd_connect_opts co = { .sz = sizeof co, .peer_access = MLXD_ACCESS_REMOTE_WRITE };
-    if ((rc = mlxd_qp_connect(qp, &pep, &co))) die("connect", rc);
+    struct mlxd_ah *ah;
+    connect_or_ready(nic, qp, &c, &pep, &ah);
     send_all(s, "R", 1);
     expect_byte(s, 'R', "its ready signal");
 
     if (!c.server) printf("mlxd-pingpong server: %s QP 0x%06x %s %s, %u bytes x %u\n", c.dev, ep.qpn,
-                          c.type == MLXD_QP_RC ? "RC" : "UC", c.use_send ? "SEND" : "WRITE_IMM", c.size, c.iters);
+                          transport_upper(c.type), c.use_send ? "SEND" : "WRITE_IMM", c.size, c.iters);
     int dir_out = c.server ? 0 : 1, dir_in = 1 - dir_out;
     struct mlxd_local sl = mlxd_region_local(sreg);
     double *rtt = calloc(c.iters, sizeof *rtt);
@@ -671,7 +746,8 @@ int main(int argc, char **argv)
                 fill(sbuf, c.size, it, dir_out);
                 struct mlxd_entry e = { .wr_id = it, .op = c.use_send ? MLXD_OP_SEND : MLXD_OP_WRITE_IMM,
                                         .flags = MLXD_SIGNALED, .imm = it, .num_local = 1, .local = sl,
-                                        .remote = { peer.addr, 0, peer.rkey, 0 } };
+                                        .remote = { peer.addr, 0, peer.rkey, 0 }, .ah = ah, .remote_qpn = peer.qpn,
+                                        .remote_qkey = PP_QKEY };
                 while ((rc = mlxd_qp_post(qp, &e)) == -EAGAIN) (void)mlxd_cq_poll(cq, wc, 16);
                 if (rc) die("post", rc);
                 mlxd_qp_ring(qp);
@@ -697,10 +773,10 @@ int main(int argc, char **argv)
                     }
                     if (wc[i].opcode == MLXD_WC_RECV || wc[i].opcode == MLXD_WC_RECV_RDMA_WITH_IMM) {
                         posted--;
-                        if (wc[i].byte_len != c.size || (!c.use_send && wc[i].imm != it)) {
+                        if (wc[i].byte_len != c.size + grh || (!c.use_send && wc[i].imm != it)) {
                             fprintf(stderr, "mlxd-pingpong: iteration %u: got %u bytes imm %u\n", it, wc[i].byte_len, wc[i].imm);
                             failed = 1;
-                        } else if (verify(rbuf, c.size, it, dir_in)) {
+                        } else if (verify(rbuf + grh, c.size, it, dir_in)) {
                             failed = 1;
                         }
                         got = true;
@@ -756,17 +832,7 @@ int main(int argc, char **argv)
     } else {
         expect_byte(s, 'D', "its result");
     }
-    if (!failed && c.server) {
-        qsort(rtt, c.iters, sizeof *rtt, cmp_d);
-        uint32_t n = c.iters;
-        double med = rtt[n / 2] / 2, p99 = rtt[(size_t)((n - 1) * 0.99)] / 2;
-        printf("%u iterations of %u bytes, %s %s, %s -> peer QP 0x%06x, data verified\n", n, c.size,
-               c.type == MLXD_QP_RC ? "RC" : "UC", c.use_send ? "SEND" : "WRITE_IMM", c.dev, peer.qpn);
-        printf("one-way latency (round trip / 2), usec: min %.2f  median %.2f  p99 %.2f  max %.2f\n",
-               rtt[0] / 2, med, p99, rtt[n - 1] / 2);
-        printf("bandwidth: %.2f MB/s (%.0f messages/s, both directions)\n",
-               2.0 * c.size * n / total, 2.0 * n / (total / 1e6));
-    }
+    if (!failed && c.server) print_summary(&c, rtt, total, peer.qpn);
     if (!failed && !c.server) printf("%u iterations of %u bytes received and verified\n", c.iters, c.size);
     mlxd_qp_destroy(qp);
     mlxd_cq_destroy(cq);
