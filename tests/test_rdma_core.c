@@ -553,8 +553,10 @@ static void check_lat_table(const char *who, const char *o, long size, long iter
                   "%s: latencies out of order: %s", who, row + 1);
 }
 
-/* The row under perftest's bandwidth header: #bytes #iterations BW peak BW average MsgRate */
-static void check_bw_table(const char *who, const char *o, long size, long iters)
+/* The row under perftest's bandwidth header: #bytes #iterations BW peak BW average MsgRate.
+ * peak_measured false: the receiving side of ib_send_bw prints a peak of 0.00 (perftest computes
+ * the peak from the send-side timestamps, tposted, which the receiving side does not take). */
+static void check_bw_row(const char *who, const char *o, long size, long iters, bool peak_measured)
 {
     const char *h = strstr(o, "#bytes     #iterations");
     ck_assert_msg(h && strstr(h, "BW average[MB/sec]"), "%s: no bandwidth table in:\n%s", who, o);
@@ -566,11 +568,16 @@ static void check_bw_table(const char *who, const char *o, long size, long iters
     ck_assert_msg(got == 5, "%s: bandwidth row does not parse: %s", who, row + 1);
     ck_assert_msg(b == size && it == iters, "%s: row is %ld bytes x %ld, want %ld x %ld", who, b,
                   it, size, iters);
-    ck_assert_msg(isfinite(peak) && avg > 0 && avg <= peak, "%s: %s", who, row + 1);
+    ck_assert_msg(isfinite(peak) && avg > 0 && (peak_measured ? avg <= peak : peak == 0), "%s: %s", who, row + 1);
     /* MsgRate[Mpps] = average bytes per second / message size; perftest's MB is 2^20 */
     double want = avg * 1048576.0 / (double)size / 1e6;
     ck_assert_msg(fabs(rate - want) <= 0.02 * want + 1e-6, "%s: MsgRate %f, want %f: %s", who,
                   rate, want, row + 1);
+}
+
+static void check_bw_table(const char *who, const char *o, long size, long iters)
+{
+    check_bw_row(who, o, size, iters, true);
 }
 
 enum kind { LAT, BW };
@@ -670,7 +677,7 @@ static void ud_perftest(const char *prog, enum kind kind)
     } else {
         ck_assert_msg(strstr(r.cli, "Max msg size in UD is MTU 1024"), "%s", r.cli);
         check_bw_table("client", r.cli, 1024, 1000);
-        check_bw_table("server", r.srv, 1024, 1000);
+        check_bw_row("server", r.srv, 1024, 1000, false);
     }
     fprintf(stderr, "rdma_core: %s -c UD: %.1f s\n", prog, r.secs);
     free_pair(&r);

@@ -208,7 +208,8 @@ struct emu_mr *nic_resp_rkey_check(struct nic_qp *q, uint32_t rkey, uint64_t va,
 uint16_t nic_resp_rq_pi(const struct nic_qp *q);
 uint8_t  nic_resp_scatter(struct nic_qp *q, uint32_t off, const uint8_t *src, uint32_t len, bool dry);
 /* nic_ud.c: unreliable datagram */
-bool nic_ud_parse_av(struct nic_qp *q, struct nic_msg *m, const uint8_t av[48]);
+/* Reads the datagram segment (48 bytes) of a send WQE into m. */
+void nic_ud_parse_av(struct nic_msg *m, const uint8_t av[48]);
 void nic_ud_hdr(struct nic_qp *q, const struct nic_msg *m, struct mlxd_roce_pkt *p,
                 struct sockaddr_in *to);
 void nic_ud_recv(struct nic_qp *q, const struct mlxd_roce_pkt *p);

@@ -228,7 +228,7 @@ static void fetch(struct nic_qp *q, struct nic_msg *m)
         if (rdma || end < 64) { m->err_synd = NIC_SYND_LOCAL_QP_OP; return; }
         uint8_t av[48];
         for (int i = 0; i < 48; i++) av[i] = *sq_at(qp, m->wqe_idx, 16 + (uint32_t)i);
-        nic_ud_parse_av(q, m, av);
+        nic_ud_parse_av(m, av);
         off = 64;
     }
     if (rdma) {

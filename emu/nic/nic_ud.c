@@ -12,24 +12,22 @@
  * 9.6.1.1.1; counted rx_ud_bad_qkey).  A datagram that finds no posted receive WQE is dropped
  * (IB spec 9.8.3.2.2; counted rx_ud_no_recv).  The receive buffer gets 40 bytes of GRH first:
  * for RoCE v2 over IPv4, bytes 0..19 are zero and 20..39 hold the packet's IPv4 header (what
- * ConnectX writes; libibverbs' ibv_wc_read... users read it as struct iphdr at offset 20), then
- * the payload.  The CQE carries the source QPN and the GRH flag in flags_rqpn (mlx5dv.h
- * struct mlx5_cqe64: bits 28-29 'g', 24-25 the RoCE L3 type, 2 = IPv4, bits 0-23 the QPN). */
+ * ConnectX writes; applications read it as struct iphdr at offset 20), then the payload.
+ * The CQE carries the source QPN and the GRH flag in flags_rqpn (mlx5dv.h struct mlx5_cqe64:
+ * bits 28-29 'g', 24-25 the RoCE L3 type, 2 = IPv4, bits 0-23 the QPN). */
 #include <string.h>
 #include "nic.h"
 
 #define UD_GRH_LEN 40u
 
-bool nic_ud_parse_av(struct nic_qp *q, struct nic_msg *m, const uint8_t av[48])
+void nic_ud_parse_av(struct nic_msg *m, const uint8_t av[48])
 {
-    (void)q;
     uint32_t dqp = rd_be32(av + 8);
     m->ud_qkey = rd_be32(av);
     m->ud_dqpn = dqp & 0xffffff;
     m->ud_tclass = av[26];
     m->ud_hop = av[27];
     memcpy(&m->ud_dip, av + 32 + 12, 4);     /* ::ffff:a.b.c.d, the emulated ports' GIDs */
-    return true;
 }
 
 void nic_ud_hdr(struct nic_qp *q, const struct nic_msg *m, struct mlxd_roce_pkt *p,
