@@ -23,29 +23,17 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>     /* headers only: the enum values compared below */
 #include "mlxd_emu.h"
 #include "mlxd_error.h"
 #include "mlxd_mlx5.h"
 #include "mlxd_uverbs.h"
+#include "util.h"
 
 #define BUF 65536
 #define QKEY 0x11111111u
 _Static_assert(MLXD_UD_GRH_LEN == 40, "GRH space");
-
-static unsigned net_a, net_b;
-
-static void emu_setup(void)
-{
-    unsigned v = (unsigned)getpid() * 2654435761u;
-    net_a = 1 + (v >> 8) % 250;
-    net_b = (v >> 16) & 0xff;
-    char spec[128];
-    snprintf(spec, sizeof spec, "mlx5_0:127.%u.%u.1,mlx5_1:127.%u.%u.2", net_a, net_b, net_a, net_b);
-    ck_assert_int_eq(mlxd_emu_configure(spec), 0);
-}
 
 struct side {
     struct mlxd_nic *nic;
@@ -103,14 +91,8 @@ static void send_dgram(struct side *s, const struct mlxd_ah *ah, uint32_t qpn, u
 static struct mlxd_completion wait_one(struct mlxd_cq *cq)
 {
     struct mlxd_completion wc;
-    time_t t0 = time(NULL);
-    for (;;) {
-        int n = mlxd_cq_poll(cq, &wc, 1);
-        ck_assert_int_ge(n, 0);
-        if (n == 1) return wc;
-        ck_assert_msg(time(NULL) - t0 < 10, "no completion within 10 s");
-        usleep(20);
-    }
+    mlxd_test_wait_one(cq, 10, &wc);
+    return wc;
 }
 
 /* No completion on cq for ms milliseconds. */
@@ -478,7 +460,7 @@ Suite *ud_suite(void)
     Suite *s = suite_create("ud");
     TCase *tc = tcase_create("ud");
     tcase_set_timeout(tc, 60);
-    tcase_add_checked_fixture(tc, emu_setup, NULL);
+    tcase_add_checked_fixture(tc, mlxd_test_private_devices, NULL);
     tcase_add_test(tc, datagram_exchange);
     tcase_add_test(tc, one_to_many);
     tcase_add_test(tc, wrong_qkey_dropped_and_counted);
