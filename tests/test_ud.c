@@ -331,6 +331,32 @@ START_TEST(over_mtu_is_local_length_error)
 }
 END_TEST
 
+/* A receive too small for 40 + the datagram: the receive completes with a local length error
+ * (syndrome 0x01, IBV_WC_LOC_LEN_ERR) and the QP goes to ERR (IB spec 10.7.2.4, as for a SEND on
+ * a connected QP); its other receive is flushed (IBV_WC_WR_FLUSH_ERR). */
+START_TEST(receive_too_small_is_local_length_error)
+{
+    struct side a, b;
+    side_open(&a, "mlx5_0", QKEY);
+    side_open(&b, "mlx5_1", QKEY);
+    struct mlxd_ah *ab = ah_to(&a, &b);
+    recv_at(&b, 0, 8, 30);                                 /* 40 + 8 bytes */
+    recv_at(&b, 4096, 64, 31);
+    send_dgram(&a, ab, b.ep.qpn, QKEY, 8192, 16, 1, MLXD_OP_SEND, 0);
+    ck_assert_uint_eq(wait_one(a.cq).status, 0);
+    struct mlxd_completion r = wait_one(b.cq);
+    ck_assert_uint_eq(r.wr_id, 30);
+    ck_assert_uint_eq(r.status, IBV_WC_LOC_LEN_ERR);
+    ck_assert_uint_eq(r.syndrome, 0x01);
+    r = wait_one(b.cq);
+    ck_assert_uint_eq(r.wr_id, 31);
+    ck_assert_uint_eq(r.status, IBV_WC_WR_FLUSH_ERR);
+    for (int i = 0; i < 16; i++) ck_assert_uint_eq(b.buf[i], 0);   /* nothing written */
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
 START_TEST(misuse_is_refused)
 {
     struct side a, b;
@@ -466,6 +492,7 @@ Suite *ud_suite(void)
     tcase_add_test(tc, wrong_qkey_dropped_and_counted);
     tcase_add_test(tc, no_receive_dropped_and_counted);
     tcase_add_test(tc, over_mtu_is_local_length_error);
+    tcase_add_test(tc, receive_too_small_is_local_length_error);
     tcase_add_test(tc, misuse_is_refused);
     tcase_add_test(tc, two_processes);
     suite_add_tcase(s, tc);
