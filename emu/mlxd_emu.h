@@ -141,6 +141,10 @@ struct mlxd_emu_nic_stats {
     uint64_t rx_via_peer;          /* received by another process sharing the device and handed to
                                       this one (also counted in rx_pkts) */
     uint64_t rx_atomics;           /* compare-and-swap / fetch-and-add requests executed */
+    uint64_t rx_dropped_socket;    /* datagrams for this port the host dropped before the port saw
+                                      them (its UDP socket's receive buffer was full: the engine
+                                      was not scheduled in time on a loaded machine): lost on the
+                                      emulated wire.  The socket's SO_MEMINFO drop counter. */
 };
 
 /* Sets (f) or clears (f == NULL) the egress faults of device `index`; resets the packet index
