@@ -116,7 +116,7 @@ public:
 
 private:
     static void frame_ready_trampoline(void *self);
-    [[noreturn]] static void fail(const char *what);
+    [[noreturn]] static void throw_c_error(const char *what);
 
     mlxd_receiver *r_ = nullptr;
     mutable std::mutex lock_;            /* start/close/options/configuration, not per frame */

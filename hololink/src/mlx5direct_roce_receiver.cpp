@@ -13,7 +13,7 @@
 namespace hololink::module {
 inline namespace mlx5direct {
 
-void Mlx5DirectRoceReceiverV1::fail(const char *what)
+void Mlx5DirectRoceReceiverV1::throw_c_error(const char *what)
 {
     const char *m = mlxd_errmsg();
     throw std::runtime_error(m && *m ? std::string(m) : std::string(what));
@@ -126,7 +126,7 @@ hololink_module_status_t Mlx5DirectRoceReceiverV1::start(
     if (monitors_.load() == 0)
         callbacks_.clear();
     if (mlxd_receiver_start(r_, &o) < 0)
-        fail("mlxd_receiver_start failed");
+        throw_c_error("mlxd_receiver_start failed");
     ever_started_ = true;
     close_error_.clear();
     return HOLOLINK_MODULE_OK;
@@ -153,7 +153,7 @@ void Mlx5DirectRoceReceiverV1::blocking_monitor()
      * thread started after start() must not throw because close() was quick) */
     if (rc == -EINVAL && ever_started_ && !mlxd_receiver_started(r_))
         return;
-    fail("mlxd_receiver_blocking_monitor failed");
+    throw_c_error("mlxd_receiver_blocking_monitor failed");
 }
 
 static void fill_info(const mlxd_receiver_frame &f, RoceReceiverFrameInfoV1 &info)
@@ -185,7 +185,7 @@ bool Mlx5DirectRoceReceiverV1::get_next_frame(unsigned timeout_ms, RoceReceiverF
     mlxd_receiver_frame f;
     if (!mlxd_receiver_get_next_frame(r_, timeout_ms, &f)) {
         if (!ever_started_)
-            fail("mlxd_receiver_get_next_frame: start() has not been called");
+            throw_c_error("mlxd_receiver_get_next_frame: start() has not been called");
         return false;
     }
     fill_info(f, info);
@@ -253,7 +253,7 @@ Mlx5DirectRoceReceiverV1::Stats Mlx5DirectRoceReceiverV1::stats()
 {
     Stats s;
     if (mlxd_receiver_stats(r_, &s) < 0)
-        fail("mlxd_receiver_stats failed");
+        throw_c_error("mlxd_receiver_stats failed");
     return s;
 }
 
@@ -266,7 +266,7 @@ Mlx5DirectRoceReceiverV1::FrameState Mlx5DirectRoceReceiverV1::check_frame(const
     f.metadata.psn = info.psn;
     int v = mlxd_receiver_frame_check(r_, &f);
     if (v < 0)
-        fail("mlxd_receiver_frame_check failed");
+        throw_c_error("mlxd_receiver_frame_check failed");
     return static_cast<FrameState>(v);
 }
 
