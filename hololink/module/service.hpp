@@ -18,8 +18,8 @@
  *   - ConfigurableService<T>::get_service(metadata, allow_null): the instance
  *     T::locator_id(metadata) of the default Module (service_module.hpp), constructed on first
  *     use; configure(metadata) runs exactly once per instance, on its first get_service(metadata),
- *     even when several threads ask at once (std::call_once: if configure throws, the exception
- *     reaches that caller and the next get_service(metadata) configures again).  No such
+ *     even when several threads ask at once (they wait for it); if configure throws, the exception
+ *     reaches that caller and the next get_service(metadata) configures again.  No such
  *     service: an empty pointer when allow_null, else std::runtime_error.
  * Thread rules: get_service and module() may be called from any thread. */
 #ifndef MLX5DIRECT_HOLOLINK_SERVICE_HPP
@@ -27,6 +27,7 @@
 
 #include "mlx5direct_guard.hpp"
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -131,10 +132,18 @@ public:
         return s;
     }
 
-    /* Runs configure(metadata) if it has not completed on this instance yet (exactly once). */
+    /* Runs configure(metadata) if it has not completed on this instance yet (exactly once;
+     * concurrent callers wait for it).  A latch of its own rather than std::call_once, whose
+     * exceptional path leaves the flag locked for ever under ThreadSanitizer's pthread_once. */
     void ensure_configured(const EnumerationMetadata &metadata)
     {
-        std::call_once(configured_, [&] { this->configure(metadata); });
+        if (configured_.load(std::memory_order_acquire))
+            return;
+        std::lock_guard<std::mutex> g(configure_lock_);
+        if (configured_.load(std::memory_order_relaxed))
+            return;
+        this->configure(metadata);          /* throws: not configured, the next call retries */
+        configured_.store(true, std::memory_order_release);
     }
 
     /* Use metadata to initialise this instance.  Called through get_service(metadata) only,
@@ -148,7 +157,8 @@ protected:
     ConfigurableService &operator=(const ConfigurableService &) = delete;
 
 private:
-    std::once_flag configured_;
+    std::mutex configure_lock_;
+    std::atomic<bool> configured_{false};
 };
 
 } // namespace mlx5direct
