@@ -46,6 +46,13 @@ namespace hl = hololink::module;
 #define HL_THROWS_EXACTLY(expr, msg) HL_THROWS(expr, msg, false)
 #define HL_THROWS_PREFIX(expr, msg) HL_THROWS(expr, msg, true)
 
+/* a == b for a std::string expression (kept alive for the comparison) and a C string */
+#define HL_STR_EQ(a, b)                                                                          \
+    do {                                                                                         \
+        std::string got_ = (a);                                                                  \
+        ck_assert_str_eq(got_.c_str(), b);                                                       \
+    } while (0)
+
 double hl_now(void);
 void hl_sleep_us(unsigned us);
 

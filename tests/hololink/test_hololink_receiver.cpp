@@ -33,7 +33,7 @@ START_TEST(before_start)
     ck_assert_uint_eq(i.pages(), 0);
     i.close();                                       /* does nothing */
     i.close();
-    ck_assert_str_eq(rx->close_error().c_str(), "");
+    HL_STR_EQ(rx->close_error(), "");
     ck_assert_uint_eq(rx->stats().frames, 0);
     i.set_frame_ready([] {});
     i.set_frame_ready({});

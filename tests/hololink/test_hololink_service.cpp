@@ -84,7 +84,7 @@ START_TEST(configure_exactly_once)
         th.join();
     ck_assert_int_eq(same, 400);
     ck_assert_int_eq(configured, 1);
-    ck_assert_str_eq(first->name.c_str(), "a");
+    HL_STR_EQ(first->name, "a");
     /* another instance is configured once too */
     hl::EnumerationMetadata md2;
     md2["name"] = std::string("b");
@@ -109,7 +109,7 @@ START_TEST(configure_throwing_is_retried)
     HL_THROWS_EXACTLY(Counted::get_service(md), "configure failed on purpose");
     auto s = Counted::get_service(md);
     ck_assert_int_eq(configured, 2);
-    ck_assert_str_eq(s->name.c_str(), "f");
+    HL_STR_EQ(s->name, "f");
     Counted::get_service(md);
     ck_assert_int_eq(configured, 2);
     hl::set_default_module(nullptr);
@@ -148,25 +148,25 @@ START_TEST(for_each_type_id_order_and_stop)
     auto all = walk<Leaf>(0, &done);
     ck_assert(done);
     ck_assert_uint_eq(all.size(), 3);
-    ck_assert_str_eq(all[0].c_str(), "test.leaf.v1");       /* most specific first */
-    ck_assert_str_eq(all[1].c_str(), "test.mid.v1");
-    ck_assert_str_eq(all[2].c_str(), "test.root.v1");
+    HL_STR_EQ(all[0], "test.leaf.v1");       /* most specific first */
+    HL_STR_EQ(all[1], "test.mid.v1");
+    HL_STR_EQ(all[2], "test.root.v1");
     auto two = walk<Leaf>(2, &done);
     ck_assert(!done);
     ck_assert_uint_eq(two.size(), 2);
-    ck_assert_str_eq(two[1].c_str(), "test.mid.v1");
+    HL_STR_EQ(two[1], "test.mid.v1");
     auto one = walk<Leaf>(1, &done);
     ck_assert(!done);
     ck_assert_uint_eq(one.size(), 1);
     auto rx = walk<hl::Mlx5DirectRoceReceiverV1>(0, &done);
     ck_assert(done);
     ck_assert_uint_eq(rx.size(), 2);
-    ck_assert_str_eq(rx[0].c_str(), "roce_receiver.mlx5direct.v1");
-    ck_assert_str_eq(rx[1].c_str(), "roce_receiver.v1");
+    HL_STR_EQ(rx[0], "roce_receiver.mlx5direct.v1");
+    HL_STR_EQ(rx[1], "roce_receiver.v1");
     auto iface = walk<hl::RoceReceiverInterfaceV1>(0, &done);
     ck_assert(done);
     ck_assert_uint_eq(iface.size(), 1);
-    ck_assert_str_eq(iface[0].c_str(), "roce_receiver.v1");
+    HL_STR_EQ(iface[0], "roce_receiver.v1");
 }
 END_TEST
 
@@ -220,17 +220,17 @@ START_TEST(metadata_access)
     md["data_channel"] = int64_t(1);
     ck_assert(md.contains("peer_ip"));
     ck_assert(!md.contains("mtu"));
-    ck_assert_str_eq(md.get<std::string>("peer_ip").c_str(), "192.168.0.2");
+    HL_STR_EQ(md.get<std::string>("peer_ip"), "192.168.0.2");
     ck_assert_int_eq(md.get<int64_t>("mtu", 1500), 1500);
     ck_assert_int_eq(md.get<int64_t>("peer_ip", 7), 7);       /* wrong type: the default */
     HL_THROWS_EXACTLY(md.get<int64_t>("mtu"), "EnumerationMetadata: no key 'mtu'");
     HL_THROWS_EXACTLY(md.get<int64_t>("peer_ip"),
                       "EnumerationMetadata: key 'peer_ip' holds a value of another type");
     std::string id = hl::RoceReceiverInterfaceV1::locator_id(md);
-    ck_assert_str_eq(id.c_str(), "serial=;data_channel=1");
+    HL_STR_EQ(id, "serial=;data_channel=1");
     md["serial_number"] = std::string("1234");
     id = hl::RoceReceiverInterfaceV1::locator_id(md);
-    ck_assert_str_eq(id.c_str(), "serial=1234;data_channel=1");
+    HL_STR_EQ(id, "serial=1234;data_channel=1");
 }
 END_TEST
 
@@ -252,9 +252,9 @@ START_TEST(metadata_configures_receiver)
     md["receiver_mode"] = std::string("busy_poll");
     md["hsb_ip_version"] = int64_t(0x2510);
     auto rx = hl::Mlx5DirectRoceReceiverV1::get_service(md);
-    ck_assert_str_eq(rx->configured_ibv_name().c_str(), "mlx5_1");
+    HL_STR_EQ(rx->configured_ibv_name(), "mlx5_1");
     ck_assert_uint_eq(rx->configured_ibv_port(), 1);
-    ck_assert_str_eq(rx->configured_peer_ip().c_str(), "127.0.0.2");
+    HL_STR_EQ(rx->configured_peer_ip(), "127.0.0.2");
     ck_assert(rx->options().mode == hl::Mlx5DirectRoceReceiverV1::Mode::busy_poll);
     ck_assert_int_eq(rx->options().imm_layout, MLXD_HSB_IMM_LEGACY_8_24);
     /* the same instance through the interface; configure does not run again */
@@ -269,7 +269,7 @@ START_TEST(metadata_configures_receiver)
     auto p = hl::Mlx5DirectRoceReceiverV1::get_service(plain);
     ck_assert(p->options().mode == hl::Mlx5DirectRoceReceiverV1::Mode::event);
     ck_assert_int_eq(p->options().imm_layout, MLXD_HSB_IMM_12_20);
-    ck_assert_str_eq(p->configured_ibv_name().c_str(), "");
+    HL_STR_EQ(p->configured_ibv_name(), "");
     /* bad values: get_service throws naming the key */
     auto bad = rx_md("bad1");
     bad["receiver_mode"] = std::string("fast");
