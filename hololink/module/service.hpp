@@ -135,7 +135,7 @@ public:
     /* Runs configure(metadata) if it has not completed on this instance yet (exactly once;
      * concurrent callers wait for it).  A latch of its own rather than std::call_once, whose
      * exceptional path leaves the flag locked for ever under ThreadSanitizer's pthread_once. */
-    void ensure_configured(const EnumerationMetadata &metadata)
+    virtual void ensure_configured(const EnumerationMetadata &metadata)
     {
         if (configured_.load(std::memory_order_acquire))
             return;
