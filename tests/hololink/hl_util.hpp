@@ -53,6 +53,15 @@ namespace hl = hololink::module;
         ck_assert_str_eq(got_.c_str(), b);                                                       \
     } while (0)
 
+/* Send options aimed at the emulated port of address ip (host order), from 127.0.0.1 (the peer
+ * the receivers connect to); dst holds the dotted address the options point to. */
+struct HlSend {
+    char dst[32];
+    mlxd_send_opts so{};
+    explicit HlSend(uint32_t ip);
+    HlSend(const HlSend &) = delete;    /* so.dst_ip points into this object */
+};
+
 double hl_now(void);
 void hl_sleep_us(unsigned us);
 

@@ -89,6 +89,14 @@ bool HlRig::wait_frames(uint64_t n, double secs)
     return false;
 }
 
+HlSend::HlSend(uint32_t ip)
+{
+    std::snprintf(dst, sizeof dst, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
+    so.sz = sizeof so;
+    so.dst_ip = dst;
+    so.src_ip = "127.0.0.1";
+}
+
 static bool lockstep(void *ctx, uint64_t k)
 {
     auto *g = static_cast<HlRig *>(ctx);
@@ -110,13 +118,8 @@ uint64_t HlRig::gen(uint64_t n, bool step)
     go.first_page = (uint32_t)(sent % pages);
     go.first_psn = psn;
     go.first_frame = sent;
-    uint32_t ip = rx->local_ipv4();
-    char dst[32];
-    std::snprintf(dst, sizeof dst, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
-    mlxd_send_opts so{};
-    so.sz = sizeof so;
-    so.dst_ip = dst;
-    so.src_ip = "127.0.0.1";
+    HlSend send(rx->local_ipv4());
+    mlxd_send_opts &so = send.so;
     if (step) {
         so.sent_frame = lockstep;
         so.ctx = this;

@@ -49,15 +49,10 @@ void replay(Run &run, uint32_t qpn, uint32_t rkey, uint64_t va, uint32_t ip)
     m.base_va = va;
     m.page_size = geo.page_size;
     m.pages = geo.pages;
-    char dst[32];
-    std::snprintf(dst, sizeof dst, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
-    mlxd_send_opts so{};
-    so.sz = sizeof so;
-    so.dst_ip = dst;
-    so.src_ip = "127.0.0.1";
-    so.sent_frame = on_sent;
-    so.ctx = &run;
-    int rc = mlxd_capture_replay(run.cap, &m, &so, nullptr);
+    HlSend send(ip);
+    send.so.sent_frame = on_sent;
+    send.so.ctx = &run;
+    int rc = mlxd_capture_replay(run.cap, &m, &send.so, nullptr);
     ck_assert_msg(rc == 0, "replay: %s", mlxd_errmsg());
 }
 
