@@ -24,6 +24,28 @@ flags=$(pkg-config --cflags --libs mlx5direct-hololink) || fail "pkg-config mlx5
 $CXX -std=c++17 -Wall -Wextra -Werror -o "$tmp/seed_app" tests/hololink/seed_app.cpp $flags \
     >"$tmp/compile.log" 2>&1 || fail "compiling seed_app.cpp with: $flags"
 
+# Coexistence with Holoscan Sensor Bridge's own module headers (docs/hololink.md): a file that
+# has included one of them (its include guard is defined) cannot include ours ...
+printf '#define HOLOLINK_MODULE_SERVICE_HPP 1\n#include <hololink/module/roce_receiver.hpp>\nint main() { return 0; }\n' \
+    >"$tmp/hsb_first.cpp"
+# shellcheck disable=SC2086
+if $CXX -std=c++17 -c -o "$tmp/hsb_first.o" "$tmp/hsb_first.cpp" $(pkg-config --cflags mlx5direct-hololink) \
+    >"$tmp/coexist.log" 2>&1; then
+    fail "a file with Holoscan Sensor Bridge's service.hpp included compiled against ours"
+fi
+grep -q "Holoscan Sensor Bridge's own hololink/module headers are already included" "$tmp/coexist.log" ||
+    fail "no clear message when Holoscan Sensor Bridge's header came first"
+# ... and a second definition of one of the classes after ours is refused as ambiguous
+printf '#include <hololink/module/roce_receiver.hpp>\nnamespace hololink::module { class ServiceBase {}; }\nint main() { hololink::module::ServiceBase *p = nullptr; return p != nullptr; }\n' \
+    >"$tmp/ours_first.cpp"
+# shellcheck disable=SC2086
+if $CXX -std=c++17 -c -o "$tmp/ours_first.o" "$tmp/ours_first.cpp" $(pkg-config --cflags mlx5direct-hololink) \
+    >"$tmp/coexist.log" 2>&1; then
+    fail "a second hololink::module::ServiceBase after ours compiled"
+fi
+grep -q "ambiguous" "$tmp/coexist.log" || fail "a second ServiceBase after ours is not reported as ambiguous"
+rm -f "$tmp/coexist.log"
+
 # private emulated devices (as tests/util.c does), MTU 4096 for the capture's 1408-byte payloads
 a=$(( 20 + $$ % 200 )); b=$(( 1 + ($$ / 200) % 250 ))
 port_ip="127.$a.$b.1"
@@ -44,4 +66,4 @@ set -- $(sed -n 's/^program qp=\([0-9]*\) rkey=\([0-9]*\) address=\([0-9]*\)$/\1
 wait "$app_pid"; rc=$?; app_pid=
 [ $rc -eq 0 ] || fail "seed_app exit status $rc"
 grep -q '^received 20 frames, 0 with a wrong payload$' "$tmp/app.log" || fail "not all 20 frames"
-echo "hololink-installed-test: OK (installed headers + pkg-config; 20 of 20 replayed frames received intact)"
+echo "hololink-installed-test: OK (installed headers + pkg-config; 20 of 20 replayed frames received intact; HSB headers refused in the same file)"
