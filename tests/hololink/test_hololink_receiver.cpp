@@ -335,6 +335,36 @@ START_TEST(frame_ready_across_starts)
 }
 END_TEST
 
+/* close() from the frame-ready callback (on the monitor's own thread): the monitor returns
+ * without an exception, and the run is over. */
+START_TEST(close_from_frame_ready)
+{
+    PRIVATE();
+    HlRig g;
+    g.start(4096, 4, 4);
+    std::atomic<int> calls{0};
+    g.rx->set_frame_ready([&] {
+        if (calls++ == 0)
+            g.rx->close();
+    });
+    g.monitor();
+    hl::RoceReceiverFrameInfoV1 f;
+    ck_assert(!g.rx->get_next_frame(0, f));
+    g.gen(1, false);
+    double end = hl_now() + 10;
+    while (!g.mon_returned && hl_now() < end)
+        hl_sleep_us(500);
+    ck_assert(g.mon_returned);
+    g.mon.join();
+    ck_assert_msg(g.mon_error.empty(), "blocking_monitor threw: %s", g.mon_error.c_str());
+    ck_assert_int_eq(calls, 1);
+    ck_assert(!mlxd_receiver_started(g.rx->c_receiver()));
+    ck_assert(!g.rx->get_next_frame(10, f));
+    HL_THROWS_EXACTLY(g.rx->get_qp_number(), "mlxd_receiver_qp_number: start() has not been called");
+    g.rx->set_frame_ready({});
+}
+END_TEST
+
 /* A receiver obtained the seed's way: get_service(metadata), configured from metadata,
  * busy-poll from "receiver_mode". */
 START_TEST(through_get_service)
@@ -394,6 +424,7 @@ Suite *hololink_receiver_suite(void)
     CASE(close_races_get_next_frame);
     CASE(close_races_blocking_monitor);
     CASE(frame_ready_across_starts);
+    CASE(close_from_frame_ready);
     CASE(through_get_service);
 #undef CASE
     return s;
