@@ -125,10 +125,18 @@ private:
     std::string ibv_name_, peer_ip_;
     unsigned ibv_port_ = 0;
     std::string close_error_;
-    /* The callback the monitor calls: the current one (null: none) and those replaced while a
+    /* A callback the monitor calls: the current one (null: none), and those replaced while a
      * monitor might still be calling them, freed when no monitor runs. */
-    std::atomic<std::function<void()> *> frame_ready_{nullptr};
-    std::vector<std::unique_ptr<std::function<void()>>> callbacks_;
+    template <typename F>
+    struct CallbackSlot {
+        std::atomic<F *> current{nullptr};
+        std::vector<std::unique_ptr<F>> retired;
+        ~CallbackSlot() { delete current.load(); }
+    };
+    template <typename F>
+    void replace(CallbackSlot<F> &slot, F &&f);
+
+    CallbackSlot<std::function<void()>> frame_ready_;
     std::atomic<int> monitors_{0};
 };
 

@@ -44,13 +44,12 @@ Mlx5DirectRoceReceiverV1::Mlx5DirectRoceReceiverV1() : r_(mlxd_receiver_new())
 Mlx5DirectRoceReceiverV1::~Mlx5DirectRoceReceiverV1()
 {
     mlxd_receiver_destroy(r_);          /* closes: the monitor has returned before this */
-    delete frame_ready_.load();
 }
 
 void Mlx5DirectRoceReceiverV1::frame_ready_trampoline(void *self)
 {
     auto *me = static_cast<Mlx5DirectRoceReceiverV1 *>(self);
-    std::function<void()> *cb = me->frame_ready_.load();
+    std::function<void()> *cb = me->frame_ready_.current.load();
     if (cb)
         (*cb)();
 }
@@ -124,7 +123,7 @@ hololink_module_status_t Mlx5DirectRoceReceiverV1::start(
     o.repost_batch = options_.repost_batch;
     /* callbacks replaced during an earlier run: no monitor can be calling them now */
     if (monitors_.load() == 0)
-        callbacks_.clear();
+        frame_ready_.retired.clear();
     if (mlxd_receiver_start(r_, &o) < 0)
         throw_c_error("mlxd_receiver_start failed");
     ever_started_ = true;
@@ -197,17 +196,23 @@ bool Mlx5DirectRoceReceiverV1::frames_ready()
     return mlxd_receiver_frames_ready(r_);
 }
 
-void Mlx5DirectRoceReceiverV1::set_frame_ready(std::function<void()> callback)
+template <typename F>
+void Mlx5DirectRoceReceiverV1::replace(CallbackSlot<F> &slot, F &&f)
 {
-    std::function<void()> *next = callback ? new std::function<void()>(std::move(callback)) : nullptr;
-    std::function<void()> *prev = frame_ready_.exchange(next);
+    F *next = f ? new F(std::move(f)) : nullptr;
+    F *prev = slot.current.exchange(next);
     if (!prev)
         return;
     std::lock_guard<std::mutex> g(lock_);
     if (monitors_.load() == 0)
         delete prev;
     else
-        callbacks_.emplace_back(prev);  /* a running monitor may be calling it */
+        slot.retired.emplace_back(prev);    /* a running monitor may be calling it */
+}
+
+void Mlx5DirectRoceReceiverV1::set_frame_ready(std::function<void()> callback)
+{
+    replace(frame_ready_, std::move(callback));
 }
 
 /* A query that is meaningful only while started: the C call's message when not. */
