@@ -12,6 +12,10 @@
  * enumeration_metadata.hpp; RoceReceiverOp's parameters ibv_name/ibv_port):
  *   "peer_ip"          string  HSB: the sensor bridge's IPv4 address (start's default)
  *   "ibv_name"         string  HSB parameter name: RDMA device (start's default), e.g. "mlx5_0"
+ *   "interface"        string  HSB: the network interface that reaches the sensor bridge; with
+ *                              no ibv_name, start uses the RDMA device whose port 1 has a GID
+ *                              on it (<sysfs>/class/infiniband/<dev>/ports/1/gid_attrs/ndevs/<index>,
+ *                              as HSB's ibv_device_for_peer matches them)
  *   "ibv_port"         int     HSB parameter name: its port, 0 or 1 (used when start gets 0)
  *   "hsb_ip_version"   int     HSB: below 0x2603 the immediate is the legacy 8/24 split
  *   "receiver_mode"    string  this library's: "event" (default) or "busy_poll"
@@ -109,6 +113,7 @@ public:
     std::string configured_ibv_name() const;
     unsigned configured_ibv_port() const;
     std::string configured_peer_ip() const;
+    std::string configured_interface() const;
     /* The message of the last close() that met a teardown error ("" if none). */
     std::string close_error() const;
     /* The C receiver, for calls this class does not wrap (owned by this object). */
@@ -122,7 +127,7 @@ private:
     mutable std::mutex lock_;            /* start/close/options/configuration, not per frame */
     std::atomic<bool> ever_started_{false};  /* start() has succeeded at least once */
     Options options_;
-    std::string ibv_name_, peer_ip_;
+    std::string ibv_name_, peer_ip_, interface_;
     unsigned ibv_port_ = 0;
     std::string close_error_;
     /* A callback the monitor calls: the current one (null: none), and those replaced while a

@@ -9,6 +9,9 @@
 #include <stdexcept>
 
 #include <mlxd_error.h>
+#include <mlxd_uverbs.h>
+
+#include <fstream>
 
 namespace hololink::module {
 inline namespace mlx5direct {
@@ -61,9 +64,10 @@ void Mlx5DirectRoceReceiverV1::configure(const EnumerationMetadata &md)
         if (md.contains(key))
             out = md.get<std::string>(key);     /* wrong type: throws naming the key */
     };
-    std::string name = ibv_name_, peer = peer_ip_, mode;
+    std::string name = ibv_name_, peer = peer_ip_, ifname = interface_, mode;
     text("ibv_name", name);
     text("peer_ip", peer);
+    text("interface", ifname);
     text("receiver_mode", mode);
     unsigned port = ibv_port_;
     if (md.contains("ibv_port")) {
@@ -91,8 +95,43 @@ void Mlx5DirectRoceReceiverV1::configure(const EnumerationMetadata &md)
     }
     ibv_name_ = name;
     peer_ip_ = peer;
+    interface_ = ifname;
     ibv_port_ = port;
     options_ = o;
+}
+
+/* The RDMA device whose port 1 has a GID on network interface ifname: the files
+ * <sysfs>/class/infiniband/<dev>/ports/1/gid_attrs/ndevs/<index> name each GID's interface
+ * (kernel drivers/infiniband/core/sysfs.c).  Exactly one device must match. */
+static std::string device_of_interface(const std::string &ifname)
+{
+    char **names = nullptr;
+    size_t n = 0;
+    if (mlxd_names(&names, &n) < 0)
+        throw std::runtime_error(mlxd_errmsg());
+    std::string root = mlxd_sysfs_root(), found, all;
+    for (size_t d = 0; d < n; d++) {
+        bool match = false;
+        for (unsigned i = 0; i < 256 && !match; i++) {
+            std::ifstream f(root + "/class/infiniband/" + names[d] + "/ports/1/gid_attrs/ndevs/" +
+                            std::to_string(i));
+            std::string line;
+            match = f && std::getline(f, line) && line == ifname;
+        }
+        if (match) {
+            all += (all.empty() ? "" : ", ") + std::string(names[d]);
+            if (found.empty())
+                found = names[d];
+        }
+    }
+    mlxd_names_free(names, n);
+    if (found.empty())
+        throw std::runtime_error("start: no RDMA device has a GID on interface '" + ifname + "' (" +
+                                 root + "/class/infiniband/*/ports/1/gid_attrs/ndevs); pass ibv_name");
+    if (found != all)
+        throw std::runtime_error("start: several RDMA devices have a GID on interface '" + ifname +
+                                 "' (" + all + "); pass ibv_name");
+    return found;
 }
 
 hololink_module_status_t Mlx5DirectRoceReceiverV1::start(
@@ -101,7 +140,9 @@ hololink_module_status_t Mlx5DirectRoceReceiverV1::start(
     const std::string &peer_ip, unsigned queue_size)
 {
     std::lock_guard<std::mutex> g(lock_);
-    const std::string &dev = ibv_name.empty() ? ibv_name_ : ibv_name;
+    std::string dev = !ibv_name.empty() ? ibv_name
+                      : !ibv_name_.empty() || interface_.empty() ? ibv_name_
+                      : device_of_interface(interface_);
     const std::string &peer = peer_ip.empty() ? peer_ip_ : peer_ip;
     mlxd_receiver_opts o{};
     o.sz = sizeof o;
@@ -291,6 +332,12 @@ std::string Mlx5DirectRoceReceiverV1::configured_peer_ip() const
 {
     std::lock_guard<std::mutex> g(lock_);
     return peer_ip_;
+}
+
+std::string Mlx5DirectRoceReceiverV1::configured_interface() const
+{
+    std::lock_guard<std::mutex> g(lock_);
+    return interface_;
 }
 
 std::string Mlx5DirectRoceReceiverV1::close_error() const

@@ -101,6 +101,22 @@ START_TEST(start_errors_and_queries)
     ck_assert_uint_eq(i.start("", 0, b, g.size, 4096, 4224, 4, 4096, "", 2), HOLOLINK_MODULE_OK);
     ck_assert_uint_ne(i.get_qp_number(), 0);
     i.close();
+    /* HSB's "interface" key: the device whose GIDs are on that interface (the emulator's mlx5_1
+     * is on emu1); an interface no device has is refused by name */
+    auto by_if = std::make_shared<hl::Mlx5DirectRoceReceiverV1>();
+    hl::EnumerationMetadata im;
+    im["interface"] = std::string("emu1");
+    im["peer_ip"] = std::string("127.0.0.1");
+    by_if->ensure_configured(im);
+    HL_STR_EQ(by_if->configured_interface(), "emu1");
+    ck_assert_uint_eq(by_if->start("", 0, b, g.size, 4096, 4224, 4, 4096, "", 2), HOLOLINK_MODULE_OK);
+    ck_assert_uint_eq(by_if->local_ipv4() & 0xFF, 2);     /* mlx5_1 is 127.a.b.2 (tests/util.c) */
+    by_if->close();
+    auto no_if = std::make_shared<hl::Mlx5DirectRoceReceiverV1>();
+    im["interface"] = std::string("eth9");
+    no_if->ensure_configured(im);
+    HL_THROWS_PREFIX(no_if->start("", 0, b, g.size, 4096, 4224, 4, 4096, "", 2),
+                     "start: no RDMA device has a GID on interface 'eth9' (");
 }
 END_TEST
 
