@@ -316,9 +316,12 @@ void emu_k_fill_device_attr(struct emu_file *f, void *respv)
     r->max_qp_rd_atom = EMU_MAX_RD_ATOM;
     r->max_res_rd_atom = EMU_MAX_RD_ATOM * EMU_MAX_QP;
     r->max_qp_init_rd_atom = EMU_MAX_RD_ATOM;
-    /* IB_ATOMIC_NONE: the NIC half executes no atomics (a CMP_SWAP/FETCH_ADD WQE completes
-     * with LOCAL_QP_OP_ERR), so a program that checks atomic_cap (perftest) must not use them */
-    r->atomic_cap = 0;
+    /* IB_ATOMIC_HCA: 8-byte compare-and-swap and fetch-and-add, atomic with respect to other
+     * atomics of this NIC (the NIC half executes them in its engine, emu/nic/nic_atomic.c).
+     * mlx5_ib advertises HCA only when the device runs 8-byte atomics in host endianness
+     * (kernel hw/mlx5/main.c, mlx5_ib_query_device; mlx5_core main.c handle_hca_cap_atomic),
+     * which is what the emulated NIC does.  Masked (extended) atomics are not advertised. */
+    r->atomic_cap = 1;
     r->max_ah = 0x7fffffff;
     r->max_pkeys = 1;
     r->local_ca_ack_delay = 16;
@@ -699,7 +702,8 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
     uint32_t slot = 0;
     for (uint32_t i = 0; i < EMU_QP_SLOTS; i++) {
         uint32_t s = (ds->qp_cursor + i) & (EMU_QP_SLOTS - 1);
-        if (s >= 2 && !ds->qp_tab[s]) { slot = s; break; }
+        /* free here, and not held by another process sharing the port (emu.h) */
+        if (s >= 2 && !ds->qp_tab[s] && emu_nic_qpn_claim(&ds->dev, s) == 0) { slot = s; break; }
     }
     if (!slot) r = -ENOMEM;
     else {
@@ -736,7 +740,7 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
         p->ctx = &f->ctx;
         ds->qp_tab[slot] = qp;
         r = emu_nic_qp_create(p);
-        if (r) ds->qp_tab[slot] = NULL;
+        if (r) { ds->qp_tab[slot] = NULL; emu_nic_qpn_release(&ds->dev, slot); }
         else ds->nqp++;
     }
     UNLOCK(f);
@@ -767,6 +771,7 @@ int emu_k_destroy_qp(struct emu_file *f, struct k_qp *qp, uint32_t *events_repor
     LOCK(f);
     emu_nic_qp_destroy(&qp->pub);
     ds->qp_tab[qp->slot] = NULL;
+    emu_nic_qpn_release(&ds->dev, qp->slot);
     ds->nqp--;
     UNLOCK(f);
     emu_evq_purge_owner(qp->async_q, qp);
