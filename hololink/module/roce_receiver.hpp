@@ -73,6 +73,9 @@ public:
     uint32_t receiver_flags = 0;        /* MLXD_FRAME_PSN_MISMATCH (the device had rewritten
                                            the page at completion), MLXD_FRAME_NO_METADATA */
     uint64_t frame_number64 = 0;        /* frame_number extended to 64 bits */
+    uint64_t nic_ns = 0;                /* when the NIC completed the frame, ns since the epoch
+                                           on the NIC's clock; 0 when the device has no clock
+                                           (receiver/mlxd_receiver.h, mlxd_receiver_frame) */
 };
 
 class RoceReceiverInterfaceV1 : public ConfigurableService<RoceReceiverInterfaceV1> {

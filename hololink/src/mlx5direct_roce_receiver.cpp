@@ -218,6 +218,7 @@ static void fill_info(const mlxd_receiver_frame &f, RoceReceiverFrameInfoV1 &inf
     info.page_number = f.page;
     info.receiver_flags = f.flags;
     info.frame_number64 = f.frame_number;
+    info.nic_ns = f.nic_ns;
 }
 
 bool Mlx5DirectRoceReceiverV1::get_next_frame(unsigned timeout_ms, RoceReceiverFrameInfoV1 &info)

@@ -15,7 +15,7 @@ const char *CAPS[] = { "hsb_small_4k_3pages", "hsb_small_3000_embedded", "hsb_se
 
 struct Frame {             /* what both runs yield, in the C receiver's terms */
     uint32_t page, imm, flags;
-    uint64_t frame_number, received_frame_number, dropped, offset, md_offset;
+    uint64_t frame_number, received_frame_number, dropped, offset, md_offset, nic_ns;
     mlxd_hsb_metadata md;
     std::vector<uint8_t> bytes;
 };
@@ -90,6 +90,7 @@ std::vector<Frame> run_c(const mlxd_capture *cap, uint8_t *buf, size_t size)
         f.frame_number = c.frame_number;
         f.received_frame_number = c.received_frame_number;
         f.dropped = c.dropped;
+        f.nic_ns = c.nic_ns;
         f.offset = c.frame_memory - (uintptr_t)buf;
         f.md_offset = c.metadata_memory - c.frame_memory;
         f.md = c.metadata;
@@ -131,6 +132,7 @@ std::vector<Frame> run_cpp(const mlxd_capture *cap, uint8_t *buf, size_t size)
         f.frame_number = i.frame_number;
         f.received_frame_number = i.received_frame_number;
         f.dropped = i.dropped;
+        f.nic_ns = i.nic_ns;
         f.offset = i.frame_memory - (uintptr_t)buf;
         f.md_offset = i.metadata_memory - i.frame_memory;
         f.md = mlxd_hsb_metadata{};
@@ -187,6 +189,7 @@ START_TEST(cpp_frames_equal_c_frames)
         ck_assert_uint_eq(b.frame_number, a.frame_number);
         ck_assert_uint_eq(b.received_frame_number, a.received_frame_number);
         ck_assert_uint_eq(b.dropped, a.dropped);
+        ck_assert_uint_eq(b.nic_ns != 0, a.nic_ns != 0);    /* both runs stamped by the NIC, or neither */
         ck_assert_uint_eq(b.offset, a.offset);
         ck_assert_uint_eq(b.md_offset, a.md_offset);
         ck_assert_uint_eq(b.md.flags, a.md.flags);
