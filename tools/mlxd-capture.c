@@ -784,9 +784,10 @@ static void print_text_summary(const struct run *R, const struct tally *T, const
     const struct mlxd_emu_nic_stats *es = &o->es;
     if (o->have_es && (!ok || c->print_frames))
         printf("emulated port: %" PRIu64 " packets in, %" PRIu64 " bad iCRC, %" PRIu64 " malformed, %" PRIu64
-               " unknown QP, %" PRIu64 " bad QP state, %" PRIu64 " out of sequence, %" PRIu64 " dropped (UC)\n",
+               " unknown QP, %" PRIu64 " bad QP state, %" PRIu64 " out of sequence, %" PRIu64 " dropped (UC), %" PRIu64
+               " dropped by the host before the port (UDP socket buffer full: the machine is loaded)\n",
                es->rx_pkts, es->rx_bad_icrc, es->rx_malformed, es->rx_unknown_qp, es->rx_bad_state,
-               es->rx_out_of_seq, es->rx_dropped_uc);
+               es->rx_out_of_seq, es->rx_dropped_uc, es->rx_dropped_socket);
     if (o->image == 0)
         printf("buffer image: the %" PRIu64 " bytes the capture writes are in place, byte for byte\n",
                o->image_bytes);
