@@ -22,8 +22,11 @@
 BUILD    ?= build
 CC       ?= gcc
 PREFIX   ?= /usr/local
-CUDA     ?= 0
+# Only make cuda-api-check reads the CUDA toolkit: no build needs it (docs/receiver.md).
 CUDA_HOME ?= /usr/local/cuda
+# 1: the test runner finds the emulated NVIDIA driver ($(BUILD)/tests/fakecuda/libcuda.so.1) by
+# its RUNPATH; 0: the real one (scripts/gpu-check.sh).
+FAKE_CUDA ?= 1
 
 WARN     := -Wall -Wextra -Werror
 OPT      ?= -O2 -g
@@ -32,14 +35,9 @@ CPPFLAGS += -D_GNU_SOURCE -Iabi -Iuverbs -Imlx5 -Ireceiver -Iemu -Itools/common
 CFLAGS   += -std=gnu11 $(OPT) $(WARN) -fPIC -pthread $(SAN)
 LDFLAGS  += -pthread $(SAN)
 
-ifeq ($(CUDA),1)
-CPPFLAGS += -DMLXD_HAVE_CUDA=1 -I$(CUDA_HOME)/include
-CUDA_LIBS := -L$(CUDA_HOME)/lib64/stubs -L$(CUDA_HOME)/lib64 -lcuda
-endif
-
 # Libraries every program may need.  libpcap for captures, zlib for CRC-32 (iCRC); rdma-core is
 # used for its headers only, and tests/test_linkage.c proves nothing links libibverbs/libmlx5.
-LIBS     := -lpcap -lz -ldl -lm $(CUDA_LIBS)
+LIBS     := -lpcap -lz -ldl -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 
 LIB_SRC  := $(wildcard abi/*.c uverbs/*.c mlx5/*.c receiver/*.c)
@@ -63,7 +61,7 @@ HELPERS  := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(HELPER_SRC))
 RUNNER   := $(BUILD)/tests/mlxd-tests
 DEPS_OK  := $(BUILD)/.deps-ok
 
-.PHONY: all test demo sanitize tsan install deps clean bench fuzz soak cross-aarch64
+.PHONY: all test demo sanitize tsan install deps clean bench fuzz soak cross-aarch64 cuda-api-check
 all: $(STATIC) $(SHARED) $(SHARED).0 $(EMU) $(TOOLS)
 
 # --- dependencies: installs missing Debian packages itself (prints the command without root)
@@ -116,10 +114,23 @@ $(BUILD)/obj/tests/%.o: CPPFLAGS += -I$(BUILD)/tests -Itests
 # failure); at -O1 under the sanitizers GCC then guesses "maybe uninitialized" for them.
 $(BUILD)/obj/tests/%.o: CFLAGS += -Wno-maybe-uninitialized
 
-$(RUNNER): $(TEST_OBJ) $(STATIC) $(EMU)
+FAKECUDA := $(BUILD)/tests/fakecuda/libcuda.so.1
+comma := ,
+FAKECUDA_RPATH := $(if $(filter 1,$(FAKE_CUDA)),-Wl$(comma)-rpath$(comma)'$$ORIGIN/fakecuda')
+$(RUNNER): $(TEST_OBJ) $(STATIC) $(EMU) $(FAKECUDA)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $(TEST_OBJ) $(STATIC) -L$(BUILD)/lib -lmlx5direct-emu -Wl,-rpath,'$$ORIGIN/../lib' \
-	    $(LDFLAGS) $(LIBS) $(CHECK_LIBS)
+	    $(FAKECUDA_RPATH) $(LDFLAGS) $(LIBS) $(CHECK_LIBS)
+
+# The emulated NVIDIA driver (tests/fakecuda/libcuda.c): for the tests only, never installed.
+$(FAKECUDA): tests/fakecuda/libcuda.c receiver/cuda_api.h | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -shared -Wl,-soname,libcuda.so.1 -o $@ $< $(LDFLAGS)
+
+# Our declarations of the CUDA driver API (receiver/cuda_api.h) against the toolkit's cuda.h,
+# where one is installed (.ci/run): every value and entry-point name asserted equal.
+cuda-api-check:
+	$(CC) $(CPPFLAGS) -I$(CUDA_HOME)/include $(CFLAGS) -fsyntax-only tests/fakecuda/api_check.c
 
 # Small stand-alone programs the tests run (e.g. the syscall-only "no project code" client).
 $(BUILD)/tests/progs/%: tests/progs/%.c | $(DEPS_OK)
