@@ -61,7 +61,7 @@ HELPERS  := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(HELPER_SRC))
 RUNNER   := $(BUILD)/tests/mlxd-tests
 DEPS_OK  := $(BUILD)/.deps-ok
 
-.PHONY: all test demo sanitize tsan install deps clean bench fuzz soak cross-aarch64 cuda-api-check
+.PHONY: all test demo sanitize tsan install deps clean bench fuzz soak cross-aarch64 cuda-api-check fakecuda
 all: $(STATIC) $(SHARED) $(SHARED).0 $(EMU) $(TOOLS)
 
 # --- dependencies: installs missing Debian packages itself (prints the command without root)
@@ -123,6 +123,8 @@ $(RUNNER): $(TEST_OBJ) $(STATIC) $(EMU) $(FAKECUDA)
 	    $(FAKECUDA_RPATH) $(LDFLAGS) $(LIBS) $(CHECK_LIBS)
 
 # The emulated NVIDIA driver (tests/fakecuda/libcuda.c): for the tests only, never installed.
+# make fakecuda builds it alone (LD_LIBRARY_PATH=$(BUILD)/tests/fakecuda mlxd-capture --gpu).
+fakecuda: $(FAKECUDA)
 $(FAKECUDA): tests/fakecuda/libcuda.c receiver/cuda_api.h | $(DEPS_OK)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -shared -Wl,-soname,libcuda.so.1 -o $@ $< $(LDFLAGS)

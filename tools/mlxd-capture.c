@@ -27,6 +27,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "gpu_buffer.h"
 #include "mlxd_capture.h"
 #include "mlxd_emu.h"
 #include "mlxd_error.h"
@@ -69,6 +70,10 @@ static void usage(FILE *f)
 "      --busy | --event     monitor mode: busy-poll or completion events (default event)\n"
 "      --legacy-imm         immediate = {psn[23:0], page[7:0]} (HSB-Lite 2510)\n"
 "      --no-metadata        the device sends no metadata block (md_disable)\n"
+"      --gpu                receive into CUDA device memory (cuMemAlloc on GPU 0, registered\n"
+"                           through its dma-buf); frames are read back (cuMemcpyDtoH) to be\n"
+"                           checked and saved.  Without a GPU: LD_LIBRARY_PATH=build/tests/fakecuda\n"
+"                           (the tests' emulated NVIDIA driver; make fakecuda)\n"
 "\n"
 "sources:\n"
 "      --emulate            use the emulated NIC (default when no mlx5 device exists;\n"
@@ -118,7 +123,7 @@ struct cfg {
     uint64_t frames;
     double duration;
     uint32_t mode;
-    bool legacy, no_metadata;
+    bool legacy, no_metadata, gpu;
     bool emulate, generate;
     const char *replay;
     const char *pace;
@@ -534,6 +539,51 @@ static const char *state_name(int s)
          : s == MLXD_FRAME_OVERWRITTEN ? "overwritten" : "unknown";
 }
 
+/* --save: writes frame `index`'s bytes to DIR/frame-NNNNNN.bin; false when it could not (the
+ * first failure says why: a full disk fails every frame after it, which the summary counts). */
+static bool save_frame(const struct cfg *c, uint64_t index, const uint8_t *data, uint64_t n, bool first)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/frame-%06" PRIu64 ".bin", c->save, index);
+    errno = 0;
+    FILE *fp = fopen(path, "wb");
+    int err = fp ? 0 : errno;
+    if (fp && fwrite(data, 1, n, fp) != n) err = errno ? errno : EIO;
+    /* a full disk shows only when the buffered bytes are flushed */
+    if (fp && fclose(fp) && !err) err = errno ? errno : EIO;
+    if (!err)
+        return true;
+    if (first)
+        fprintf(stderr, "mlxd-capture: cannot write %s: %s\n", path, strerror(err));
+    if (fp) unlink(path);       /* no truncated frame file */
+    return false;
+}
+
+/* The frame buffer: host memory, or (--gpu) device memory with a host copy to check frames in. */
+static int frame_memory(const struct cfg *c, size_t size, uint8_t **buf, uint64_t *dbuf)
+{
+    if (size == 0 || posix_memalign((void **)buf, 4096, size)) {
+        *buf = NULL;
+        fprintf(stderr, "mlxd-capture: cannot allocate %zu bytes for %u pages\n", size, c->pages);
+        return -1;
+    }
+    memset(*buf, 0, size);
+    if (c->gpu && gpu_buffer_alloc(size, dbuf) < 0) {
+        fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
+        return -1;
+    }
+    return 0;
+}
+
+/* --gpu: copies n device bytes at offset off into the host copy; false (said) when it fails. */
+static bool from_gpu(const struct cfg *c, uint8_t *buf, uint64_t dbuf, uint64_t off, uint64_t n)
+{
+    if (!c->gpu || gpu_buffer_read(buf + off, dbuf + off, n) == 0)
+        return true;
+    fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
+    return false;
+}
+
 static int run(struct cfg *c)
 {
     struct run R;
@@ -541,6 +591,7 @@ static int run(struct cfg *c)
     R.c = c;
     int status = 1;
     uint8_t *buf = NULL;
+    uint64_t dbuf = 0;          /* --gpu: the device memory receiving the frames */
     pthread_t mon, feed;
     bool mon_started = false, feed_started = false;
 
@@ -601,21 +652,18 @@ static int run(struct cfg *c)
     if (!c->peer_ip) c->peer_ip = "127.0.0.1";
 
     size_t bufsize = ((size_t)c->pages * c->page_size + 4095) & ~(size_t)4095;
-    if (bufsize == 0 || posix_memalign((void **)&buf, 4096, bufsize)) {
-        fprintf(stderr, "mlxd-capture: cannot allocate %zu bytes for %u pages\n", bufsize, c->pages);
+    if (frame_memory(c, bufsize, &buf, &dbuf) < 0)
         goto out;
-    }
-    memset(buf, 0, bufsize);
 
     R.rx = mlxd_receiver_new();
     mlxd_receiver_set_frame_ready(R.rx, on_frame_ready, NULL);
     struct mlxd_receiver_opts o = {
-        .sz = sizeof o, .device = c->device, .port = c->port, .buffer = (uintptr_t)buf,
+        .sz = sizeof o, .device = c->device, .port = c->port, .buffer = c->gpu ? dbuf : (uintptr_t)buf,
         .buffer_size = bufsize, .frame_size = c->frame_size, .page_size = c->page_size,
         .pages = c->pages, .metadata_offset = c->metadata_offset, .peer_ip = c->peer_ip,
         .queue_size = c->queue_size, .mode = c->mode,
         .imm_layout = c->legacy ? MLXD_HSB_IMM_LEGACY_8_24 : MLXD_HSB_IMM_12_20,
-        .memory = MLXD_RECEIVER_MEM_HOST, .no_metadata = c->no_metadata,
+        .memory = c->gpu ? MLXD_RECEIVER_MEM_CUDA : MLXD_RECEIVER_MEM_HOST, .no_metadata = c->no_metadata,
     };
     int rc = mlxd_receiver_start(R.rx, &o);
     if (rc == -EADDRINUSE && emulated_now())
@@ -709,6 +757,10 @@ static int run(struct cfg *c)
             bytes += nbytes;
             last_fn = c->no_metadata ? f.received_frame_number - 1 : f.frame_number;
             const uint8_t *data = buf + (size_t)f.page * c->page_size;
+            if (!from_gpu(c, buf, dbuf, (size_t)f.page * c->page_size, nbytes)) {
+                bad_payload++;
+                break;
+            }
             int pay = -1;   /* -1 not checked, 0 bad, 1 ok */
             long bad_at = -1;
             if (c->verify && (c->replay || c->generate)) {
@@ -738,23 +790,8 @@ static int run(struct cfg *c)
                     pay = 0;
                 }
             }
-            if (c->save) {
-                char path[PATH_MAX];
-                snprintf(path, sizeof path, "%s/frame-%06" PRIu64 ".bin", c->save, f.received_frame_number - 1);
-                errno = 0;
-                FILE *fp = fopen(path, "wb");
-                int err = fp ? 0 : errno;
-                if (fp && fwrite(data, 1, nbytes, fp) != nbytes) err = errno ? errno : EIO;
-                /* a full disk shows only when the buffered bytes are flushed */
-                if (fp && fclose(fp) && !err) err = errno ? errno : EIO;
-                if (err) {
-                    /* the first failure says why; the others (a full disk fails every frame
-                     * after it) are counted in the summary */
-                    if (save_failed++ == 0)
-                        fprintf(stderr, "mlxd-capture: cannot write %s: %s\n", path, strerror(err));
-                    if (fp) unlink(path);       /* no truncated frame file */
-                }
-            }
+            if (c->save && !save_frame(c, f.received_frame_number - 1, data, nbytes, save_failed == 0))
+                save_failed++;
             if (c->consumer_delay_ms) {
                 struct timespec ts = { c->consumer_delay_ms / 1000, (long)(c->consumer_delay_ms % 1000) * 1000000L };
                 nanosleep(&ts, NULL);
@@ -845,7 +882,8 @@ static int run(struct cfg *c)
      * byte wins).  For a capture without completions this is all there is to check. */
     int image = -1;
     uint64_t image_bytes = 0, image_diff = 0;
-    if (c->replay && R.cap && R.feed_rc >= 0 && !c->frames && c->loops <= 1 && atomic_load(&R.feed_done))
+    if (c->replay && R.cap && R.feed_rc >= 0 && !c->frames && c->loops <= 1 && atomic_load(&R.feed_done) &&
+        from_gpu(c, buf, dbuf, 0, bufsize))
         image = check_image(R.cap, &R.map, buf, bufsize, &image_bytes, &image_diff);
     bool ok = R.monitor_rc >= 0 && R.feed_rc >= 0 && bad_payload == 0 && st.errors == 0 &&
               st.frames >= R.expected && (R.expected || c->replay || got > 0) && image <= 0 &&
@@ -917,6 +955,7 @@ out:
     if (mon_started) { mlxd_receiver_close(R.rx); pthread_join(mon, NULL); }
     mlxd_receiver_destroy(R.rx);
     mlxd_capture_free(R.cap);
+    gpu_buffer_free(dbuf);
     free(buf);
     return status;
 }
@@ -927,7 +966,7 @@ int main(int argc, char **argv)
                      .verify = true, .timeout_ms = 2000, .gen_md = MLXD_GEN_MD_SEPARATE };
     enum { O_FRAME = 256, O_PAGE, O_PAGES, O_MDOFF, O_PEER, O_QUEUE, O_DURATION, O_BUSY, O_EVENT,
            O_LEGACY, O_NOMD, O_EMULATE, O_REPLAY, O_PACE, O_LOOPS, O_GENERATE, O_FPS, O_GENMD,
-           O_PAYLOAD, O_TARGET, O_SAVE, O_JSON, O_NOVERIFY, O_DELAY, O_TIMEOUT };
+           O_PAYLOAD, O_TARGET, O_SAVE, O_JSON, O_NOVERIFY, O_DELAY, O_TIMEOUT, O_GPU };
     static const struct mode_option mode_opts[] = {
         { O_PACE, "--pace", MODE_REPLAY }, { O_LOOPS, "--loops", MODE_REPLAY },
         { O_FPS, "--fps", MODE_GENERATE }, { O_GENMD, "--gen-metadata", MODE_GENERATE },
@@ -950,7 +989,7 @@ int main(int argc, char **argv)
         { "payload-size", 1, 0, O_PAYLOAD }, { "target", 1, 0, O_TARGET }, { "save", 1, 0, O_SAVE },
         { "json", 0, 0, O_JSON }, { "print-frames", 0, 0, 'v' }, { "no-verify", 0, 0, O_NOVERIFY },
         { "consumer-delay-ms", 1, 0, O_DELAY }, { "timeout-ms", 1, 0, O_TIMEOUT }, { "quiet", 0, 0, 'q' },
-        { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
+        { "gpu", 0, 0, O_GPU }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
     int ch;
     uint64_t v;
     opterr = 0;
@@ -987,6 +1026,7 @@ int main(int argc, char **argv)
         case O_EVENT: c.mode = MLXD_RECEIVER_EVENT; break;
         case O_LEGACY: c.legacy = true; break;
         case O_NOMD: c.no_metadata = true; break;
+        case O_GPU: c.gpu = true; break;
         case O_EMULATE: c.emulate = true; break;
         case O_REPLAY: c.replay = optarg; c.emulate = true; break;
         case O_PACE:
