@@ -4,9 +4,10 @@
  * this process (a direct dereference faults) whose bytes live in a memfd; its dma-buf is that
  * memfd, which the emulated kernel registers (REG_DMABUF_MR) and the emulated NIC writes into.
  *
- * Tcase "cuda" needs only the driver API: with MLXD_TEST_REAL_CUDA=1 and a runner built with
- * FAKE_CUDA=0 it runs against the real driver (scripts/gpu-check.sh).  Tcase "cuda_faults" needs
- * the fake's fault injection (fakecuda_fail) and runs only with it. */
+ * Tcases "cuda_driver" (the driver alone) and "cuda" (frames into device memory) need only the
+ * driver API: with MLXD_TEST_REAL_CUDA=1 and a runner built with FAKE_CUDA=0 they run against
+ * the real driver (scripts/gpu-check.sh).  Tcase "cuda_faults" needs the fake's fault injection
+ * (fakecuda_fail) and runs only with it. */
 #include <check.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -185,6 +187,53 @@ static void check_gen_frame(struct rig *g, const struct mlxd_receiver_frame *f, 
     int v = mlxd_receiver_frame_check(g->r, f);
     ck_assert_msg(v == MLXD_FRAME_INTACT || v == MLXD_FRAME_AT_RISK, "frame_check %d: %s", v, mlxd_errmsg());
 }
+
+/* ---- tcase cuda_driver: the driver alone -------------------------------------------------------- */
+
+/* cuMemAlloc memory: what cuPointerGetAttributes says of it (the values the library relies on),
+ * and its dma-buf (cuMemGetHandleForAddressRange): a descriptor whose size covers the range
+ * (llseek SEEK_END, as the kernel sizes a dma-buf).  The fake's is a memfd; a real driver's the
+ * kernel's dma-buf file.  Misaligned ranges are CUDA_ERROR_INVALID_VALUE. */
+START_TEST(driver_exports_dmabuf)
+{
+    cuda_up();
+    size_t size = 3 << 20;
+    mlxd_cu_ptr d = dev_alloc(size);
+    mlxd_cuPointerGetAttributes_fn get = (mlxd_cuPointerGetAttributes_fn)dlsym(cu.h, "cuPointerGetAttributes");
+    mlxd_cuMemGetHandleForAddressRange_fn exp =
+        (mlxd_cuMemGetHandleForAddressRange_fn)dlsym(cu.h, "cuMemGetHandleForAddressRange");
+    ck_assert(get && exp);
+    unsigned type = 0;
+    mlxd_cu_ctx owner = NULL;
+    mlxd_cu_ptr start = 0;
+    size_t range = 0;
+    int attrs[] = { MLXD_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, MLXD_CU_POINTER_ATTRIBUTE_CONTEXT,
+                    MLXD_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, MLXD_CU_POINTER_ATTRIBUTE_RANGE_SIZE };
+    void *data[] = { &type, &owner, &start, &range };
+    ck_assert_int_eq(get(4, attrs, data, d + 12345), MLXD_CUDA_SUCCESS);
+    ck_assert_uint_eq(type, MLXD_CU_MEMORYTYPE_DEVICE);
+    ck_assert_ptr_eq(owner, cu.ctx);
+    ck_assert_uint_eq(start, d);
+    ck_assert_uint_eq(range, size);
+    /* host memory is no CUDA pointer: success, memory type 0 (the documented default) */
+    static uint8_t host[64];
+    type = 99;
+    ck_assert_int_eq(get(4, attrs, data, (uintptr_t)host), MLXD_CUDA_SUCCESS);
+    ck_assert_uint_eq(type, 0);
+    int fd = -1;
+    ck_assert_int_eq(exp(&fd, d + 4096, 1 << 20, MLXD_CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0), MLXD_CUDA_SUCCESS);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_ge(lseek(fd, 0, SEEK_END), 1 << 20);
+    char path[64], link[256] = "";
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    ck_assert_int_gt(readlink(path, link, sizeof link - 1), 0);
+    ck_assert_msg(strstr(link, cu.inject ? "memfd:fakecuda-device-memory" : "dmabuf"), "fd is %s", link);
+    close(fd);
+    ck_assert_int_eq(exp(&fd, d + 100, 4096, MLXD_CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0),
+                     MLXD_CUDA_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(cu.MemFree(d), MLXD_CUDA_SUCCESS);
+}
+END_TEST
 
 /* ---- tcase cuda: device memory end to end --------------------------------------------------- */
 
@@ -535,6 +584,10 @@ END_TEST
 Suite *receiver_cuda_suite(void)
 {
     Suite *s = suite_create("receiver_cuda");
+    TCase *td = tcase_create("cuda_driver");
+    tcase_set_timeout(td, 60);
+    tcase_add_test(td, driver_exports_dmabuf);
+    suite_add_tcase(s, td);
     TCase *tc = tcase_create("cuda");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, frames_into_gpu_memory);
