@@ -25,7 +25,9 @@ PREFIX   ?= /usr/local
 # Only make cuda-api-check reads the CUDA toolkit: no build needs it (docs/receiver.md).
 CUDA_HOME ?= /usr/local/cuda
 # 1: the test runner finds the emulated NVIDIA driver ($(BUILD)/tests/fakecuda/libcuda.so.1) by
-# its RUNPATH; 0: the real one (scripts/gpu-check.sh).
+# its DT_RPATH; 0: the real one (scripts/gpu-check.sh).  DT_RPATH, not DT_RUNPATH: under the
+# sanitizers dlopen is called from their runtime's interceptor, and glibc applies a RUNPATH only
+# to the object that calls, but the executable's RPATH to every caller.
 FAKE_CUDA ?= 1
 
 WARN     := -Wall -Wextra -Werror
@@ -116,7 +118,7 @@ $(BUILD)/obj/tests/%.o: CFLAGS += -Wno-maybe-uninitialized
 
 FAKECUDA := $(BUILD)/tests/fakecuda/libcuda.so.1
 comma := ,
-FAKECUDA_RPATH := $(if $(filter 1,$(FAKE_CUDA)),-Wl$(comma)-rpath$(comma)'$$ORIGIN/fakecuda')
+FAKECUDA_RPATH := $(if $(filter 1,$(FAKE_CUDA)),-Wl$(comma)-rpath$(comma)'$$ORIGIN/fakecuda' -Wl$(comma)--disable-new-dtags)
 $(RUNNER): $(TEST_OBJ) $(STATIC) $(EMU) $(FAKECUDA)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $(TEST_OBJ) $(STATIC) -L$(BUILD)/lib -lmlx5direct-emu -Wl,-rpath,'$$ORIGIN/../lib' \
@@ -141,6 +143,9 @@ $(BUILD)/tests/progs/%: tests/progs/%.c | $(DEPS_OK)
 
 # nic_unit compiles the NIC sources in (their hooks are hidden in the emulator library).
 $(BUILD)/tests/progs/nic_unit: $(wildcard emu/nic/*.c emu/nic/*.h emu/emu.h abi/roce.c abi/mlxd_roce.h abi/error.c)
+# no_libcuda links the library (and nothing that finds the emulated NVIDIA driver).
+$(BUILD)/tests/progs/no_libcuda: $(STATIC)
+$(BUILD)/tests/progs/no_libcuda: private LIBS := $(STATIC) $(LIBS)
 # rdma_core_scatter is rdma-core's side of scatter-to-CQE (tests/test_rdma_core.c): libibverbs + libmlx5.
 $(BUILD)/tests/progs/rdma_core_scatter: private LIBS += -libverbs -lmlx5
 

@@ -1,5 +1,5 @@
 /* CUDA device memory as the frame buffer, on every run: the test runner finds the emulated NVIDIA
- * driver (tests/fakecuda/libcuda.c, build/tests/fakecuda/libcuda.so.1) through its RUNPATH, so
+ * driver (tests/fakecuda/libcuda.c, build/tests/fakecuda/libcuda.so.1) through its RPATH, so
  * the library's own dlopen("libcuda.so.1") gets it.  Its device memory is a PROT_NONE range in
  * this process (a direct dereference faults) whose bytes live in a memfd; its dma-buf is that
  * memfd, which the emulated kernel registers (REG_DMABUF_MR) and the emulated NIC writes into.
@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,7 @@ static void cuda_up(void)
 {
     cu.h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     ck_assert_msg(cu.h, "libcuda.so.1: %s (the emulated driver is build/tests/fakecuda/libcuda.so.1, "
-                  "found by the runner's RUNPATH)", dlerror());
+                  "found by the runner's RPATH)", dlerror());
 #define SYM(f, name) ck_assert_msg((*(void **)&cu.f = dlsym(cu.h, name)) != NULL, "no %s", name)
     SYM(Init, "cuInit");
     SYM(DeviceGet, "cuDeviceGet");
@@ -146,6 +147,9 @@ static void rig_run(struct rig *g, const struct mlxd_receiver_opts *o)
     snprintf(g->dst, sizeof g->dst, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
     ck_assert_int_eq(pthread_create(&g->mon, NULL, mon_main, g), 0);
     g->mon_running = true;
+    /* the consumer's first get: from now on frames queue instead of replacing each other */
+    struct mlxd_receiver_frame f;
+    ck_assert(!mlxd_receiver_get_next_frame(g->r, 0, &f));
 }
 
 static void rig_stop(struct rig *g, int want_mon_rc)
@@ -248,7 +252,6 @@ START_TEST(frames_into_gpu_memory)
     /* the region is the dma-buf: the device's page 0 is the buffer's offset in it */
     ck_assert_uint_eq(mlxd_receiver_external_frame_memory(g.r), 0);
     struct mlxd_receiver_frame f;
-    ck_assert(!mlxd_receiver_get_next_frame(g.r, 0, &f));
     gen(&g, 3, 1);
     for (uint32_t k = 0; k < 3; k++) {
         ck_assert_msg(mlxd_receiver_get_next_frame(g.r, 5000, &f), "frame %u did not come", k);
@@ -287,11 +290,14 @@ START_TEST(unaligned_buffer_in_allocation)
 END_TEST
 
 static mlxd_cu_ctx seen_ctx;
-static int seen_rc = -1;
+static _Atomic int seen_rc = -1;
 static void on_ready(void *arg)
 {
     (void)arg;
-    seen_rc = cu.GetCurrent(&seen_ctx);   /* on the monitor thread */
+    mlxd_cu_ctx c = NULL;
+    int rc = cu.GetCurrent(&c);   /* on the monitor thread */
+    seen_ctx = c;
+    atomic_store(&seen_rc, rc);   /* after seen_ctx */
 }
 
 /* The monitor thread (made by the test, with no CUDA context of its own) runs with the context
@@ -308,7 +314,10 @@ static void context_on_monitor(bool none_at_start)
     gen(&g, 1, 1);
     struct mlxd_receiver_frame f;
     ck_assert(mlxd_receiver_get_next_frame(g.r, 5000, &f));
-    ck_assert_int_eq(seen_rc, MLXD_CUDA_SUCCESS);
+    /* the callback runs after the frame is queued: wait for it */
+    for (int i = 0; i < 5000 && atomic_load(&seen_rc) == -1; i++)
+        usleep(1000);
+    ck_assert_int_eq(atomic_load(&seen_rc), MLXD_CUDA_SUCCESS);
     ck_assert_ptr_eq(seen_ctx, cu.ctx);
     ck_assert_uint_eq(f.metadata.frame_number32, 0);
     ck_assert_uint_eq(f.metadata.bytes_written, 4096);
@@ -452,7 +461,8 @@ START_TEST(host_memory_after_all)
     const char *n[] = { "memory CUDA but buffer", "host memory (CU_MEMORYTYPE_HOST)",
                         "cuPointerGetAttributes", "MLXD_RECEIVER_MEM_HOST", NULL };
     start_fails(&g, MLXD_RECEIVER_MEM_CUDA, -EINVAL, n);
-    void *plain = aligned_alloc(4096, g.size);
+    void *plain = NULL;
+    ck_assert_int_eq(posix_memalign(&plain, 4096, g.size), 0);
     g.d = (uintptr_t)plain;
     const char *m[] = { "not CUDA device memory", "MLXD_RECEIVER_MEM_HOST", NULL };
     start_fails(&g, MLXD_RECEIVER_MEM_CUDA, -EINVAL, m);
@@ -552,6 +562,36 @@ START_TEST(metadata_copy_fails)
 }
 END_TEST
 
+/* Where libcuda.so.1 cannot be loaded (tests/progs/no_libcuda: no RPATH to the emulated
+ * driver): CUDA memory is -ENOTSUP naming libcuda.so.1; AUTO on memory the kernel cannot pin is
+ * -EFAULT saying the library could not have recognized GPU memory, not a bare "Bad address". */
+START_TEST(no_driver_explained)
+{
+    char cmd[2048], out[4096];
+    unsigned a = 20 + (unsigned)getpid() % 200, b = 1 + ((unsigned)getpid() / 200) % 250;
+    snprintf(cmd, sizeof cmd, "env ASAN_OPTIONS=verify_asan_link_order=0 LD_LIBRARY_PATH= "
+             "MLXD_EMU_DEVICES=mlx5_0:127.%u.%u.1 LD_PRELOAD=%s/lib/libmlx5direct-emu.so "
+             "%s/tests/progs/no_libcuda 2>&1", a, b, mlxd_test_build_dir(), mlxd_test_build_dir());
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", out);
+    char *nl = strchr(out, '\n');
+    ck_assert_ptr_nonnull(nl);
+    *nl = 0;
+    const char *second = nl + 1;
+    ck_assert_msg(!strncmp(out, "-14 mlxd_receiver_start: buffer 0x", 34) &&
+                  strstr(out, "is not host memory the kernel can pin (") && strstr(out, "Bad address") &&
+                  strstr(out, "if it is CUDA device memory: libcuda.so.1 (the NVIDIA driver) cannot be used") &&
+                  strstr(out, "cannot recognize or register GPU memory"), "%s", out);
+    ck_assert_msg(!strncmp(second, "-95 mlxd_receiver_start: memory CUDA asked but libcuda.so.1 (the NVIDIA "
+                           "driver) cannot be used: ", 95) &&
+                  strstr(second, "install the NVIDIA driver, or receive into host memory"), "%s", second);
+}
+END_TEST
+
 /* The emulated device memory cannot be reached by a plain dereference (so a library bug that
  * does so fails the suite): a child that reads it does not exit normally. */
 START_TEST(device_memory_faults_on_touch)
@@ -565,7 +605,7 @@ START_TEST(device_memory_faults_on_touch)
     ck_assert(!memcmp(got, want, sizeof want));
     fflush(NULL);
     pid_t pid = fork();
-    if (pid == 0) {
+    if (pid == 0) {   /* (under ASan the child's fault is reported as a SEGV: that is the point) */
         volatile uint8_t *p = (volatile uint8_t *)(uintptr_t)(d + 4096);
         _exit(p[0] == 'd' ? 0 : 3);
     }
@@ -609,6 +649,7 @@ Suite *receiver_cuda_suite(void)
     tcase_add_test(tf, metadata_copy_fails);
     tcase_add_test(tf, frame_check_copy_fails);
     tcase_add_test(tf, device_memory_faults_on_touch);
+    tcase_add_test(tf, no_driver_explained);
     suite_add_tcase(s, tf);
     return s;
 }

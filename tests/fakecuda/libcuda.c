@@ -1,5 +1,5 @@
 /* The emulated NVIDIA driver for the tests: build/tests/fakecuda/libcuda.so.1 (soname
- * libcuda.so.1), found by the test runner through its RUNPATH ($ORIGIN/fakecuda) and by tools
+ * libcuda.so.1), found by the test runner through its RPATH ($ORIGIN/fakecuda) and by tools
  * run from the tests through LD_LIBRARY_PATH.  Never installed.
  *
  * It implements the CUDA driver API calls the library, mlxd-capture --gpu and the tests make,
