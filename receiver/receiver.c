@@ -55,7 +55,7 @@ struct mlxd_receiver {
     uint8_t *host;                 /* buffer as a host pointer (NULL for CUDA memory) */
     bool cuda_mem;
     void *cu_ctx;                  /* CUDA memory: the context made current on the monitor thread */
-    char cuda_err[256];            /* monitor only: the first failed device-memory read stops it */
+    char cuda_err[512];            /* monitor only: the first failed device-memory read stops it */
 
     /* device objects */
     struct mlxd_nic *nic;

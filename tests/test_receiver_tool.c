@@ -117,12 +117,16 @@ START_TEST(gpu_generate_and_replay)
 {
     static char out[1 << 20];
     const struct tool_env env = { .with_stderr = true, .fakecuda = true };
-    const char *g[] = { "--generate", "--gpu", "-n", "40", "--pages", "4", "--json", "-q", NULL };
+    const char *g[] = { "--generate", "--gpu", "-n", "40", "--pages", "4", "--queue-size", "4",
+                        "--json", "-q", NULL };
     int rc = run_tool_ex(out, sizeof out, g, &env);
     const char *sum = strstr(out, "\"summary\":true");
     ck_assert_msg(rc == 0 && sum, "exit %d\n%s", rc, out);
     ck_assert_int_eq(json_num(sum, "frames_received"), 40);
-    ck_assert_int_eq(json_num(sum, "payload_checked"), 40);
+    /* every frame the consumer took was read back from device memory and verified (a loaded
+     * machine may make it drop some: those are counted, not checked) */
+    ck_assert_int_eq(json_num(sum, "payload_checked"), json_num(sum, "frames_consumed"));
+    ck_assert_int_eq(json_num(sum, "payload_checked") + json_num(sum, "dropped") + json_num(sum, "replaced"), 40);
     ck_assert_int_eq(json_num(sum, "payload_failures"), 0);
     char path[1024];
     snprintf(path, sizeof path, "%s", mlxd_test_path("fixtures/roce-pcaps/hsb_medium_64k_4pages.pcap"));
