@@ -169,6 +169,13 @@ enum mlxd_wqe_opcode {
 #define MLXD_WQE_RADDR_SIZE         16u
 #define MLXD_WQE_RADDR_OFF_RADDR    0u     /* BE64 */
 #define MLXD_WQE_RADDR_OFF_RKEY     8u     /* BE32 */
+/* Atomic segment (struct mlx5_wqe_atomic_seg, 16 bytes): after the remote address segment of a
+ * compare-and-swap / fetch-and-add WQE.  The local data segment that follows always says 8 bytes
+ * (MLX5_ATOMIC_SIZE). */
+#define MLXD_WQE_ATOMIC_SIZE        16u
+#define MLXD_WQE_ATOMIC_OFF_SWAP_ADD 0u    /* BE64: swap value (CS) or addend (FA) */
+#define MLXD_WQE_ATOMIC_OFF_COMPARE 8u     /* BE64: compare value (CS); 0 for FA */
+#define MLXD_ATOMIC_SIZE            8u
 /* Data (scatter/gather) segment (struct mlx5_wqe_data_seg, 16 bytes).  byte_count 0 means 2 GiB
  * to the hardware (rdma-core providers/mlx5/qp.c: 2 GB is written as 0, and zero-length SGEs
  * are skipped). */
@@ -219,6 +226,10 @@ MLXD_ABI_ASSERT_EQ(sizeof(struct mlx5_wqe_ctrl_seg), MLXD_WQE_CTRL_SIZE);
 MLXD_ABI_ASSERT_EQ(offsetof(struct mlx5_wqe_ctrl_seg, fm_ce_se), MLXD_WQE_CTRL_OFF_FM_CE_SE);
 MLXD_ABI_ASSERT_EQ(sizeof(struct mlx5_wqe_data_seg), MLXD_WQE_DATA_SIZE);
 MLXD_ABI_ASSERT_EQ(sizeof(struct mlx5_wqe_raddr_seg), MLXD_WQE_RADDR_SIZE);
+MLXD_ABI_ASSERT_EQ(sizeof(struct mlx5_wqe_atomic_seg), MLXD_WQE_ATOMIC_SIZE);
+MLXD_ABI_ASSERT_EQ(offsetof(struct mlx5_wqe_atomic_seg, compare), MLXD_WQE_ATOMIC_OFF_COMPARE);
+MLXD_ABI_ASSERT_EQ(MLX5_OPCODE_ATOMIC_CS, MLXD_WQE_ATOMIC_CS);
+MLXD_ABI_ASSERT_EQ(MLX5_OPCODE_ATOMIC_FA, MLXD_WQE_ATOMIC_FA);
 MLXD_ABI_ASSERT_EQ(MLX5_RCV_DBR, MLXD_RCV_DBR);
 MLXD_ABI_ASSERT_EQ(MLX5_SND_DBR, MLXD_SND_DBR);
 MLXD_ABI_ASSERT_EQ(MLX5_CQ_DOORBELL, MLXD_UAR_CQ_DOORBELL);

@@ -136,6 +136,7 @@ struct mlxd_emu_nic_stats {
     uint64_t acks_sent, naks_sent, rnr_naks_sent, retransmits, timeouts, cqes, comp_events,
              async_events;
     uint64_t rx_wrong_source;      /* from an address other than the QP's connected peer */
+    uint64_t rx_atomics;           /* compare-and-swap / fetch-and-add requests executed */
 };
 
 /* Sets (f) or clears (f == NULL) the egress faults of device `index`; resets the packet index

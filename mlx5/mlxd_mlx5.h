@@ -47,6 +47,11 @@ enum mlxd_op {
     MLXD_OP_SEND,              /* MLX5_OPCODE_SEND 0x0a: local -> the peer's next receive */
     MLXD_OP_SEND_IMM,          /* MLX5_OPCODE_SEND_IMM 0x0b */
     MLXD_OP_READ,              /* MLX5_OPCODE_RDMA_READ 0x10: remote -> local (RC only) */
+    MLXD_OP_CMP_SWAP,          /* MLX5_OPCODE_ATOMIC_CS 0x11 (RC only): if the 8 bytes at remote
+                                  equal `compare`, write `swap_add`; the original value goes
+                                  into local (8 bytes) */
+    MLXD_OP_FETCH_ADD,         /* MLX5_OPCODE_ATOMIC_FA 0x12 (RC only): add `swap_add` to the 8
+                                  bytes at remote; the original value goes into local */
 };
 
 enum mlxd_entry_flags {
@@ -63,10 +68,17 @@ struct mlxd_entry {
     uint32_t op;               /* enum mlxd_op */
     uint32_t flags;            /* OR of enum mlxd_entry_flags */
     uint32_t imm;              /* WRITE_IMM/SEND_IMM: host order (sent big-endian) */
-    uint32_t num_local;        /* 0 or 1: a zero-length WRITE/SEND carries no data segment */
-    struct mlxd_local local;   /* source (WRITE/SEND) or destination (READ) bytes; for
-                                  MLXD_INLINE local.addr is a process pointer */
-    struct mlxd_remote remote; /* WRITE/WRITE_IMM/READ: peer bytes (addr, rkey); length unused */
+    uint32_t num_local;        /* data entries: 0 .. the QP's max_send_sge (one with MLXD_INLINE
+                                  and atomics); zero-length entries carry no data segment */
+    struct mlxd_local local;   /* the data when num_local <= 1 and sgl is NULL: source
+                                  (WRITE/SEND) or destination (READ) bytes; for MLXD_INLINE
+                                  local.addr is a process pointer */
+    struct mlxd_remote remote; /* WRITE/WRITE_IMM/READ/atomics: peer bytes (addr, rkey); length
+                                  unused */
+    uint64_t compare;          /* CMP_SWAP: the value expected at remote.addr */
+    uint64_t swap_add;         /* CMP_SWAP: the value written; FETCH_ADD: the addend */
+    const struct mlxd_local *sgl; /* NULL, or num_local entries gathered in order (sends) or
+                                  scattered in order (READ); read only during mlxd_qp_post */
 };
 
 /* Writes one WQE into qp's send ring (at the producer index, wrapping) without telling the NIC;
@@ -76,9 +88,17 @@ struct mlxd_entry {
  * Errors: -EAGAIN the ring is full: its WQEBBs are used up, or send_depth entries are
  * outstanding (nothing written); -EINVAL misuse: qp invalid/destroyed, a
  * QP with no send ring, unknown op/flags, READ on UC, READ with MLXD_INLINE, inline longer than
- * max_inline, num_local > 1, local.length above 2^31 - 1 (a data segment's byte_count has 31
+ * max_inline, num_local above the QP's max_send_sge (or above 1 with sgl NULL or with
+ * MLXD_INLINE), a length above 2^31 - 1 (a data segment's byte_count has 31
  * bits; a length above the port's max_msg_sz completes with IBV_WC_LOC_LEN_ERR, as on the
- * hardware).  The state (RTS) is not checked: the NIC ignores entries of a QP
+ * hardware), an atomic on UC, inline, or without exactly one 8-byte local buffer.
+ * Atomics (IB spec vol. 1 9.4.5; rdma-core providers/mlx5/qp.c): the local region needs
+ * LOCAL_WRITE, the peer's region REMOTE_ATOMIC and the QP connected with peer_access
+ * REMOTE_ATOMIC; the 8 bytes are in host byte order on both sides (mlx5_ib offers atomics only
+ * with the device in host-endianness mode).  What the NIC reports, not refused here: a remote
+ * address not 8-byte aligned completes with IBV_WC_REM_INV_REQ_ERR (syndrome 0x12), a region
+ * without REMOTE_ATOMIC with IBV_WC_REM_ACCESS_ERR (0x13).  Masked (extended) atomics are not
+ * offered: the emulated device does not advertise them.  The state (RTS) is not checked: the NIC ignores entries of a QP
  * that is not in RTS until it gets there, and flushes them in ERR.
  * Thread rules: one mlxd_qp_post/mlxd_qp_ring of qp at a time; may run while another thread
  * polls the CQ. */
@@ -124,6 +144,8 @@ enum mlxd_wc_opcode {
     MLXD_WC_SEND = 0,
     MLXD_WC_RDMA_WRITE = 1,
     MLXD_WC_RDMA_READ = 2,
+    MLXD_WC_COMP_SWAP = 3,     /* byte_len 8 */
+    MLXD_WC_FETCH_ADD = 4,     /* byte_len 8 */
     MLXD_WC_NOP = 0x7f,        /* (not in ibv_wc_opcode; IBV_WC_DRIVER* use other numbers) */
     MLXD_WC_RECV = 128,        /* a SEND / SEND_IMM landed in a receive */
     MLXD_WC_RECV_RDMA_WITH_IMM = 129, /* a WRITE_IMM consumed a receive */

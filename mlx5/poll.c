@@ -89,6 +89,7 @@ static const uint8_t req_wc_opcode[256] = {
     [0x08] = MLXD_WC_RDMA_WRITE, [0x09] = MLXD_WC_RDMA_WRITE,   /* RDMA_WRITE, RDMA_WRITE_IMM */
     [0x0a] = MLXD_WC_SEND, [0x0b] = MLXD_WC_SEND, [0x01] = MLXD_WC_SEND, /* SEND, SEND_IMM, SEND_INVAL */
     [0x10] = MLXD_WC_RDMA_READ,
+    [0x11] = MLXD_WC_COMP_SWAP, [0x12] = MLXD_WC_FETCH_ADD,        /* ATOMIC_CS, ATOMIC_FA */
 };
 #pragma GCC diagnostic pop
 
@@ -310,8 +311,10 @@ static inline __attribute__((always_inline)) void decode_run(const struct mlxd_c
             if (opcode == MLXD_CQE_REQ) {
                 uint32_t top = (uint32_t)(tail >> 56), wop = req_wc_opcode[top];
                 put_2x32(w, offsetof(struct mlxd_completion, status), MLXD_WC_SUCCESS, wop);
+                /* READ: the bytes read; atomics: 8 (libmlx5 handle_good_req); else 0 */
                 put_2x32(w, offsetof(struct mlxd_completion, byte_len),
-                         wop == MLXD_WC_RDMA_READ ? mlxd_cqe_byte_cnt(c) : 0, 0);
+                         wop == MLXD_WC_RDMA_READ ? mlxd_cqe_byte_cnt(c)
+                         : wop - MLXD_WC_COMP_SWAP <= 1u ? MLXD_ATOMIC_SIZE : 0, 0);
                 put_2x32(w, offsetof(struct mlxd_completion, qpn), qpn, op_own & MLXD_WC_SOLICITED);
                 put_tail(w, wc, 0, 0, opcode, top, 0);
             } else {

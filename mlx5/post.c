@@ -9,35 +9,53 @@
 #include "mlxd_error.h"
 #include "wqe.h"
 
-const uint8_t mlxd__wqe_opcode[6] = {
+const uint8_t mlxd__wqe_opcode[8] = {
     [MLXD_OP_NOP] = 0x00,        /* MLX5_OPCODE_NOP */
     [MLXD_OP_WRITE] = 0x08,      /* MLX5_OPCODE_RDMA_WRITE */
     [MLXD_OP_WRITE_IMM] = 0x09,  /* MLX5_OPCODE_RDMA_WRITE_IMM */
     [MLXD_OP_SEND] = 0x0a,       /* MLX5_OPCODE_SEND */
     [MLXD_OP_SEND_IMM] = 0x0b,   /* MLX5_OPCODE_SEND_IMM */
     [MLXD_OP_READ] = 0x10,       /* MLX5_OPCODE_RDMA_READ */
+    [MLXD_OP_CMP_SWAP] = 0x11,   /* MLX5_OPCODE_ATOMIC_CS */
+    [MLXD_OP_FETCH_ADD] = 0x12,  /* MLX5_OPCODE_ATOMIC_FA */
 };
 
 #define KNOWN_FLAGS (MLXD_SIGNALED | MLXD_SOLICITED | MLXD_FENCE | MLXD_INLINE)
 
-uint32_t mlxd__wqe_bytes(const struct mlxd_entry *e, uint32_t max_inline, bool uc)
+/* The data of an entry: num_local entries of sgl, or the one in local. */
+static inline const struct mlxd_local *entry_sges(const struct mlxd_entry *e)
 {
-    if (e->op > MLXD_OP_READ || (e->flags & ~KNOWN_FLAGS) || e->num_local > 1) return 0;
+    return e->sgl ? e->sgl : &e->local;
+}
+
+uint32_t mlxd__wqe_bytes(const struct mlxd_entry *e, uint32_t max_inline, uint32_t max_sge, bool uc)
+{
+    uint32_t n = e->num_local;
+    if (e->op > MLXD_OP_FETCH_ADD || (e->flags & ~KNOWN_FLAGS) || n > max_sge || (n > 1 && !e->sgl))
+        return 0;
+    const struct mlxd_local *l = entry_sges(e);
+    if (e->op >= MLXD_OP_CMP_SWAP)      /* ctrl, raddr, atomic, one 8-byte data segment */
+        return uc || (e->flags & MLXD_INLINE) || n != 1 || l[0].length != MLXD_ATOMIC_SIZE ? 0
+               : MLXD_WQE_CTRL_SIZE + MLXD_WQE_RADDR_SIZE + MLXD_WQE_ATOMIC_SIZE + MLXD_WQE_DATA_SIZE;
     /* a data segment's byte_count has 31 bits: bit 31 marks an inline segment
-     * (MLX5_INLINE_SEG, mlx5dv.h), so a larger length would be read as one */
-    if (e->num_local && e->local.length > 0x7fffffffu) return 0;
+     * (MLX5_INLINE_SEG, mlx5dv.h), so a larger length would be read as one; byte_count 0 means
+     * 2 GiB to the NIC, so a zero-length entry carries no segment (libmlx5 skips them too) */
+    uint32_t segs = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (l[i].length > 0x7fffffffu) return 0;
+        segs += l[i].length != 0;
+    }
     uint32_t bytes = MLXD_WQE_CTRL_SIZE;
     if (e->op == MLXD_OP_NOP) return bytes;
     bool rdma = e->op == MLXD_OP_WRITE || e->op == MLXD_OP_WRITE_IMM || e->op == MLXD_OP_READ;
-    if (e->op == MLXD_OP_READ && (uc || (e->flags & MLXD_INLINE) || e->num_local == 0)) return 0;
+    if (e->op == MLXD_OP_READ && (uc || (e->flags & MLXD_INLINE) || segs == 0)) return 0;
     if (rdma) bytes += MLXD_WQE_RADDR_SIZE;
     if (e->flags & MLXD_INLINE) {
-        if (e->local.length > max_inline || (e->local.length && !e->local.addr)) return 0;
-        if (e->num_local && e->local.length)
+        if (n > 1 || e->local.length > max_inline || (e->local.length && !e->local.addr)) return 0;
+        if (n && e->local.length)
             bytes += (MLXD_WQE_INL_HDR_SIZE + e->local.length + 15) & ~15u;
-    } else if (e->num_local && e->local.length) {
-        /* byte_count 0 means 2 GiB to the NIC: a zero-length entry carries no segment (libmlx5) */
-        bytes += MLXD_WQE_DATA_SIZE;
+    } else {
+        bytes += segs * MLXD_WQE_DATA_SIZE;
     }
     return bytes;
 }
@@ -65,15 +83,33 @@ uint32_t mlxd__wqe_build(volatile uint8_t *sqv, uint32_t sq_wqebbs, uint32_t pi,
          (e->op == MLXD_OP_WRITE_IMM || e->op == MLXD_OP_SEND_IMM) ? e->imm : 0);
     uint32_t off = MLXD_WQE_CTRL_SIZE;
     if (e->op == MLXD_OP_NOP) return nbb;
-    if (e->op == MLXD_OP_WRITE || e->op == MLXD_OP_WRITE_IMM || e->op == MLXD_OP_READ) {
+    if (e->op == MLXD_OP_WRITE || e->op == MLXD_OP_WRITE_IMM || e->op >= MLXD_OP_READ) {
         uint8_t *r = sq + ((base + off) & ring_mask);   /* 16-B segments never straddle the end */
         st64(r + MLXD_WQE_RADDR_OFF_RADDR, e->remote.addr);
         st32(r + MLXD_WQE_RADDR_OFF_RKEY, e->remote.rkey);
         st32(r + 12, 0);
         off += MLXD_WQE_RADDR_SIZE;
     }
+    if (e->op >= MLXD_OP_CMP_SWAP) {
+        uint8_t *a = sq + ((base + off) & ring_mask);
+        st64(a + MLXD_WQE_ATOMIC_OFF_SWAP_ADD, e->swap_add);
+        st64(a + MLXD_WQE_ATOMIC_OFF_COMPARE, e->op == MLXD_OP_CMP_SWAP ? e->compare : 0);
+        off += MLXD_WQE_ATOMIC_SIZE;
+    }
+    if (!(e->flags & MLXD_INLINE)) {
+        const struct mlxd_local *l = entry_sges(e);
+        for (uint32_t i = 0; i < e->num_local; i++) {
+            if (!l[i].length) continue;
+            uint8_t *d = sq + ((base + off) & ring_mask);
+            st32(d + MLXD_WQE_DATA_OFF_BYTE_COUNT, l[i].length);
+            st32(d + MLXD_WQE_DATA_OFF_LKEY, l[i].lkey);
+            st64(d + MLXD_WQE_DATA_OFF_ADDR, l[i].addr);
+            off += MLXD_WQE_DATA_SIZE;
+        }
+        return nbb;
+    }
     if (!e->num_local || !e->local.length) return nbb;
-    if (e->flags & MLXD_INLINE) {
+    {
         uint32_t len = e->local.length;
         uint8_t *h = sq + ((base + off) & ring_mask);
         st32(h, len | MLXD_INLINE_SEG);
@@ -94,11 +130,6 @@ uint32_t mlxd__wqe_build(volatile uint8_t *sqv, uint32_t sq_wqebbs, uint32_t pi,
             memcpy(sq, src + a, rest);
             memset(sq + rest, 0, padded - first - rest);
         }
-    } else {
-        uint8_t *d = sq + ((base + off) & ring_mask);
-        st32(d + MLXD_WQE_DATA_OFF_BYTE_COUNT, e->local.length);
-        st32(d + MLXD_WQE_DATA_OFF_LKEY, e->local.lkey);
-        st64(d + MLXD_WQE_DATA_OFF_ADDR, e->local.addr);
     }
     return nbb;
 }
@@ -107,11 +138,14 @@ int mlxd_qp_post(struct mlxd_qp *qp, const struct mlxd_entry *e)
 {
     if (mlxd_unlikely(!qp || qp->state != OBJ_LIVE || !qp->sq_wqebbs || !e))
         return mlxd_err(EINVAL, "mlxd_qp_post: invalid/destroyed QP, a QP without a send ring, or entry NULL");
-    uint32_t bytes = mlxd__wqe_bytes(e, qp->max_inline, qp->type == MLXD_QP_UC);
+    uint32_t bytes = mlxd__wqe_bytes(e, qp->max_inline, qp->max_send_sge, qp->type == MLXD_QP_UC);
     if (mlxd_unlikely(!bytes))
-        return mlxd_err(EINVAL, "mlxd_qp_post: QP 0x%x: malformed entry (op %u, flags 0x%x, num_local %u, "
-                        "length %u, max_inline %u%s)", qp->qpn, e->op, e->flags, e->num_local,
-                        e->local.length, qp->max_inline, qp->type == MLXD_QP_UC ? ", UC has no READ" : "");
+        return mlxd_err(EINVAL, "mlxd_qp_post: QP 0x%x: malformed entry (op %u, flags 0x%x, num_local %u "
+                        "of max_send_sge %u%s, length %u, max_inline %u%s)", qp->qpn, e->op, e->flags,
+                        e->num_local, qp->max_send_sge, e->num_local > 1 && !e->sgl ? " with sgl NULL" : "",
+                        entry_sges(e)->length, qp->max_inline,
+                        qp->type == MLXD_QP_UC ? ", UC has no READ or atomics"
+                        : e->op >= MLXD_OP_CMP_SWAP ? ", an atomic needs one 8-byte local buffer, not inline" : "");
     uint32_t nbb = (bytes + MLXD_SEND_WQE_BB - 1) >> MLXD_SEND_WQE_SHIFT;
     /* full when the WQEBBs run out, or when send_depth entries are outstanding: the CQ was
      * sized for send_depth completions, and small WQEs would fit more into the ring */

@@ -8,11 +8,11 @@
 #include "mlxd_mlx5.h"
 
 /* The MLX5_OPCODE_* of each enum mlxd_op. */
-extern const uint8_t mlxd__wqe_opcode[6];
+extern const uint8_t mlxd__wqe_opcode[8];
 
 /* Bytes of the WQE e needs (a multiple of 16, at most 63*16), or 0 when e is malformed for a QP
- * of that type/max_inline (the caller then reports -EINVAL).  No division. */
-uint32_t mlxd__wqe_bytes(const struct mlxd_entry *e, uint32_t max_inline, bool uc);
+ * of that type/max_inline/max_send_sge (the caller then reports -EINVAL).  No division. */
+uint32_t mlxd__wqe_bytes(const struct mlxd_entry *e, uint32_t max_inline, uint32_t max_sge, bool uc);
 
 /* Writes the WQE for e at WQEBB index pi (free-running; wraps at sq_wqebbs, a power of two) of
  * the ring sq, for QP qpn, with bytes = mlxd__wqe_bytes(e, ...).  Returns the WQEBBs used. */

@@ -260,6 +260,7 @@ static struct fake *fake_qp(uint32_t wqebbs, uint32_t max_inline, uint32_t bf_bu
     q->bf_buf_size = bf_buf_size;
     q->qpn = 0x0abcde;
     q->max_inline = max_inline;
+    q->max_send_sge = 1;
     q->state = OBJ_LIVE;
     q->type = MLXD_QP_RC;
     q->rq = f->rq;

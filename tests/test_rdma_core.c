@@ -362,7 +362,7 @@ START_TEST(devinfo)
         expect_field(b, "max_mtu", "4096 (5)");
         expect_field(b, "active_mtu", mtu[i]);
         expect_field(b, "max_qp_wr", "32768");
-        expect_field(b, "atomic_cap", "ATOMIC_NONE (0)");   /* the NIC executes no atomics */
+        expect_field(b, "atomic_cap", "ATOMIC_HCA (1)");    /* 8-byte CS/FA, host endianness */
         expect_field(b, "gid_tbl_len", "16");
         /* GID 3: the IPv4-mapped address of the device, RoCE v2 (core/roce_gid_mgmt.c) */
         char g[96];
@@ -578,6 +578,26 @@ END_TEST
 START_TEST(write_bw_1m) { perftest("ib_write_bw", BW, 1048576, 1000, true, "-x"); }
 END_TEST
 
+/* perftest's atomics (8 bytes, 1000 iterations by default), fetch-and-add and compare-and-swap:
+ * they run only on a device whose atomic_cap is not IBV_ATOMIC_NONE. */
+static void atomic_test(const char *prog, enum kind kind, const char *op)
+{
+    const char *args[] = {"-A", op, NULL};
+    struct pair r;
+    run_pair(prog, "-x", args, 90, &r);
+    ck_assert_msg(exited0(r.srv_st) && exited0(r.cli_st), "%s -A %s: server %s, client %s\nserver:\n%s\nclient:\n%s",
+                  prog, op, st_str(r.srv_st), st_str(r.cli_st), r.srv, r.cli);
+    if (kind == LAT) check_lat_table("client", r.cli, 8, 1000);
+    else check_bw_table("client", r.cli, 8, 1000);
+    free_pair(&r);
+}
+START_TEST(atomic_lat_fetch_add) { atomic_test("ib_atomic_lat", LAT, "FETCH_AND_ADD"); }
+END_TEST
+START_TEST(atomic_lat_cmp_swap) { atomic_test("ib_atomic_lat", LAT, "CMP_AND_SWAP"); }
+END_TEST
+START_TEST(atomic_bw_fetch_add) { atomic_test("ib_atomic_bw", BW, "FETCH_AND_ADD"); }
+END_TEST
+
 Suite *rdma_core_suite(void)
 {
     Suite *s = suite_create("rdma_core");
@@ -606,6 +626,9 @@ Suite *rdma_core_suite(void)
     tcase_add_test(tc, send_lat_64k);
     tcase_add_test(tc, read_lat_64k);
     tcase_add_test(tc, write_bw_1m);
+    tcase_add_test(tc, atomic_lat_fetch_add);
+    tcase_add_test(tc, atomic_lat_cmp_swap);
+    tcase_add_test(tc, atomic_bw_fetch_add);
     suite_add_tcase(s, tc);
 
     TCase *full = tcase_create("long");

@@ -74,6 +74,7 @@ struct mlxd_qp {
     uint32_t rq_depth;              /* receives outstanding at most: the recv_depth asked for */
     _Atomic uint32_t rq_ci;         /* receives completed (written by poll) */
     uint32_t rq_wqe_shift;          /* log2 of the receive WQE stride */
+    uint32_t max_send_sge;          /* data segments per send WQE at most */
     uint32_t max_recv_sge;          /* data segments written per receive at most */
     uint64_t *rq_wrid;
     /* --- cold --- */

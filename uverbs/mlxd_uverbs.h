@@ -329,6 +329,9 @@ struct mlxd_qp_opts {
     uint32_t gid_index;        /* local GID table index (source GID of every packet) */
     uint32_t psn;              /* first send PSN (24 bits); 0 = random */
     uint64_t user_data;        /* returned in struct mlxd_event.user_data for QP events */
+    uint32_t max_send_sge;     /* data entries per send entry (struct mlxd_entry sgl); 0 = 1.
+                                  The send WQE is sized for this many data segments or the
+                                  inline data, whichever is larger (libmlx5 mlx5_calc_send_wqe) */
 };
 
 /* Creates a QP on cq (QP_CREATE ioctl, state RESET).  The QP buffer (receive ring, then send

@@ -82,6 +82,10 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     struct mlxd_cq *rcq = opts->recv_cq ? opts->recv_cq : cq;
     if (rcq->state != OBJ_LIVE || rcq->nic != nic) return mlxd_err(EINVAL, "%s: recv_cq is destroyed or of another NIC", fn);
     uint32_t recv_sge = opts->max_recv_sge ? opts->max_recv_sge : 1;
+    /* max_send_sge came after user_data: an older caller's smaller struct does not have it */
+    bool has_send_sge = opts->sz >= offsetof(struct mlxd_qp_opts, max_send_sge) + sizeof opts->max_send_sge;
+    uint32_t send_sge = has_send_sge && opts->max_send_sge ? opts->max_send_sge : 1;
+    if (send_sge > nic->max_sge) return mlxd_err(EINVAL, "%s: max_send_sge %u exceeds the device's maximum %u", fn, send_sge, nic->max_sge);
     if (recv_sge > nic->max_sge) return mlxd_err(EINVAL, "%s: max_recv_sge %u exceeds the device's maximum %u", fn, recv_sge, nic->max_sge);
     if (opts->send_depth > nic->max_qp_wr) return mlxd_err(EINVAL, "%s: send depth %u exceeds the device's maximum %u", fn, opts->send_depth, nic->max_qp_wr);
     if (opts->recv_depth > nic->max_qp_wr) return mlxd_err(EINVAL, "%s: receive depth %u exceeds the device's maximum %u", fn, opts->recv_depth, nic->max_qp_wr);
@@ -93,7 +97,7 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     /* sizes (rdma-core providers/mlx5/verbs.c mlx5_calc_send_wqe, mlx5_calc_sq_size) */
     uint32_t sq_wqebbs = 0, wqe_size = 0;
     if (opts->send_depth) {
-        wqe_size = mlxd__send_wqe_size(opts->max_inline, 1);
+        wqe_size = mlxd__send_wqe_size(opts->max_inline, send_sge);
         uint32_t max_desc = nic->max_sq_desc_sz ? nic->max_sq_desc_sz : 1024;
         if (wqe_size > max_desc) return mlxd_err(EINVAL, "%s: a %u-byte WQE exceeds the device's maximum %u", fn, wqe_size, max_desc);
         uint64_t bytes = (uint64_t)opts->send_depth * wqe_size;
@@ -143,6 +147,7 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     qp->rq_depth = opts->recv_depth;
     qp->rq_wqe_shift = rq_shift;
     qp->max_recv_sge = recv_sge;
+    qp->max_send_sge = send_sge;
     qp->max_inline = opts->max_inline;
     qp->type = type;
     qp->nic = nic;
@@ -202,7 +207,7 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     req.bfreg_index = page_id;
     struct ib_uverbs_qp_cap cap = {
         .max_send_wr = opts->send_depth, .max_recv_wr = opts->recv_depth,
-        .max_send_sge = opts->send_depth ? 1 : 0, .max_recv_sge = opts->recv_depth ? recv_sge : 0,
+        .max_send_sge = opts->send_depth ? send_sge : 0, .max_recv_sge = opts->recv_depth ? recv_sge : 0,
         .max_inline_data = opts->max_inline,
     }, rcap;
     uint32_t qpn = 0;

@@ -317,9 +317,12 @@ void emu_k_fill_device_attr(struct emu_file *f, void *respv)
     r->max_qp_rd_atom = EMU_MAX_RD_ATOM;
     r->max_res_rd_atom = EMU_MAX_RD_ATOM * EMU_MAX_QP;
     r->max_qp_init_rd_atom = EMU_MAX_RD_ATOM;
-    /* IB_ATOMIC_NONE: the NIC half executes no atomics (a CMP_SWAP/FETCH_ADD WQE completes
-     * with LOCAL_QP_OP_ERR), so a program that checks atomic_cap (perftest) must not use them */
-    r->atomic_cap = 0;
+    /* IB_ATOMIC_HCA: 8-byte compare-and-swap and fetch-and-add, atomic with respect to other
+     * atomics of this NIC (the NIC half executes them in its engine, emu/nic/nic_atomic.c).
+     * mlx5_ib advertises HCA only when the device runs 8-byte atomics in host endianness
+     * (kernel hw/mlx5/main.c, mlx5_ib_query_device; mlx5_core main.c handle_hca_cap_atomic),
+     * which is what the emulated NIC does.  Masked (extended) atomics are not advertised. */
+    r->atomic_cap = 1;
     r->max_ah = 0x7fffffff;
     r->max_pkeys = 1;
     r->local_ca_ack_delay = 16;

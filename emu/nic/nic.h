@@ -18,13 +18,18 @@
 #define NIC_RX_BATCH    16
 #define NIC_RX_BUF      65536      /* one read: up to 64 KiB of GRO-coalesced datagrams */
 #define NIC_MAX_SGE     64
+#define NIC_ATOMIC_SAVED 16        /* responder: atomic results kept for duplicates (>= max_dest_rd_atomic) */
 #define NIC_WQE_MAX     (63 * 16)  /* ds is 6 bits */
 #define NIC_RC_WINDOW   2048u      /* at most this many unacknowledged PSNs in flight (RC), and no
                                     * more than half the receive buffer's worth of packets */
 
 /* mlx5 WQE opcodes (mlx5dv.h MLX5_OPCODE_*) */
 enum { NIC_OP_NOP = 0x00, NIC_OP_RDMA_WRITE = 0x08, NIC_OP_RDMA_WRITE_IMM = 0x09,
-       NIC_OP_SEND = 0x0a, NIC_OP_SEND_IMM = 0x0b, NIC_OP_RDMA_READ = 0x10 };
+       NIC_OP_SEND = 0x0a, NIC_OP_SEND_IMM = 0x0b, NIC_OP_RDMA_READ = 0x10,
+       NIC_OP_ATOMIC_CS = 0x11, NIC_OP_ATOMIC_FA = 0x12 };
+static inline bool nic_op_is_atomic(uint8_t op) { return op == NIC_OP_ATOMIC_CS || op == NIC_OP_ATOMIC_FA; }
+/* A READ or an atomic: the requester waits for response data, not only an ACK */
+static inline bool nic_op_has_response(uint8_t op) { return op == NIC_OP_RDMA_READ || nic_op_is_atomic(op); }
 /* CQE opcodes (mlx5dv.h MLX5_CQE_*) */
 enum { NIC_CQE_REQ = 0, NIC_CQE_RESP_WR_IMM = 1, NIC_CQE_RESP_SEND = 2, NIC_CQE_RESP_SEND_IMM = 3,
        NIC_CQE_REQ_ERR = 13, NIC_CQE_RESP_ERR = 14 };
@@ -40,7 +45,8 @@ enum { NIC_EV_CQ_ERR = 0, NIC_EV_QP_FATAL = 1, NIC_EV_QP_REQ_ERR = 2, NIC_EV_QP_
 enum { NIC_QPS_RESET = 0, NIC_QPS_INIT = 1, NIC_QPS_RTR = 2, NIC_QPS_RTS = 3, NIC_QPS_SQD = 4,
        NIC_QPS_SQE = 5, NIC_QPS_ERR = 6 };
 /* MR access (IB_UVERBS_ACCESS_*) */
-enum { NIC_ACC_LOCAL_WRITE = 1, NIC_ACC_REMOTE_WRITE = 2, NIC_ACC_REMOTE_READ = 4 };
+enum { NIC_ACC_LOCAL_WRITE = 1, NIC_ACC_REMOTE_WRITE = 2, NIC_ACC_REMOTE_READ = 4,
+       NIC_ACC_REMOTE_ATOMIC = 8 };
 
 /* A gather/scatter element: inline data (lkey_valid false) points into the send ring; the others
  * are re-resolved through their lkey whenever the engine comes back to the message, so a region
@@ -54,6 +60,7 @@ struct nic_msg {
     uint32_t imm;              /* raw (wire order) */
     uint64_t raddr;
     uint32_t rkey, len;
+    uint64_t swap_add, compare;/* atomics: the atomic segment (host order) */
     uint32_t first_psn, npsn;  /* PSNs the message uses (READ: its responses) */
     uint32_t read_rcvd;        /* READ: response bytes received */
     bool     read_done;
@@ -88,6 +95,10 @@ struct nic_qp {
     uint32_t w_rkey;            /* WRITE: the rkey, looked up again for every packet */
     uint32_t r_bytes, r_sge, r_off;   /* SEND: bytes scattered, cursor */
     uint32_t ack_psn;
+    /* responder: the results of the last atomics, replayed for a duplicate request (IB spec
+     * 9.7.5.1.3: a duplicate atomic is not executed again; its saved response is resent) */
+    struct { uint32_t psn; bool valid; uint64_t orig; } atomic_saved[NIC_ATOMIC_SAVED];
+    unsigned atomic_next;
     /* statistics */
     uint64_t retransmits;
 };
@@ -160,6 +171,7 @@ int  nic_cq_poll_arm(struct nic_dev *nd, struct nic_cq *c);
 int  nic_req_progress(struct nic_qp *q);
 void nic_req_on_ack(struct nic_qp *q, const struct mlxd_roce_pkt *p);
 void nic_req_on_read_resp(struct nic_qp *q, const struct mlxd_roce_pkt *p);
+void nic_req_on_atomic_ack(struct nic_qp *q, const struct mlxd_roce_pkt *p);
 void nic_req_timers(struct nic_qp *q);
 void nic_req_flush(struct nic_qp *q);
 void nic_req_reset(struct nic_qp *q);
@@ -169,6 +181,13 @@ void nic_resp_packet(struct nic_dev *nd, const struct mlxd_roce_pkt *p);
 void nic_resp_flush_acks(struct nic_qp *q);
 void nic_resp_flush_rq(struct nic_qp *q);
 void nic_resp_reset(struct nic_qp *q);
+/* nic_atomic.c: the responder's compare-and-swap and fetch-and-add */
+void nic_resp_atomic(struct nic_qp *q, const struct mlxd_roce_pkt *p);
+/* nic_resp.c, for nic_atomic.c */
+void nic_resp_send_aeth(struct nic_qp *q, uint32_t psn, uint8_t syndrome);
+void nic_resp_fatal(struct nic_qp *q, uint32_t psn, uint8_t nak_code, int event);
+struct emu_mr *nic_resp_rkey_check(struct nic_qp *q, uint32_t rkey, uint64_t va, uint32_t len,
+                                   uint32_t acc);
 
 /* wire_udp.c */
 int  wire_open(struct nic_dev *nd);

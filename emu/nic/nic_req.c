@@ -117,7 +117,7 @@ static void ack_through(struct nic_qp *q, uint32_t psn)
     while (q->head != q->send) {
         struct nic_msg *m = M(q, q->head);
         if (m->opcode != NIC_OP_NOP) {
-            if (m->opcode == NIC_OP_RDMA_READ) {
+            if (nic_op_has_response(m->opcode)) {
                 if (!m->read_done) break;
             } else if (mlxd_roce_psn_diff(psn, m->first_psn + m->npsn - 1) < 0) {
                 break;
@@ -196,15 +196,16 @@ static void fetch(struct nic_qp *q, struct nic_msg *m)
     q->sq_ci = (uint16_t)(q->sq_ci + wqebbs);
     if (!ds) { m->err_synd = NIC_SYND_LOCAL_QP_OP; return; }
     uint32_t off = 16, end = ds * 16;
+    bool atomic = nic_op_is_atomic(m->opcode), resp = nic_op_has_response(m->opcode);
     bool rdma = m->opcode == NIC_OP_RDMA_WRITE || m->opcode == NIC_OP_RDMA_WRITE_IMM ||
-                m->opcode == NIC_OP_RDMA_READ;
+                m->opcode == NIC_OP_RDMA_READ || atomic;
     switch (m->opcode) {
     case NIC_OP_NOP: return;
     case NIC_OP_RDMA_WRITE: case NIC_OP_RDMA_WRITE_IMM: case NIC_OP_SEND: case NIC_OP_SEND_IMM:
         break;
-    case NIC_OP_RDMA_READ:
+    case NIC_OP_RDMA_READ: case NIC_OP_ATOMIC_CS: case NIC_OP_ATOMIC_FA:
         if (is_rc(q)) break;
-        m->err_synd = NIC_SYND_LOCAL_QP_OP;    /* UC has no RDMA READ (IB spec table 38) */
+        m->err_synd = NIC_SYND_LOCAL_QP_OP;    /* UC has no READ or atomics (IB spec table 38) */
         return;
     default:
         m->err_synd = NIC_SYND_LOCAL_QP_OP;
@@ -218,6 +219,14 @@ static void fetch(struct nic_qp *q, struct nic_msg *m)
         m->rkey = rd_be32(r + 8);
         off = 32;
     }
+    if (atomic) {       /* atomic segment (mlx5dv.h struct mlx5_wqe_atomic_seg): swap_add, compare */
+        if (end < 48) { m->err_synd = NIC_SYND_LOCAL_QP_OP; return; }
+        uint8_t a[16];
+        for (int i = 0; i < 16; i++) a[i] = *sq_at(qp, m->wqe_idx, 32 + (uint32_t)i);
+        m->swap_add = rd_be64(a);
+        m->compare = rd_be64(a + 8);
+        off = 48;
+    }
     uint64_t total = 0;
     while (off + 16 <= end) {
         uint8_t s[16];
@@ -225,7 +234,7 @@ static void fetch(struct nic_qp *q, struct nic_msg *m)
         uint32_t bc = rd_be32(s);
         if (bc & 0x80000000u) {                       /* inline: data follows byte_count */
             uint32_t len = bc & 0x7fffffffu;
-            if (off + 4 + len > end || m->opcode == NIC_OP_RDMA_READ) {
+            if (off + 4 + len > end || resp) {
                 m->err_synd = NIC_SYND_LOCAL_QP_OP;
                 return;
             }
@@ -245,7 +254,7 @@ static void fetch(struct nic_qp *q, struct nic_msg *m)
         uint64_t addr = rd_be64(s + 8);
         uint32_t len = bc ? bc : 0x80000000u;         /* 0 means 2 GiB to the hardware */
         uint8_t *ptr;
-        uint8_t e = resolve(q, lkey, addr, len, m->opcode == NIC_OP_RDMA_READ, &ptr);
+        uint8_t e = resolve(q, lkey, addr, len, resp, &ptr);
         if (e) { m->err_synd = e; return; }
         if (add_sge(m, ptr, len)) { m->err_synd = NIC_SYND_LOCAL_QP_OP; return; }
         m->sge[m->nsge - 1].lkey = lkey;
@@ -255,6 +264,9 @@ static void fetch(struct nic_qp *q, struct nic_msg *m)
         off += 16;
     }
     if (total > 0x80000000ull) { m->err_synd = NIC_SYND_LOCAL_LENGTH; return; }
+    /* an atomic returns 8 bytes into exactly one 8-byte local buffer (libmlx5 writes the data
+     * segment with byte_count MLX5_ATOMIC_SIZE whatever the SGE says, providers/mlx5/qp.c) */
+    if (atomic && (m->nsge != 1 || total != 8)) { m->err_synd = NIC_SYND_LOCAL_LENGTH; return; }
     m->len = (uint32_t)total;
 }
 
@@ -265,7 +277,7 @@ static uint8_t revalidate(struct nic_qp *q, struct nic_msg *m)
     for (unsigned i = 0; i < m->nsge; i++) {
         struct nic_sge *s = &m->sge[i];
         if (!s->lkey_valid) continue;
-        uint8_t e = resolve(q, s->lkey, s->addr, s->len, m->opcode == NIC_OP_RDMA_READ, &s->ptr);
+        uint8_t e = resolve(q, s->lkey, s->addr, s->len, nic_op_has_response(m->opcode), &s->ptr);
         if (e) return e;
     }
     return 0;
@@ -307,6 +319,20 @@ static unsigned send_msg(struct nic_qp *q, struct nic_msg *m, unsigned budget)
         m->read_done = false;
     }
     unsigned sent = 0;
+    if (nic_op_is_atomic(m->opcode)) {      /* one request packet, AtomicETH, no payload */
+        struct nic_txslot *s = slot(q);
+        uint8_t op = m->opcode == NIC_OP_ATOMIC_CS ? MLXD_ROCE_OP_COMPARE_SWAP : MLXD_ROCE_OP_FETCH_ADD;
+        struct mlxd_roce_pkt p = {.opcode = MLXD_ROCE_TRANSPORT_RC | op, .psn = m->first_psn,
+                                  .ackreq = true, .atomic_va = m->raddr, .atomic_rkey = m->rkey,
+                                  .atomic_swap_add = m->swap_add,
+                                  .atomic_compare = m->opcode == NIC_OP_ATOMIC_CS ? m->compare : 0};
+        m->npsn = 1;
+        uint32_t hl = nic_pkt_hdrs(q, s->buf, &p, 0);
+        nic_pkt_send(q, s, hl, 0);
+        q->next_psn = (m->first_psn + 1) & MLXD_ROCE_PSN_MASK;
+        q->send_pkt = 1;
+        return 1;
+    }
     if (m->opcode == NIC_OP_RDMA_READ) {
         struct nic_txslot *s = slot(q);
         struct mlxd_roce_pkt p = {.opcode = pkt_opcode(m, 0, 1, rc), .psn = m->first_psn,
@@ -585,4 +611,23 @@ void nic_req_on_read_resp(struct nic_qp *q, const struct mlxd_roce_pkt *p)
         m->read_done = true;
         ack_through(q, p->psn);
     }
+}
+
+/* The response to an atomic: the original value goes into the request's 8-byte local buffer,
+ * in host byte order (the device's 8-byte atomic endianness mode, see nic_atomic.c). */
+void nic_req_on_atomic_ack(struct nic_qp *q, const struct mlxd_roce_pkt *p)
+{
+    if (!is_rc(q) || (q->qp->state != NIC_QPS_RTS && q->qp->state != NIC_QPS_SQD)) return;
+    struct nic_msg *m = NULL;
+    for (uint32_t i = q->head; i != q->send; i++) {
+        struct nic_msg *x = M(q, i);
+        if (nic_op_is_atomic(x->opcode) && x->first_psn == p->psn) { m = x; break; }
+    }
+    if (!m || m->read_done || (p->aeth_syndrome >> 5) != 0) { q->nd->st.rx_dup++; return; }
+    ack_through(q, (m->first_psn - 1) & MLXD_ROCE_PSN_MASK);    /* implicit ACK of earlier */
+    if (q->qp->state == NIC_QPS_ERR) return;
+    if (revalidate(q, m)) { fail_head(q, NIC_SYND_LOCAL_PROT, 0x52); return; }
+    memcpy(m->sge[0].ptr, &p->atomic_orig, 8);
+    m->read_done = true;
+    ack_through(q, p->psn);
 }

@@ -66,6 +66,8 @@ void nic_resp_reset(struct nic_qp *q)
     q->rq_ci = 0;
     q->epsn = q->msn = 0;
     q->in_msg = q->uc_drop = q->nak_sent = q->ack_pending = false;
+    memset(q->atomic_saved, 0, sizeof q->atomic_saved);
+    q->atomic_next = 0;
 }
 
 /* ---- ACK / NAK ------------------------------------------------------------------------------ */
@@ -410,8 +412,13 @@ void nic_resp_packet(struct nic_dev *nd, const struct mlxd_roce_pkt *p)
     case MLXD_ROCE_OP_READ_RESPONSE_LAST: case MLXD_ROCE_OP_READ_RESPONSE_ONLY:
         nic_req_on_read_resp(q, p);
         return;
-    case MLXD_ROCE_OP_ATOMIC_ACKNOWLEDGE: case MLXD_ROCE_OP_COMPARE_SWAP:
-    case MLXD_ROCE_OP_FETCH_ADD: case MLXD_ROCE_OP_SEND_LAST_INV: case MLXD_ROCE_OP_SEND_ONLY_INV:
+    case MLXD_ROCE_OP_ATOMIC_ACKNOWLEDGE:
+        nic_req_on_atomic_ack(q, p);
+        return;
+    case MLXD_ROCE_OP_COMPARE_SWAP: case MLXD_ROCE_OP_FETCH_ADD:
+        nic_resp_atomic(q, p);
+        return;
+    case MLXD_ROCE_OP_SEND_LAST_INV: case MLXD_ROCE_OP_SEND_ONLY_INV:
         /* not supported by this device: invalid request */
         if (qp->type == 2) {
             int32_t d = mlxd_roce_psn_diff(p->psn, q->epsn);
@@ -422,4 +429,16 @@ void nic_resp_packet(struct nic_dev *nd, const struct mlxd_roce_pkt *p)
     default:
         responder(q, p);
     }
+}
+
+/* ---- for the atomics (nic_atomic.c) ----------------------------------------------------------- */
+void nic_resp_send_aeth(struct nic_qp *q, uint32_t psn, uint8_t syndrome) { send_aeth(q, psn, syndrome); }
+void nic_resp_fatal(struct nic_qp *q, uint32_t psn, uint8_t nak_code, int event)
+{
+    resp_fatal(q, psn, nak_code, event);
+}
+struct emu_mr *nic_resp_rkey_check(struct nic_qp *q, uint32_t rkey, uint64_t va, uint32_t len,
+                                   uint32_t acc)
+{
+    return rkey_check(q, rkey, va, len, acc);
 }

@@ -11,6 +11,7 @@
 #include "../../emu/nic/nic_cq.c"
 #include "../../emu/nic/nic_req.c"
 #include "../../emu/nic/nic_resp.c"
+#include "../../emu/nic/nic_atomic.c"
 #include "../../emu/nic/wire_udp.c"
 #include "../../emu/nic/pcap_writer.c"
 #include "../../abi/roce.c"
