@@ -72,4 +72,23 @@ typedef mlxd_cu_result (*mlxd_cuMemGetHandleForAddressRange_fn)(void *handle, ml
                                                                 unsigned long long flags);
 typedef mlxd_cu_result (*mlxd_cuGetErrorName_fn)(mlxd_cu_result e, const char **name);
 typedef mlxd_cu_result (*mlxd_cuGetErrorString_fn)(mlxd_cu_result e, const char **text);
+
+/* What cuPointerGetAttributes says of a pointer: memory type (0 when it is no CUDA pointer:
+ * "the attributes are assigned default NULL values"), context, and the allocation holding it. */
+struct mlxd_cu_pointer_info {
+    unsigned type;
+    mlxd_cu_ctx ctx;
+    mlxd_cu_ptr start;
+    size_t size;
+};
+
+static inline mlxd_cu_result mlxd_cu_pointer_info(mlxd_cuPointerGetAttributes_fn get, mlxd_cu_ptr p,
+                                                  struct mlxd_cu_pointer_info *out)
+{
+    int attrs[] = { MLXD_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, MLXD_CU_POINTER_ATTRIBUTE_CONTEXT,
+                    MLXD_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, MLXD_CU_POINTER_ATTRIBUTE_RANGE_SIZE };
+    void *data[] = { &out->type, &out->ctx, &out->start, &out->size };
+    *out = (struct mlxd_cu_pointer_info){ 0 };
+    return get(4, attrs, data, p);
+}
 #endif

@@ -95,14 +95,11 @@ int mlxd__cuda_classify(uint64_t buffer, uint64_t size, unsigned memory, bool *d
                         "driver) cannot be used: %s; install the NVIDIA driver, or receive into "
                         "host memory", why);
     }
-    unsigned type = 0;
-    mlxd_cu_ctx owner = NULL;
-    mlxd_cu_ptr start = 0;
-    size_t range = 0;
-    int attrs[] = { MLXD_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, MLXD_CU_POINTER_ATTRIBUTE_CONTEXT,
-                    MLXD_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, MLXD_CU_POINTER_ATTRIBUTE_RANGE_SIZE };
-    void *data[] = { &type, &owner, &start, &range };
-    mlxd_cu_result e = cu->PointerGetAttributes(4, attrs, data, buffer);
+    struct mlxd_cu_pointer_info pi;
+    mlxd_cu_result e = mlxd_cu_pointer_info(cu->PointerGetAttributes, buffer, &pi);
+    unsigned type = pi.type;
+    mlxd_cu_ctx owner = pi.ctx;
+    uint64_t start = pi.start, range = pi.size;
     if (e == MLXD_CUDA_ERROR_NOT_INITIALIZED && memory != MLXD_RECEIVER_MEM_CUDA)
         return 0;       /* CUDA not initialized in this process: no device memory exists */
     if (e != MLXD_CUDA_SUCCESS)
@@ -123,10 +120,10 @@ int mlxd__cuda_classify(uint64_t buffer, uint64_t size, unsigned memory, bool *d
     }
     if (buffer + size < buffer || buffer + size > start + range)
         return mlxd_err(EINVAL, "mlxd_receiver_start: buffer [0x%llx, +%llu) runs past the end of its "
-                        "CUDA allocation [0x%llx, +%zu) (cuPointerGetAttributes: RANGE_START_ADDR, "
+                        "CUDA allocation [0x%llx, +%llu) (cuPointerGetAttributes: RANGE_START_ADDR, "
                         "RANGE_SIZE): only part of it could be registered; pass a buffer_size of at "
                         "most %llu or allocate %llu bytes", (unsigned long long)buffer,
-                        (unsigned long long)size, (unsigned long long)start, range,
+                        (unsigned long long)size, (unsigned long long)start, (unsigned long long)range,
                         (unsigned long long)(start + range - buffer),
                         (unsigned long long)(buffer - start + size));
     mlxd_cu_ctx cur = NULL;

@@ -137,6 +137,13 @@ static void rig_alloc(struct rig *g, size_t frame, unsigned pages)
     g->r = mlxd_receiver_new();
 }
 
+/* Replaces the rig's allocation with one of `size` bytes; returns it. */
+static mlxd_cu_ptr rig_realloc(struct rig *g, size_t size)
+{
+    ck_assert_int_eq(cu.MemFree(g->d), MLXD_CUDA_SUCCESS);
+    return g->d = dev_alloc(size);
+}
+
 static void rig_run(struct rig *g, const struct mlxd_receiver_opts *o)
 {
     int rc = mlxd_receiver_start(g->r, o);
@@ -207,23 +214,17 @@ START_TEST(driver_exports_dmabuf)
     mlxd_cuMemGetHandleForAddressRange_fn exp =
         (mlxd_cuMemGetHandleForAddressRange_fn)dlsym(cu.h, "cuMemGetHandleForAddressRange");
     ck_assert(get && exp);
-    unsigned type = 0;
-    mlxd_cu_ctx owner = NULL;
-    mlxd_cu_ptr start = 0;
-    size_t range = 0;
-    int attrs[] = { MLXD_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, MLXD_CU_POINTER_ATTRIBUTE_CONTEXT,
-                    MLXD_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, MLXD_CU_POINTER_ATTRIBUTE_RANGE_SIZE };
-    void *data[] = { &type, &owner, &start, &range };
-    ck_assert_int_eq(get(4, attrs, data, d + 12345), MLXD_CUDA_SUCCESS);
-    ck_assert_uint_eq(type, MLXD_CU_MEMORYTYPE_DEVICE);
-    ck_assert_ptr_eq(owner, cu.ctx);
-    ck_assert_uint_eq(start, d);
-    ck_assert_uint_eq(range, size);
+    struct mlxd_cu_pointer_info pi;
+    ck_assert_int_eq(mlxd_cu_pointer_info(get, d + 12345, &pi), MLXD_CUDA_SUCCESS);
+    ck_assert_uint_eq(pi.type, MLXD_CU_MEMORYTYPE_DEVICE);
+    ck_assert_ptr_eq(pi.ctx, cu.ctx);
+    ck_assert_uint_eq(pi.start, d);
+    ck_assert_uint_eq(pi.size, size);
     /* host memory is no CUDA pointer: success, memory type 0 (the documented default) */
     static uint8_t host[64];
-    type = 99;
-    ck_assert_int_eq(get(4, attrs, data, (uintptr_t)host), MLXD_CUDA_SUCCESS);
-    ck_assert_uint_eq(type, 0);
+    ck_assert_int_eq(mlxd_cu_pointer_info(get, (uintptr_t)host, &pi), MLXD_CUDA_SUCCESS);
+    ck_assert_uint_eq(pi.type, 0);
+    ck_assert_ptr_null(pi.ctx);
     int fd = -1;
     ck_assert_int_eq(exp(&fd, d + 4096, 1 << 20, MLXD_CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0), MLXD_CUDA_SUCCESS);
     ck_assert_int_ge(fd, 0);
@@ -272,8 +273,7 @@ START_TEST(unaligned_buffer_in_allocation)
 {
     struct rig g;
     rig_alloc(&g, 4096, 2);
-    ck_assert_int_eq(cu.MemFree(g.d), MLXD_CUDA_SUCCESS);
-    mlxd_cu_ptr whole = dev_alloc(g.size + 8192);
+    mlxd_cu_ptr whole = rig_realloc(&g, g.size + 8192);
     g.d = whole + 4096 + 384;
     struct mlxd_receiver_opts o = rig_opts(&g, MLXD_RECEIVER_MEM_CUDA);
     rig_run(&g, &o);
@@ -490,8 +490,7 @@ START_TEST(partially_registered_range)
 {
     struct rig g;
     rig_alloc(&g, 4096, 2);
-    ck_assert_int_eq(cu.MemFree(g.d), MLXD_CUDA_SUCCESS);
-    g.d = dev_alloc(g.size - 100);
+    rig_realloc(&g, g.size - 100);
     char most[64], need[64];
     snprintf(most, sizeof most, "buffer_size of at most %zu", g.size - 100);
     snprintf(need, sizeof need, "allocate %zu bytes", g.size);
