@@ -159,6 +159,21 @@ static void rig_run(struct rig *g, const struct mlxd_receiver_opts *o)
     ck_assert(!mlxd_receiver_get_next_frame(g->r, 0, &f));
 }
 
+/* rig_alloc + start on `memory` + the monitor thread. */
+static void rig_start(struct rig *g, size_t frame, unsigned pages, unsigned memory)
+{
+    rig_alloc(g, frame, pages);
+    struct mlxd_receiver_opts o = rig_opts(g, memory);
+    rig_run(g, &o);
+}
+
+/* Waits for the monitor to return (it stopped by itself). */
+static void rig_join(struct rig *g)
+{
+    pthread_join(g->mon, NULL);
+    g->mon_running = false;
+}
+
 static void rig_stop(struct rig *g, int want_mon_rc)
 {
     ck_assert_int_eq(mlxd_receiver_close(g->r), 0);
@@ -247,9 +262,7 @@ END_TEST
 START_TEST(frames_into_gpu_memory)
 {
     struct rig g;
-    rig_alloc(&g, 8000, 4);
-    struct mlxd_receiver_opts o = rig_opts(&g, MLXD_RECEIVER_MEM_AUTO);   /* AUTO asks the driver */
-    rig_run(&g, &o);
+    rig_start(&g, 8000, 4, MLXD_RECEIVER_MEM_AUTO);   /* AUTO asks the driver */
     /* the region is the dma-buf: the device's page 0 is the buffer's offset in it */
     ck_assert_uint_eq(mlxd_receiver_external_frame_memory(g.r), 0);
     struct mlxd_receiver_frame f;
@@ -477,8 +490,7 @@ START_TEST(host_memory_after_all)
     ck_assert(mlxd_receiver_get_next_frame(g.r, 5000, &f));
     ck_assert_int_eq(mlxd_hsb_payload_check((const uint8_t *)(uintptr_t)f.frame_memory, 4096, 0), -1);
     ck_assert_int_eq(mlxd_receiver_close(g.r), 0);
-    pthread_join(g.mon, NULL);
-    g.mon_running = false;
+    rig_join(&g);
     ck_assert_int_eq(cu.FreeHost(pinned), MLXD_CUDA_SUCCESS);
     g.d = dev;
     rig_stop(&g, 0);
@@ -509,8 +521,7 @@ START_TEST(monitor_context_fails)
     inject("cuCtxSetCurrent", MLXD_CUDA_ERROR_INVALID_CONTEXT, 1);
     struct mlxd_receiver_opts o = rig_opts(&g, MLXD_RECEIVER_MEM_CUDA);
     rig_run(&g, &o);
-    pthread_join(g.mon, NULL);
-    g.mon_running = false;
+    rig_join(&g);
     ck_assert_int_eq(g.mon_rc, -EIO);
     ck_assert_msg(strstr(g.mon_err, "cuCtxSetCurrent(") && strstr(g.mon_err, "CUDA_ERROR_INVALID_CONTEXT") &&
                   strstr(g.mon_err, "stay alive until mlxd_receiver_close"), "%s", g.mon_err);
@@ -522,9 +533,7 @@ END_TEST
 START_TEST(frame_check_copy_fails)
 {
     struct rig g;
-    rig_alloc(&g, 4096, 2);
-    struct mlxd_receiver_opts o = rig_opts(&g, MLXD_RECEIVER_MEM_CUDA);
-    rig_run(&g, &o);
+    rig_start(&g, 4096, 2, MLXD_RECEIVER_MEM_CUDA);
     gen(&g, 1, 1);
     struct mlxd_receiver_frame f;
     ck_assert(mlxd_receiver_get_next_frame(g.r, 5000, &f));
@@ -543,14 +552,11 @@ END_TEST
 START_TEST(metadata_copy_fails)
 {
     struct rig g;
-    rig_alloc(&g, 4096, 2);
-    struct mlxd_receiver_opts o = rig_opts(&g, MLXD_RECEIVER_MEM_CUDA);
-    rig_run(&g, &o);
+    rig_start(&g, 4096, 2, MLXD_RECEIVER_MEM_CUDA);
     inject("cuMemcpyDtoH_v2", MLXD_CUDA_ERROR_INVALID_CONTEXT, -1);
     gen(&g, 1, 1);
     struct mlxd_receiver_frame f;
-    pthread_join(g.mon, NULL);
-    g.mon_running = false;
+    rig_join(&g);
     ck_assert_int_eq(g.mon_rc, -EIO);
     ck_assert_msg(strstr(g.mon_err, "mlxd_receiver_blocking_monitor: cuMemcpyDtoH(metadata at 0x") &&
                   strstr(g.mon_err, "CUDA_ERROR_INVALID_CONTEXT") &&

@@ -536,28 +536,27 @@ static mlxd_cu_result device_bytes(uint64_t p, size_t n, uint8_t **out)
     return MLXD_CUDA_SUCCESS;
 }
 
+/* A copy between host memory and device bytes [dev, dev+n), either way. */
+static mlxd_cu_result copy(void *host, mlxd_cu_ptr dev, size_t n, bool to_host)
+{
+    if (!host && n) return MLXD_CUDA_ERROR_INVALID_VALUE;
+    uint8_t *d = NULL;
+    pthread_mutex_lock(&lock);
+    mlxd_cu_result e = device_bytes(dev, n, &d);
+    pthread_mutex_unlock(&lock);
+    if (!e && n)   /* a free racing with a copy is the caller's bug, as on a GPU */
+        memcpy(to_host ? host : d, to_host ? d : host, n);
+    return e;
+}
+
 mlxd_cu_result cuMemcpyDtoH_v2(void *dst, mlxd_cu_ptr src, size_t n)
 {
     ENTER("cuMemcpyDtoH_v2");
-    if (!dst && n) return MLXD_CUDA_ERROR_INVALID_VALUE;
-    uint8_t *s = NULL;
-    pthread_mutex_lock(&lock);
-    mlxd_cu_result e = device_bytes(src, n, &s);
-    pthread_mutex_unlock(&lock);
-    if (!e && n)
-        memcpy(dst, s, n);   /* a free racing with a copy is the caller's bug, as on a GPU */
-    return e;
+    return copy(dst, src, n, true);
 }
 
 mlxd_cu_result cuMemcpyHtoD_v2(mlxd_cu_ptr dst, const void *src, size_t n)
 {
     ENTER("cuMemcpyHtoD_v2");
-    if (!src && n) return MLXD_CUDA_ERROR_INVALID_VALUE;
-    uint8_t *d = NULL;
-    pthread_mutex_lock(&lock);
-    mlxd_cu_result e = device_bytes(dst, n, &d);
-    pthread_mutex_unlock(&lock);
-    if (!e && n)
-        memcpy(d, src, n);
-    return e;
+    return copy((void *)src, dst, n, false);
 }
