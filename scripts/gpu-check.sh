@@ -69,7 +69,7 @@ if ! suite cuda; then
     say "FAIL: frames into GPU memory (receiver_cuda/cuda)"
     exit 1
 fi
-run capture-generate 60 "$B/bin/mlxd-capture" --generate --gpu -n 500 --fps 0 --pages 8 -q ||
+run capture-generate 60 "$B/bin/mlxd-capture" --generate --gpu -n 300 --fps 200 --pages 8 --queue-size 8 -q ||
     { say "FAIL: mlxd-capture --generate --gpu"; exit 1; }
 run capture-replay 60 "$B/bin/mlxd-capture" --replay fixtures/roce-pcaps/hsb_medium_64k_4pages.pcap --gpu -q ||
     { say "FAIL: mlxd-capture --replay --gpu"; exit 1; }
