@@ -133,9 +133,9 @@ int mlxd__cuda_classify(uint64_t buffer, uint64_t size, unsigned memory, bool *d
     if (cur && owner && cur != owner)
         return mlxd_err(EINVAL, "mlxd_receiver_start: CUDA context mismatch: buffer 0x%llx belongs to "
                         "context %p (cuPointerGetAttributes: CU_POINTER_ATTRIBUTE_CONTEXT) but context "
-                        "%p is current (cuCtxGetCurrent); its copies would fail with "
-                        "CUDA_ERROR_INVALID_CONTEXT: make the buffer's context current "
-                        "(cuCtxSetCurrent) before mlxd_receiver_start", (unsigned long long)buffer,
+                        "%p is current (cuCtxGetCurrent): the monitor thread would read the buffer under "
+                        "a context not its own (CUDA_ERROR_INVALID_CONTEXT, or a copy across GPUs); "
+                        "make the buffer's context current (cuCtxSetCurrent) before mlxd_receiver_start", (unsigned long long)buffer,
                         (void *)owner, (void *)cur);
     *device = true;
     *ctx = cur ? cur : owner;
