@@ -161,8 +161,8 @@ test: all $(RUNNER) $(HELPERS)
 sanitize:
 	$(MAKE) BUILD=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" OPT="-O1 -g" test
 # The threaded suites (receiver monitor and close, the emulator's engine, replay feeders, soak,
-# close races) under TSan, one suite per run (CK_RUN_SUITE=<one> for a single one).
-TSAN_SUITES ?= races soak receiver receiver_live receiver_replay replay frameq emu_nic driver
+# close races, the CUDA monitor) under TSan, one suite per run (CK_RUN_SUITE=<one> for a single one).
+TSAN_SUITES ?= races soak receiver receiver_live receiver_replay receiver_cuda replay frameq emu_nic driver
 tsan:
 	$(MAKE) BUILD=build-tsan SAN="-fsanitize=thread" OPT="-O1 -g" all $(patsubst $(BUILD)/%,build-tsan/%,$(RUNNER) $(HELPERS))
 	@fail=0; for s in $${CK_RUN_SUITE:-$(TSAN_SUITES)}; do \

@@ -574,9 +574,19 @@ START_TEST(no_driver_explained)
 {
     char cmd[2048], out[4096];
     unsigned a = 20 + (unsigned)getpid() % 200, b = 1 + ((unsigned)getpid() / 200) % 250;
+    /* a sanitizer build's runtime must come first in the preload list (as mlxd-capture does) */
+    const char *san = "";
+    static const char *const inits[] = { "__asan_init", "__tsan_init" };
+    for (unsigned i = 0; i < 2 && !*san; i++) {
+        void *sym = dlsym(RTLD_DEFAULT, inits[i]);
+        Dl_info di;
+        if (sym && dladdr(sym, &di) && di.dli_fname && strstr(di.dli_fname, ".so"))
+            san = di.dli_fname;
+    }
     snprintf(cmd, sizeof cmd, "env ASAN_OPTIONS=verify_asan_link_order=0 LD_LIBRARY_PATH= "
-             "MLXD_EMU_DEVICES=mlx5_0:127.%u.%u.1 LD_PRELOAD=%s/lib/libmlx5direct-emu.so "
-             "%s/tests/progs/no_libcuda 2>&1", a, b, mlxd_test_build_dir(), mlxd_test_build_dir());
+             "MLXD_EMU_DEVICES=mlx5_0:127.%u.%u.1 LD_PRELOAD=%s%s%s/lib/libmlx5direct-emu.so "
+             "%s/tests/progs/no_libcuda 2>&1", a, b, san, *san ? ":" : "", mlxd_test_build_dir(),
+             mlxd_test_build_dir());
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     size_t n = fread(out, 1, sizeof out - 1, p);
