@@ -66,7 +66,22 @@ static bool initialized;
 static struct alloc allocs[MAX_ALLOCS];
 static struct mlxd_cu_ctx_st ctxs[MAX_CTX];
 static struct fault faults[MAX_FAULTS];
-static __thread struct mlxd_cu_ctx_st *current;
+/* The current context of each thread.  A pthread key, not __thread: a dlopen'ed library's
+ * __thread variables are dynamic TLS, which LeakSanitizer's exit-time scan of threads mis-reads
+ * (it crashed in the ASan pass: "Tracer caught signal 11"). */
+static pthread_key_t current_key;
+static pthread_once_t current_once = PTHREAD_ONCE_INIT;
+static void current_key_make(void) { pthread_key_create(&current_key, NULL); }
+static struct mlxd_cu_ctx_st *get_current(void)
+{
+    pthread_once(&current_once, current_key_make);
+    return pthread_getspecific(current_key);
+}
+static void set_current(struct mlxd_cu_ctx_st *c)
+{
+    pthread_once(&current_once, current_key_make);
+    pthread_setspecific(current_key, c);
+}
 
 /* ---- fault injection ------------------------------------------------------------------- */
 int fakecuda_fail(const char *call, int result, int count)
@@ -265,7 +280,8 @@ mlxd_cu_result cuCtxCreate_v2(mlxd_cu_ctx *out, unsigned flags, mlxd_cu_dev d)
     struct mlxd_cu_ctx_st *c = new_ctx(d, false);
     pthread_mutex_unlock(&lock);
     if (!c) return MLXD_CUDA_ERROR_OUT_OF_MEMORY;
-    current = *out = c;
+    *out = c;
+    set_current(c);
     return MLXD_CUDA_SUCCESS;
 }
 
@@ -278,8 +294,8 @@ mlxd_cu_result cuCtxDestroy_v2(mlxd_cu_ctx c)
         c->alive = false;
     pthread_mutex_unlock(&lock);
     if (!ok) return MLXD_CUDA_ERROR_INVALID_CONTEXT;
-    if (current == c)
-        current = NULL;
+    if (get_current() == c)
+        set_current(NULL);
     return MLXD_CUDA_SUCCESS;
 }
 
@@ -287,7 +303,7 @@ mlxd_cu_result cuCtxGetCurrent(mlxd_cu_ctx *out)
 {
     ENTER("cuCtxGetCurrent");
     if (!out) return MLXD_CUDA_ERROR_INVALID_VALUE;
-    *out = current;
+    *out = get_current();
     return MLXD_CUDA_SUCCESS;
 }
 
@@ -298,7 +314,7 @@ mlxd_cu_result cuCtxSetCurrent(mlxd_cu_ctx c)
     bool ok = !c || valid_ctx(c);
     pthread_mutex_unlock(&lock);
     if (!ok) return MLXD_CUDA_ERROR_INVALID_CONTEXT;
-    current = c;
+    set_current(c);
     return MLXD_CUDA_SUCCESS;
 }
 
@@ -325,6 +341,7 @@ static struct alloc *slot(void)
 mlxd_cu_result cuMemAlloc_v2(mlxd_cu_ptr *out, size_t size)
 {
     ENTER("cuMemAlloc_v2");
+    struct mlxd_cu_ctx_st *current = get_current();
     if (!current) return MLXD_CUDA_ERROR_INVALID_CONTEXT;
     if (!out || !size) return MLXD_CUDA_ERROR_INVALID_VALUE;
     size_t span = (size + ALLOC_ALIGN - 1) & ~(size_t)(ALLOC_ALIGN - 1);
@@ -356,6 +373,7 @@ mlxd_cu_result cuMemAlloc_v2(mlxd_cu_ptr *out, size_t size)
 mlxd_cu_result cuMemAllocHost_v2(void **out, size_t size)
 {
     ENTER("cuMemAllocHost_v2");
+    struct mlxd_cu_ctx_st *current = get_current();
     if (!current) return MLXD_CUDA_ERROR_INVALID_CONTEXT;
     if (!out || !size) return MLXD_CUDA_ERROR_INVALID_VALUE;
     size_t span = (size + 4095) & ~(size_t)4095;
@@ -528,6 +546,7 @@ mlxd_cu_result cuMemGetHandleForAddressRange(void *handle, mlxd_cu_ptr p, size_t
 /* The device bytes [p, p+n) as a host pointer into the real mapping, checked (under lock). */
 static mlxd_cu_result device_bytes(uint64_t p, size_t n, uint8_t **out)
 {
+    struct mlxd_cu_ctx_st *current = get_current();
     if (!current) return MLXD_CUDA_ERROR_INVALID_CONTEXT;
     const struct alloc *a = find(p, n);
     if (!a || a->host) return MLXD_CUDA_ERROR_INVALID_VALUE;
