@@ -20,7 +20,8 @@
  *
  * Addresses: the emulator runs inside the process (LD_PRELOAD or linked), so a process virtual
  * address recorded at CQ/QP/MR creation is directly dereferenceable by the engine.  Two processes
- * each carry their own emulator; they talk only through the wire (UDP on loopback).
+ * each carry their own emulator; they talk only through the wire (UDP on loopback), and several
+ * processes may open one device: they share its QPN space and UDP port (emu/nic/port_share.c).
  */
 #ifndef MLXD_EMU_H
 #define MLXD_EMU_H
@@ -33,6 +34,7 @@
 
 #define EMU_MAX_DEVICES 16
 #define EMU_MAX_GIDS 16
+#define EMU_QPN_SLOTS 65536   /* QPN = generation << 16 | slot; slots 0 and 1 are QP0 and QP1 */
 
 struct emu_device;
 struct emu_context;
@@ -184,6 +186,12 @@ int  emu_nic_qp_create(struct emu_qp *qp);
 /* After a successful state change (attr already updated).  To ERR: flush posted WQEs. */
 void emu_nic_qp_modified(struct emu_qp *qp, uint32_t old_state);
 void emu_nic_qp_destroy(struct emu_qp *qp);
+/* The QPN space is the port's, shared by every process that has the device open (as firmware
+ * assigns QPNs on a real port): claims slot (qpn & 0xffff) for this process before the kernel
+ * half uses it; -EBUSY if another process holds it.  Released when the QP is destroyed, or by
+ * the kernel when the process dies (emu/nic/port_share.c).  Needs the device open. */
+int  emu_nic_qpn_claim(struct emu_device *dev, uint32_t slot);
+void emu_nic_qpn_release(struct emu_device *dev, uint32_t slot);
 /* The port's state changed (fault injection): the engine raises PORT_ACTIVE/PORT_ERR. */
 void emu_nic_port_event(struct emu_device *dev, bool up);
 

@@ -136,6 +136,10 @@ struct mlxd_emu_nic_stats {
     uint64_t acks_sent, naks_sent, rnr_naks_sent, retransmits, timeouts, cqes, comp_events,
              async_events;
     uint64_t rx_wrong_source;      /* from an address other than the QP's connected peer */
+    uint64_t rx_forwarded;         /* received for a QP of another process sharing the device,
+                                      handed to it (docs/emulator.md "One device, many processes") */
+    uint64_t rx_via_peer;          /* received by another process sharing the device and handed to
+                                      this one (also counted in rx_pkts) */
     uint64_t rx_atomics;           /* compare-and-swap / fetch-and-add requests executed */
 };
 

@@ -24,6 +24,7 @@
 #include "mlxd_error.h"
 #include "mlxd_mlx5.h"
 #include "mlxd_uverbs.h"
+#include "util.h"
 
 #define BUF 65536
 
@@ -38,12 +39,7 @@ struct side {
 static void side_open(struct side *s, const char *dev, uint32_t type, bool events)
 {
     memset(s, 0, sizeof *s);
-    ck_assert_msg(mlxd_open(dev, NULL, &s->nic) == 0, "open %s: %s", dev, mlxd_errmsg());
-    s->buf = aligned_alloc(4096, BUF);
-    memset(s->buf, 0, BUF);
-    struct mlxd_region_opts ro = { .sz = sizeof ro, .access = MLXD_ACCESS_LOCAL_WRITE |
-                                   MLXD_ACCESS_REMOTE_WRITE | MLXD_ACCESS_REMOTE_READ };
-    ck_assert_msg(mlxd_region_register(s->nic, s->buf, BUF, &ro, &s->reg) == 0, "%s", mlxd_errmsg());
+    mlxd_test_open_region(dev, BUF, &s->nic, &s->buf, &s->reg);
     struct mlxd_cq_opts co = { .sz = sizeof co, .events = events };
     ck_assert_msg(mlxd_cq_create(s->nic, 64, &co, &s->cq) == 0, "%s", mlxd_errmsg());
     struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = type, .send_depth = 32, .recv_depth = 32, .max_inline = 64 };
@@ -79,16 +75,8 @@ static void pair(struct side *a, struct side *b, uint32_t type)
 static struct mlxd_completion wait_one(struct mlxd_cq *cq)
 {
     struct mlxd_completion wc;
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        int n = mlxd_cq_poll(cq, &wc, 1);
-        ck_assert_int_ge(n, 0);
-        if (n == 1) return wc;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        ck_assert_msg(t.tv_sec - t0.tv_sec < 5, "no completion within 5 s");
-        usleep(50);
-    }
+    mlxd_test_wait_one(cq, 5, &wc);
+    return wc;
 }
 
 /* UC requester completions come when the packets left, not when they landed.  A zero-length

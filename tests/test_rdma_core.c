@@ -1,7 +1,7 @@
 /* rdma-core's own programs, unmodified, on the emulator (issue 8): Debian 12's rdma-core 44
  * (libibverbs + libmlx5 from ibverbs-providers), ibverbs-utils and perftest, preloaded with
- * libmlx5direct-emu.so.  Each test forks/execs the programs (server on mlx5_0, client on mlx5_1:
- * two processes cannot bind one device address), each with a time limit, on a pair of loopback
+ * libmlx5direct-emu.so.  Each test forks/execs the programs (server on mlx5_0, client on mlx5_1,
+ * or both on mlx5_0 without -d: one device shared by two processes), each with a time limit, on a pair of loopback
  * addresses and a TCP port of its own (parallel runs cannot collide), kills what it started, and
  * checks the output against what the programs must print:
  *   - ibv_devices / ibv_devinfo -v: the configured devices, GUIDs, MTU, GIDs (docs/emulator.md);
@@ -234,8 +234,11 @@ static void pick_net(struct net *n, const char *opts0, const char *opts1)
 
 /* One program as server (mlx5_0) and client (mlx5_1, connecting to the server's address).
  * args: the common arguments (NULL-terminated).  Fills the exit statuses (-1: timed out) and the
- * outputs (malloc'd). */
+ * outputs (malloc'd).  With one_device set, neither side gets -d: both take the first device,
+ * mlx5_0, as two programs on one host share a port (docs/emulator.md "One device, many
+ * processes"). */
 struct pair { int srv_st, cli_st; char *srv, *cli; double secs; };
+static bool one_device;
 
 static void run_pair(const char *prog, const char *gid_opt, const char *const *args,
                      double limit_s, struct pair *r)
@@ -248,8 +251,11 @@ static void run_pair(const char *prog, const char *gid_opt, const char *const *a
     const char *av[40];
     int c = 0;
     av[c++] = prog;
-    av[c++] = "-d";
-    av[c++] = "mlx5_0";
+    int dev_arg = one_device ? -1 : c + 1;
+    if (!one_device) {
+        av[c++] = "-d";
+        av[c++] = "mlx5_0";
+    }
     av[c++] = "-p";
     av[c++] = port;
     if (gid_opt) { av[c++] = gid_opt; av[c++] = "3"; }
@@ -265,7 +271,7 @@ static void run_pair(const char *prog, const char *gid_opt, const char *const *a
         if (waitid(P_PID, (id_t)kids[ks], &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid) break;
         usleep(5000);
     }
-    av[2] = "mlx5_1";
+    if (dev_arg >= 0) av[dev_arg] = "mlx5_1";
     av[c++] = n.srv_ip;
     av[c] = NULL;
     int kc = spawn((char *const *)av, n.devs);
@@ -449,6 +455,40 @@ START_TEST(rc_pingpong_no_gid)
 }
 END_TEST
 
+/* ---- one device, two processes ------------------------------------------------------------ */
+
+/* "  local address:  LID 0x0000, QPN 0x000002, PSN 0x..., GID ::ffff:a.b.c.d" */
+static void local_address(const char *who, const char *o, unsigned *qpn, char gid[64])
+{
+    const char *l = strstr(o, "local address:");
+    ck_assert_msg(l && sscanf(l, "local address: LID %*x, QPN %x, PSN %*x, GID %63s", qpn, gid) == 2,
+                  "%s: no local address line: %s", who, o);
+}
+
+/* ibv_rc_pingpong -g 3 with neither side given -d: both open mlx5_0, as two terminals on one
+ * host would.  Each prints its completion lines; both QPs carry mlx5_0's GID and have distinct
+ * QPNs from the device's one QPN space. */
+START_TEST(one_device_rc_pingpong)
+{
+    one_device = true;
+    struct pair r;
+    run_pair("ibv_rc_pingpong", "-g", NULL, 60, &r);
+    ck_assert_msg(exited0(r.srv_st) && exited0(r.cli_st), "server %s, client %s\n%s\n%s",
+                  st_str(r.srv_st), st_str(r.cli_st), r.srv, r.cli);
+    check_pingpong_out("server", r.srv, 4096, 1000);
+    check_pingpong_out("client", r.cli, 4096, 1000);
+    unsigned qs, qc;
+    char gs[64], gc[64];
+    local_address("server", r.srv, &qs, gs);
+    local_address("client", r.cli, &qc, gc);
+    ck_assert_msg(qs != qc, "both processes got QPN 0x%x", qs);
+    ck_assert_str_eq(gs, gc);
+    ck_assert_msg(strstr(gs, "::ffff:127.") && strstr(r.cli, gs), "GIDs: %s / %s", gs, gc);
+    free_pair(&r);
+    one_device = false;
+}
+END_TEST
+
 /* ---- scatter-to-CQE, checked byte for byte through libibverbs + mlx5dv -------------------- */
 
 /* tests/progs/rdma_core_scatter: 100 SENDs of 1..100 bytes between the two devices of one
@@ -577,6 +617,14 @@ START_TEST(read_lat_64k) { perftest("ib_read_lat", LAT, 65536, 1000, false, "-x"
 END_TEST
 START_TEST(write_bw_1m) { perftest("ib_write_bw", BW, 1048576, 1000, true, "-x"); }
 END_TEST
+/* ib_write_lat with both sides on mlx5_0 (no -d: perftest takes the first device) */
+START_TEST(one_device_write_lat)
+{
+    one_device = true;
+    perftest("ib_write_lat", LAT, 0, 0, true, "-x");
+    one_device = false;
+}
+END_TEST
 
 /* perftest's atomics (8 bytes, 1000 iterations by default), fetch-and-add and compare-and-swap:
  * they run only on a device whose atomic_cap is not IBV_ATOMIC_NONE. */
@@ -626,6 +674,8 @@ Suite *rdma_core_suite(void)
     tcase_add_test(tc, send_lat_64k);
     tcase_add_test(tc, read_lat_64k);
     tcase_add_test(tc, write_bw_1m);
+    tcase_add_test(tc, one_device_rc_pingpong);
+    tcase_add_test(tc, one_device_write_lat);
     tcase_add_test(tc, atomic_lat_fetch_add);
     tcase_add_test(tc, atomic_lat_cmp_swap);
     tcase_add_test(tc, atomic_bw_fetch_add);

@@ -16,4 +16,17 @@ const char *mlxd_test_path(const char *rel);
  * (emu/mlxd_emu.h).  Fails the test if the emulator is not active. */
 void mlxd_test_private_devices(void);
 
+struct mlxd_cq;
+struct mlxd_completion;
+struct mlxd_nic;
+struct mlxd_region;
+/* Opens dev and registers a zeroed, page-aligned buffer of bytes (a multiple of 4096) with
+ * local-write, remote-write and remote-read access.  Fails the test on any error.  The buffer
+ * is the caller's to free after mlxd_close. */
+void mlxd_test_open_region(const char *dev, size_t bytes, struct mlxd_nic **nic, unsigned char **buf,
+                           struct mlxd_region **reg);
+/* Polls cq until one completion arrives and stores it in *out; fails the test after secs
+ * seconds without one, or when the poll fails. */
+void mlxd_test_wait_one(struct mlxd_cq *cq, int secs, struct mlxd_completion *out);
+
 #endif

@@ -25,7 +25,7 @@
 #define EMU_MAX_FD 65536             /* fds above this are never emulated (see open_uverbs) */
 #define EMU_UVERBS_MAJOR 231         /* IB_UVERBS_MAJOR */
 #define EMU_UVERBS_BASE_MINOR 192    /* IB_UVERBS_BASE_MINOR */
-#define EMU_QP_SLOTS 65536           /* per device: qpn & 0xffff indexes the table */
+#define EMU_QP_SLOTS EMU_QPN_SLOTS   /* per device: qpn & 0xffff indexes the table (emu.h) */
 #define EMU_MR_SLOTS 65536           /* per device: (key >> 8) & 0xffff indexes the table */
 
 /* ---- device limits reported by QUERY_DEVICE / GET_CONTEXT and enforced at create time ---- */

@@ -720,7 +720,8 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
     uint32_t slot = 0;
     for (uint32_t i = 0; i < EMU_QP_SLOTS; i++) {
         uint32_t s = (ds->qp_cursor + i) & (EMU_QP_SLOTS - 1);
-        if (s >= 2 && !ds->qp_tab[s]) { slot = s; break; }
+        /* free here, and not held by another process sharing the port (emu.h) */
+        if (s >= 2 && !ds->qp_tab[s] && emu_nic_qpn_claim(&ds->dev, s) == 0) { slot = s; break; }
     }
     if (!slot) r = -ENOMEM;
     else {
@@ -757,7 +758,7 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
         p->ctx = &f->ctx;
         ds->qp_tab[slot] = qp;
         r = emu_nic_qp_create(p);
-        if (r) ds->qp_tab[slot] = NULL;
+        if (r) { ds->qp_tab[slot] = NULL; emu_nic_qpn_release(&ds->dev, slot); }
         else ds->nqp++;
     }
     UNLOCK(f);
@@ -788,6 +789,7 @@ int emu_k_destroy_qp(struct emu_file *f, struct k_qp *qp, uint32_t *events_repor
     LOCK(f);
     emu_nic_qp_destroy(&qp->pub);
     ds->qp_tab[qp->slot] = NULL;
+    emu_nic_qpn_release(&ds->dev, qp->slot);
     ds->nqp--;
     UNLOCK(f);
     emu_evq_purge_owner(qp->async_q, qp);

@@ -124,12 +124,23 @@ struct nic_fault_state {
     bool     holding;
 };
 
+/* port_share.c: this process's part in a port shared with other processes */
+struct nic_share {
+    int      tabfd;             /* the port's QPN table file (slot locks are on it) */
+    char     path[600];         /* its path */
+    _Atomic uint64_t *tab;      /* EMU_QPN_SLOTS entries: owner pid | inbox port << 32, 0 free */
+    int      inbox;             /* UDP socket other processes forward our packets to */
+    uint16_t inbox_port;        /* host order */
+    uint32_t pid;
+};
+
 struct nic_dev {
     struct emu_device *dev;
     pthread_t thread;
     atomic_bool stop;
     int      sock;
     struct sockaddr_in self;
+    struct nic_share *share;    /* NULL: the port is not shared (port_share.c) */
     struct nic_qp *qps;
     struct nic_cq *cqs;
     /* tx batch (engine thread only, while holding dev->lock) */
@@ -199,6 +210,20 @@ void wire_tx_commit(struct nic_dev *nd, struct nic_txslot *s, uint32_t len,
 void wire_tx_flush(struct nic_dev *nd);
 int  wire_rx(struct nic_dev *nd);       /* receives and dispatches a batch; returns packets */
 void wire_fault_parse_env(struct nic_dev *nd);
+
+/* port_share.c */
+/* Joins the port's shared QPN table and opens this process's inbox; 0 with nd->share NULL when
+ * sharing is off (MLXD_EMU_SHARE=0), else 0 or a negative errno (nd->share NULL: unshared). */
+int  share_open(struct nic_dev *nd, const struct sockaddr_in *self);
+void share_close(struct nic_dev *nd);
+void share_close_struct(struct nic_share *sh);
+/* bth: a received UDP payload of len bytes.  True if its destination QP belongs to another
+ * process: then it was forwarded there (rx_forwarded) or lost (rx_unknown_qp). */
+bool share_forward(struct nic_dev *nd, const uint8_t *bth, uint32_t len,
+                   const struct sockaddr_in *from);
+/* An inbox datagram: checks it, sets *from to the packet's real source; returns the header
+ * length to skip, or -1 for a datagram that is not a forwarded packet. */
+int  share_unwrap(const struct nic_dev *nd, uint8_t *buf, uint32_t len, struct sockaddr_in *from);
 
 /* pcap_writer.c */
 int  pcap_writer_open(struct nic_dev *nd, const char *path);

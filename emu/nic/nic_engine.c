@@ -315,9 +315,10 @@ static void *engine_main(void *arg)
         }
         unsigned us = idle_us < 100000 ? 50 : nd->poll_max_us;
         if (us > nd->poll_max_us) us = nd->poll_max_us;
-        struct pollfd pfd = {.fd = nd->sock, .events = POLLIN};
+        struct pollfd pfd[2] = {{.fd = nd->sock, .events = POLLIN},
+                                {.fd = nd->share ? nd->share->inbox : -1, .events = POLLIN}};
         struct timespec ts = {0, (long)us * 1000};
-        ppoll(&pfd, 1, &ts, NULL);
+        ppoll(pfd, 2, &ts, NULL);
     }
     return NULL;
 }

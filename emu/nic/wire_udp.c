@@ -37,9 +37,13 @@ int wire_open(struct nic_dev *nd)
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr = cfg->ipv4,
                             .sin_port = htons(cfg->udp_port ? cfg->udp_port : 4791)};
     if (!a.sin_addr.s_addr) a.sin_addr.s_addr = htonl(0x7f000001 + cfg->index);
+    /* the port is shared with other processes of this user when port_share.c can set it up */
+    if (share_open(nd, &a) == 0 && nd->share)
+        setsockopt(s, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
     if (bind(s, (struct sockaddr *)&a, sizeof a) < 0) {
         int e = errno;
         close(s);
+        share_close(nd);
         return -e;
     }
     nd->sock = s;
@@ -51,6 +55,7 @@ void wire_close(struct nic_dev *nd)
 {
     if (nd->sock >= 0) close(nd->sock);
     nd->sock = -1;
+    share_close(nd);
 }
 
 struct nic_txslot *wire_tx_slot(struct nic_dev *nd)
@@ -222,8 +227,12 @@ void wire_tx_flush(struct nic_dev *nd)
     nd->ntx = 0;
 }
 
-static void rx_one(struct nic_dev *nd, uint8_t *b, uint32_t ulen, const struct sockaddr_in *from)
+/* b: buffer with the UDP payload at b + MLXD_ROCE_BTH_OFF.  forwarded: it came through our inbox
+ * (port_share.c), so it is ours and is never forwarded again. */
+static void rx_one(struct nic_dev *nd, uint8_t *b, uint32_t ulen, const struct sockaddr_in *from,
+                   bool forwarded)
 {
+    if (!forwarded && share_forward(nd, b + MLXD_ROCE_BTH_OFF, ulen, from)) return;
     nd->st.rx_pkts++;
     nd->st.rx_bytes += ulen + MLXD_ROCE_BTH_OFF;
     mlxd_roce_wrap_udp(b, ntohl(from->sin_addr.s_addr), ntohs(from->sin_port),
@@ -237,11 +246,11 @@ static void rx_one(struct nic_dev *nd, uint8_t *b, uint32_t ulen, const struct s
     nic_resp_packet(nd, &p);
 }
 
-/* Receives up to a few batches and dispatches every packet.  With UDP_GRO a read may hold
+/* Receives up to a few batches from sock and dispatches every packet.  With UDP_GRO a read may hold
  * several datagrams of gso_size bytes each (the last shorter); they are taken apart in order
  * (the 28 bytes of rebuilt headers in front of datagram k overwrite the tail of datagram k-1,
  * which has been processed by then). */
-int wire_rx(struct nic_dev *nd)
+static int rx_socket(struct nic_dev *nd, int sock, bool inbox)
 {
     struct mmsghdr mm[NIC_RX_BATCH];
     struct iovec iov[NIC_RX_BATCH];
@@ -260,11 +269,23 @@ int wire_rx(struct nic_dev *nd)
             mm[i].msg_hdr.msg_control = ctl[i].buf;
             mm[i].msg_hdr.msg_controllen = sizeof ctl[i].buf;
         }
-        int n = recvmmsg(nd->sock, mm, NIC_RX_BATCH, MSG_DONTWAIT, NULL);
+        int n = recvmmsg(sock, mm, NIC_RX_BATCH, MSG_DONTWAIT, NULL);
         if (n <= 0) break;
         for (int i = 0; i < n; i++) {
             uint32_t len = mm[i].msg_len, gso = 0;
             if (mm[i].msg_hdr.msg_flags & MSG_TRUNC) { nd->st.rx_malformed++; continue; }
+            if (inbox) {
+                /* a packet another process received for one of our QPs: the header in front
+                 * names its real source; the packet moves up over it (to BTH_OFF) */
+                uint8_t *p = nd->rx[i] + MLXD_ROCE_BTH_OFF;
+                int hl = share_unwrap(nd, p, len, &from[i]);
+                if (hl < 0) { nd->st.rx_malformed++; continue; }
+                memmove(p, p + hl, len - (uint32_t)hl);
+                nd->st.rx_via_peer++;
+                rx_one(nd, nd->rx[i], len - (uint32_t)hl, &from[i], true);
+                total++;
+                continue;
+            }
             for (struct cmsghdr *c = CMSG_FIRSTHDR(&mm[i].msg_hdr); c;
                  c = CMSG_NXTHDR(&mm[i].msg_hdr, c))
                 if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
@@ -272,16 +293,23 @@ int wire_rx(struct nic_dev *nd)
                     memcpy(&g, CMSG_DATA(c), sizeof g);
                     if (g > 0) gso = (uint32_t)g;
                 }
-            if (!gso || gso >= len) { rx_one(nd, nd->rx[i], len, &from[i]); total++; continue; }
+            if (!gso || gso >= len) { rx_one(nd, nd->rx[i], len, &from[i], false); total++; continue; }
             for (uint32_t off = 0; off < len; off += gso) {
                 uint32_t l = len - off < gso ? len - off : gso;
-                rx_one(nd, nd->rx[i] + off, l, &from[i]);
+                rx_one(nd, nd->rx[i] + off, l, &from[i], false);
                 total++;
             }
         }
         if (n < NIC_RX_BATCH) break;
     }
     return total;
+}
+
+int wire_rx(struct nic_dev *nd)
+{
+    int n = rx_socket(nd, nd->sock, false);
+    if (nd->share) n += rx_socket(nd, nd->share->inbox, true);
+    return n;
 }
 
 /* "drop=0.1,dup_idx=3:7,seed=5" -> fault config.  Unknown keys are ignored. */
