@@ -117,9 +117,11 @@ $(BUILD)/obj/tests/%.o: CPPFLAGS += -I$(BUILD)/tests -Itests
 $(BUILD)/obj/tests/%.o: CFLAGS += -Wno-maybe-uninitialized
 
 FAKECUDA := $(BUILD)/tests/fakecuda/libcuda.so.1
+# the same, as a driver before CUDA 11.7 (no cuMemGetHandleForAddressRange), for the tests
+FAKECUDA_OLD := $(BUILD)/tests/fakecuda-11.6/libcuda.so.1
 comma := ,
 FAKECUDA_RPATH := $(if $(filter 1,$(FAKE_CUDA)),-Wl$(comma)-rpath$(comma)'$$ORIGIN/fakecuda' -Wl$(comma)--disable-new-dtags)
-$(RUNNER): $(TEST_OBJ) $(STATIC) $(EMU) $(FAKECUDA)
+$(RUNNER): $(TEST_OBJ) $(STATIC) $(EMU) $(FAKECUDA) $(FAKECUDA_OLD)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $(TEST_OBJ) $(STATIC) -L$(BUILD)/lib -lmlx5direct-emu -Wl,-rpath,'$$ORIGIN/../lib' \
 	    $(FAKECUDA_RPATH) $(LDFLAGS) $(LIBS) $(CHECK_LIBS)
@@ -127,9 +129,10 @@ $(RUNNER): $(TEST_OBJ) $(STATIC) $(EMU) $(FAKECUDA)
 # The emulated NVIDIA driver (tests/fakecuda/libcuda.c): for the tests only, never installed.
 # make fakecuda builds it alone (LD_LIBRARY_PATH=$(BUILD)/tests/fakecuda mlxd-capture --gpu).
 fakecuda: $(FAKECUDA)
-$(FAKECUDA): tests/fakecuda/libcuda.c receiver/cuda_api.h | $(DEPS_OK)
+$(FAKECUDA) $(FAKECUDA_OLD): tests/fakecuda/libcuda.c receiver/cuda_api.h | $(DEPS_OK)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -shared -Wl,-soname,libcuda.so.1 -o $@ $< $(LDFLAGS)
+	$(CC) $(CPPFLAGS) $(if $(findstring 11.6,$@),-DFAKECUDA_BEFORE_11_7) $(CFLAGS) -shared \
+	    -Wl,-soname,libcuda.so.1 -o $@ $< $(LDFLAGS)
 
 # Our declarations of the CUDA driver API (receiver/cuda_api.h) against the toolkit's cuda.h,
 # where one is installed (.ci/run): every value and entry-point name asserted equal.

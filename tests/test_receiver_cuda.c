@@ -24,6 +24,7 @@
 
 #include "cuda_api.h"
 #include "mlxd_capture.h"
+#include "mlxd_emu.h"
 #include "mlxd_error.h"
 #include "mlxd_receiver.h"
 #include "util.h"
@@ -437,10 +438,55 @@ START_TEST(dmabuf_export_unsupported)
     inject("cuMemGetHandleForAddressRange", MLXD_CUDA_ERROR_INVALID_VALUE, -1);
     const char *m[] = { "cuMemGetHandleForAddressRange(", "CUDA_ERROR_INVALID_VALUE", "cuMemAlloc", NULL };
     start_fails(&g, MLXD_RECEIVER_MEM_CUDA, -EIO, m);
+    /* a CUresult the driver has no name for, and no driver version: both still said */
+    inject("cuMemGetHandleForAddressRange", 12345, -1);
+    const char *unnamed[] = { "cuMemGetHandleForAddressRange(", "CUresult 12345", NULL };
+    start_fails(&g, MLXD_RECEIVER_MEM_CUDA, -EIO, unnamed);
+    inject("cuMemGetHandleForAddressRange", MLXD_CUDA_ERROR_NOT_SUPPORTED, -1);
+    inject("cuDriverGetVersion", MLXD_CUDA_ERROR_INVALID_VALUE, 1);
+    const char *v[] = { "CUDA_ERROR_NOT_SUPPORTED", "this driver: unknown", NULL };
+    start_fails(&g, MLXD_RECEIVER_MEM_CUDA, -ENOTSUP, v);
+    /* the kernel (not the driver) refuses dma-buf regions: Linux before 5.12 */
+    inject(NULL, 0, 0);
+    ck_assert_int_eq(mlxd_emu_fail_method("REG_DMABUF_MR", 1, EOPNOTSUPP), 0);
+    const char *k[] = { "the kernel cannot register the dma-buf cuMemGetHandleForAddressRange exported",
+                        "REG_DMABUF_MR", "Linux 5.12 or newer", NULL };
+    start_fails(&g, MLXD_RECEIVER_MEM_CUDA, -EOPNOTSUPP, k);
     /* nothing was left behind: with the fault gone the same receiver starts */
     inject(NULL, 0, 0);
     struct mlxd_receiver_opts o = rig_opts(&g, MLXD_RECEIVER_MEM_CUDA);
     ck_assert_msg(mlxd_receiver_start(g.r, &o) == 0, "%s", mlxd_errmsg());
+    rig_stop(&g, 0);
+}
+END_TEST
+
+/* The pointer query or the current-context query fails: what the library does. */
+START_TEST(pointer_query_fails)
+{
+    struct rig g;
+    rig_alloc(&g, 4096, 2);
+    /* CUDA not initialized: AUTO is host memory (none can be device memory); CUDA says so */
+    inject("cuPointerGetAttributes", MLXD_CUDA_ERROR_NOT_INITIALIZED, -1);
+    const char *n[] = { "cuPointerGetAttributes(", "CUDA_ERROR_NOT_INITIALIZED", "call cuInit", NULL };
+    start_fails(&g, MLXD_RECEIVER_MEM_CUDA, -ENOTSUP, n);
+    mlxd_cu_ptr dev = g.d;
+    void *host = NULL;
+    ck_assert_int_eq(posix_memalign(&host, 4096, g.size), 0);
+    g.d = (uintptr_t)host;
+    struct mlxd_receiver_opts o = rig_opts(&g, MLXD_RECEIVER_MEM_AUTO);
+    ck_assert_msg(mlxd_receiver_start(g.r, &o) == 0, "%s", mlxd_errmsg());
+    ck_assert_uint_eq(mlxd_receiver_external_frame_memory(g.r), (uintptr_t)host);   /* host: IOVA = VA */
+    ck_assert_int_eq(mlxd_receiver_close(g.r), 0);
+    g.d = dev;
+    inject("cuPointerGetAttributes", MLXD_CUDA_ERROR_INVALID_VALUE, -1);
+    const char *m[] = { "cuPointerGetAttributes(", "CUDA_ERROR_INVALID_VALUE", "MLXD_RECEIVER_MEM_HOST", NULL };
+    start_fails(&g, MLXD_RECEIVER_MEM_AUTO, -EIO, m);
+    inject(NULL, 0, 0);
+    inject("cuCtxGetCurrent", MLXD_CUDA_ERROR_INVALID_CONTEXT, -1);
+    const char *c[] = { "mlxd_receiver_start: cuCtxGetCurrent: CUDA_ERROR_INVALID_CONTEXT", NULL };
+    start_fails(&g, MLXD_RECEIVER_MEM_AUTO, -EIO, c);
+    inject(NULL, 0, 0);
+    free(host);
     rig_stop(&g, 0);
 }
 END_TEST
@@ -658,6 +704,7 @@ Suite *receiver_cuda_suite(void)
     tcase_set_timeout(tf, 60);
     tcase_add_test(tf, dmabuf_export_unsupported);
     tcase_add_test(tf, context_mismatch);
+    tcase_add_test(tf, pointer_query_fails);
     tcase_add_test(tf, host_memory_after_all);
     tcase_add_test(tf, partially_registered_range);
     tcase_add_test(tf, monitor_context_fails);

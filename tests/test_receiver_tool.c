@@ -26,6 +26,7 @@ struct tool_env {
     bool no_mtu;            /* MLXD_EMU_DEVICES without mtu=: the emulator's default port MTU */
     bool preload;           /* LD_PRELOAD the emulator, as a user would (the tool does not re-exec) */
     bool fakecuda;          /* LD_LIBRARY_PATH=<build>/tests/fakecuda: the emulated NVIDIA driver */
+    bool fakecuda_old;      /* ... tests/fakecuda-11.6: the same as a driver before CUDA 11.7 */
     const char *cuda_fail;  /* FAKECUDA_FAIL for it (tests/fakecuda/libcuda.c) */
 };
 
@@ -71,7 +72,9 @@ static int run_tool_ex(char *out, size_t cap, const char *const *args, const str
         unsetenv("MLXD_CAPTURE_EMULATED");
         if (env->preload)
             setenv("LD_PRELOAD", emu, 1);
-        if (env->fakecuda)
+        if (env->fakecuda_old)
+            strcat(fakecuda, "-11.6");
+        if (env->fakecuda || env->fakecuda_old)
             setenv("LD_LIBRARY_PATH", fakecuda, 1);
         else
             unsetenv("LD_LIBRARY_PATH");
@@ -152,6 +155,15 @@ START_TEST(gpu_failures_explained)
     rc = run_tool_ex(out, sizeof out, g, &nodmabuf);
     ck_assert_msg(rc == 1 && strstr(out, "cuMemGetHandleForAddressRange(") &&
                   strstr(out, "CUDA_ERROR_NOT_SUPPORTED") && strstr(out, "Linux 5.12"), "exit %d\n%s", rc, out);
+    const struct tool_env nogpu = { .with_stderr = true, .fakecuda = true, .cuda_fail = "cuInit=100" };
+    rc = run_tool_ex(out, sizeof out, g, &nogpu);
+    ck_assert_msg(rc == 1 && strstr(out, "mlxd-capture: --gpu: cuInit: CUDA_ERROR_NO_DEVICE: no usable GPU"),
+                  "exit %d\n%s", rc, out);
+    const struct tool_env old = { .with_stderr = true, .fakecuda_old = true };
+    rc = run_tool_ex(out, sizeof out, g, &old);
+    ck_assert_msg(rc == 1 && strstr(out, "mlxd_receiver_start: libcuda.so.1 (CUDA 11.6) has no "
+                                         "cuMemGetHandleForAddressRange") &&
+                  strstr(out, "R515 (CUDA 11.7)") && strstr(out, "Linux 5.12"), "exit %d\n%s", rc, out);
     const struct tool_env nodriver = { .with_stderr = true };
     rc = run_tool_ex(out, sizeof out, g, &nodriver);
     ck_assert_msg(rc == 1 && strstr(out, "--gpu: libcuda.so.1 (the NVIDIA driver) cannot be used: ") &&

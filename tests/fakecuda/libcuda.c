@@ -21,6 +21,9 @@
  * Stricter than a real driver (so that library bugs show): device-memory copies need the
  * allocation's own context current on the calling thread (CUDA_ERROR_INVALID_CONTEXT otherwise).
  *
+ * Built with -DFAKECUDA_BEFORE_11_7 (build/tests/fakecuda-11.6/) it is a driver before CUDA 11.7:
+ * no cuMemGetHandleForAddressRange, cuDriverGetVersion 11060.
+ *
  * Fault injection: fakecuda_fail(call, result, count) makes the next `count` calls (-1: all) of
  * `call` (its exported name, e.g. "cuMemcpyDtoH_v2") return `result` without acting;
  * fakecuda_fail(NULL, 0, 0) clears every fault.  FAKECUDA_FAIL="call=result[,call=result]" in
@@ -43,7 +46,11 @@
 #define MAX_CTX 16
 #define MAX_FAULTS 8
 #define ALLOC_ALIGN (64u << 10)     /* a GPU page */
+#ifdef FAKECUDA_BEFORE_11_7          /* fakecuda-11.6/: no cuMemGetHandleForAddressRange */
+#define DRIVER_VERSION 11060        /* reported as CUDA 11.6 */
+#else
 #define DRIVER_VERSION 12040        /* reported as CUDA 12.4 */
+#endif
 
 struct mlxd_cu_ctx_st { int dev; bool primary, alive; int refs; };
 
@@ -469,6 +476,7 @@ mlxd_cu_result cuPointerGetAttribute(void *data, int attr, mlxd_cu_ptr p)
     return e;
 }
 
+#ifndef FAKECUDA_BEFORE_11_7
 /* Moves segment bytes [off, off+len) of a into a memfd of their own (under lock): up to three
  * pieces replace the segment, each remapped over the real mapping after its bytes are copied. */
 static int split_out(struct alloc *a, unsigned si, size_t off, size_t len)
@@ -542,6 +550,8 @@ mlxd_cu_result cuMemGetHandleForAddressRange(void *handle, mlxd_cu_ptr p, size_t
         *(int *)handle = fd;
     return e;
 }
+
+#endif
 
 /* The device bytes [p, p+n) as a host pointer into the real mapping, checked (under lock). */
 static mlxd_cu_result device_bytes(uint64_t p, size_t n, uint8_t **out)
