@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cqe_status.h"
 #include "mlxd_abi.h"
 #include "mlxd_cqe.h"
 #include "mlxd_cqe_dump.h"
@@ -41,6 +42,7 @@ struct word_line {
     uint8_t  b[16];
     bool     bad;           /* not exactly 4 words: the run is refused */
     enum word_warn warn;
+    unsigned wrapped;       /* the continuation line joined to this one (0: none) */
     char     text[31];      /* the text the warning quotes (at most 30 characters) */
 };
 
@@ -80,6 +82,9 @@ struct parser {
     size_t nrun, run_cap;
     int    pending_wc;      /* "WC error: N" not yet attached (-1 none) */
     unsigned pending_wc_line;
+    size_t status_cap;
+    unsigned joined;        /* the line being processed is joined with this continuation line */
+    unsigned joined_n1, joined_n2;   /* bytes (or words) on each of the two lines */
 };
 
 /* ---- result building ----------------------------------------------------------------------- */
@@ -200,6 +205,7 @@ static const char *strip_prefix(const char *s)
             continue;
         }
         if (*s == '<' && isdigit((unsigned char)s[1]) && s[2] == '>') { s += 3; continue; }
+        if (*s == '>') { s++; continue; }   /* e-mail quoting: "> ", "> > ", ">>" */
         return s;
     }
 }
@@ -371,6 +377,10 @@ static void finish_cur(struct parser *p)
 /* Emits the warning remembered for a word line, for the CQE cqe (PENDING_CUR or -1). */
 static void word_line_diag(struct parser *p, const struct word_line *w, int cqe)
 {
+    if (w->wrapped)
+        diag(p, w->line, MLXD_DUMP_WARNING, cqe,
+             "lines %u-%u: a word line wrapped onto the next line (by e-mail or a terminal) was "
+             "joined", w->line, w->wrapped);
     if (w->warn == WW_GLUED)
         diag(p, w->line, MLXD_DUMP_WARNING, cqe,
              "text glued to the 4th word ('%s'); took the first 8 hex digits as the word and "
@@ -472,6 +482,7 @@ static int try_words(struct parser *p, const char *s, unsigned line)
     struct word_line *w = &p->run[p->nrun++];
     memset(w, 0, sizeof *w);
     w->line = line;
+    w->wrapped = p->joined;
     if (nw != 4) { w->bad = true; return 1; }
     for (int k = 0; k < 4; k++)
         for (int j = 0; j < 4; j++)
@@ -640,6 +651,10 @@ static void take_row(struct parser *p, const char *off_at, unsigned line, const 
     if (!c->active) cur_start(p, MLXD_DUMP_HEXROWS, line, NULL);
     else if (c->fmt == MLXD_DUMP_WORDS && !cur_has_data(c)) c->fmt = MLXD_DUMP_HEXROWS;
     c->last_line = line;
+    if (p->joined)
+        diag(p, line, MLXD_DUMP_WARNING, PENDING_CUR,
+             "lines %u-%u: row %08x wrapped after %u bytes onto the next line (by e-mail or a "
+             "terminal); joined the %u bytes there", line, p->joined, off, p->joined_n1, p->joined_n2);
     if (glued)
         diag(p, line, MLXD_DUMP_WARNING, PENDING_CUR,
              "text '%.30s' is glued before the row at column %zu; ignored it", glued, col);
@@ -692,17 +707,123 @@ static void mlx5e_fields(struct cur *c, const char *s)
     if (kv(s, "vendor syndrome", false, &v)) { c->vendor = v; c->have_vendor = true; }
 }
 
+/* Records a status-only line. */
+static void push_status(struct parser *p, const struct mlxd_dump_status *st)
+{
+    struct mlxd_dump_result *r = p->res;
+    if (p->oom) return;
+    if (r->nstatuses == p->status_cap) {
+        size_t n = p->status_cap ? p->status_cap * 2 : 4;
+        if (n > SIZE_MAX / 2 / sizeof *r->statuses) { p->oom = 1; return; }
+        void *q = realloc(r->statuses, n * sizeof *r->statuses);
+        if (!q) { p->oom = 1; return; }
+        r->statuses = q;
+        p->status_cap = n;
+    }
+    r->statuses[r->nstatuses++] = *st;
+}
+
+/* One whole CQE given on one line (plain hex, a fixture record): size 64 or 128 bytes. */
+static void take_whole_cqe(struct parser *p, const uint8_t *b, unsigned size,
+                           enum mlxd_dump_format fmt, unsigned line)
+{
+    flush_run(p);
+    struct cur *c = &p->cur;
+    if (!(c->active && !cur_has_data(c) && !c->refused && !c->in_wqe)) {
+        finish_cur(p);
+        cur_start(p, fmt, line, NULL);
+    } else if (c->fmt == MLXD_DUMP_WORDS) {
+        c->fmt = fmt;
+    }
+    memcpy(c->bytes, b, size);
+    c->rowmask = size == 128 ? 0xFF : 0xF;
+    c->last_off = (int)size - 16;
+    c->last_line = line;
+    finish_cur(p);
+}
+
+/* A line of the project's CQE fixture format (docs/fixture-format.md): "[+DELAY] HEX [# comment]",
+ * HEX 128 or 256 digits, blanks allowed between them.  Returns 1 when taken (decoded or refused
+ * with an error naming the line), 0 when the line is not one. */
+static int try_fixture_record(struct parser *p, const char *s, unsigned line)
+{
+    const char *t = s;
+    bool delay = false;
+    if (*t == '+') {
+        t++;
+        if (!isdigit((unsigned char)*t)) return 0;
+        while (isdigit((unsigned char)*t)) t++;
+        if ((t[0] == 'n' || t[0] == 'u' || t[0] == 'm') && t[1] == 's') t += 2;
+        else if (t[0] == 's') t++;
+        else return 0;
+        if (!is_space(*t)) return 0;
+        delay = true;
+    }
+    const char *hash = strchr(t, '#');
+    const char *end = hash ? hash : t + strlen(t);
+    uint8_t b[128];
+    size_t n = 0;
+    for (const char *q = t; q < end; q++) {
+        if (is_space(*q)) continue;
+        int d = hexv((unsigned char)*q);
+        if (d < 0) return 0;
+        if (n < 256) b[n / 2] = (uint8_t)(n & 1 ? b[n / 2] | d : d << 4);
+        n++;
+    }
+    if (n != 128 && n != 256) {
+        if (!(delay || (hash && n > 64))) return 0;
+        flush_run(p);
+        diag(p, line, MLXD_DUMP_ERROR, -1,
+             "fixture record has %zu hex digits; a CQE record has 128 (64 bytes) or 256 (128 "
+             "bytes); ignored", n);
+        return 1;
+    }
+    take_whole_cqe(p, b, (unsigned)n / 2, delay || hash ? MLXD_DUMP_FIXTURE : MLXD_DUMP_PLAIN, line);
+    return 1;
+}
+
+/* A "XXXXXXXX: .." found in a line is a row when it carries at least 8 bytes, or when a CQE (or
+ * its WQE) is being built and the offset is one a dump prints: a damaged row is then reported.
+ * Otherwise it is a log line that happens to start with 8 hex digits and a colon ("worker
+ * 7f3a2b1c: 12 errors since start"), passed over. */
+static bool row_like(const struct parser *p, const char *off_at)
+{
+    unsigned off = 0;
+    for (int i = 0; i < 8; i++) off = off << 4 | (unsigned)hexv((unsigned char)off_at[i]);
+    int nb = 0;
+    for (const char *q = off_at + 9; *q && *q != '|';) {
+        while (is_space(*q)) q++;
+        const char *t = q;
+        while (*q && !is_space(*q)) q++;
+        if (q - t < 2 || !all_hex(t, 2)) break;
+        nb++;
+        if (q - t != 2) break;   /* text glued to a byte ends the row */
+    }
+    if (nb >= 8) return true;
+    return p->cur.active && off % 16 == 0 && off < 256;
+}
+
 static void process_line(struct parser *p, const char *s0, unsigned line, int depth)
 {
     const char *s = strip_prefix(s0);
-    if (!*s) { flush_run(p); return; }
+    /* A blank line ends a run of word lines only where it could end a CQE (a multiple of 4
+     * lines): forums and mail publish dumps with a blank line between rows. */
+    if (!*s) { if (p->nrun % 4 == 0) flush_run(p); return; }
     /* '#' lines are comments (the provenance lines of fixtures/cqe-dumps/, shell prompts) */
     if (*s == '#' && depth == 0) return;
     const char *m;
     uint32_t v;
+    struct mlxd_dump_status st;
+    if (depth == 0 && mlxd__status_line(s, &st)) {
+        flush_run(p);
+        st.line = line;
+        push_status(p, &st);
+        return;
+    }
 
     /* A row, possibly with a log line glued before it. */
     const char *off = find_offset(s);
+    if (off && !row_like(p, off)) off = NULL;
     if (off && off != s) {
         bool sep = is_space(off[-1]);
         size_t pl = (size_t)(off - s);
@@ -783,6 +904,9 @@ static void process_line(struct parser *p, const char *s0, unsigned line, int de
         return;
     }
 
+    /* a fixture's 'md' line is a frame's metadata block, not a CQE */
+    if (!strncmp(s, "md ", 3) && all_hex(s + 3, strspn(s + 3, "0123456789abcdefABCDEF"))) { flush_run(p); return; }
+    if (try_fixture_record(p, s, line)) return;
     /* 128 plain hex digits (optionally "0x"), alone or as the last word of the line */
     {
         const char *t = s + strlen(s);
@@ -791,27 +915,17 @@ static void process_line(struct parser *p, const char *s0, unsigned line, int de
         while (t > s && !is_space(t[-1])) t--;
         const char *h = t;
         if (e - h > 2 && h[0] == '0' && (h[1] == 'x' || h[1] == 'X')) h += 2;
-        if (e - h == 128 && all_hex(h, 128)) {
-            flush_run(p);
-            struct cur *c = &p->cur;
-            if (!(c->active && !cur_has_data(c) && !c->refused && !c->in_wqe)) {
-                finish_cur(p);
-                cur_start(p, MLXD_DUMP_PLAIN, line, NULL);
-            } else if (c->fmt == MLXD_DUMP_WORDS) {
-                c->fmt = MLXD_DUMP_PLAIN;
-            }
-            for (int i = 0; i < 64; i++)
-                c->bytes[i] = (uint8_t)(hexv((unsigned char)h[2 * i]) << 4 | hexv((unsigned char)h[2 * i + 1]));
-            c->rowmask = 0xF;
-            c->last_off = 48;
-            c->last_line = line;
-            finish_cur(p);
+        if ((e - h == 128 || e - h == 256) && all_hex(h, (size_t)(e - h))) {
+            uint8_t b[128];
+            for (int i = 0; i < (e - h) / 2; i++)
+                b[i] = (uint8_t)(hexv((unsigned char)h[2 * i]) << 4 | hexv((unsigned char)h[2 * i + 1]));
+            take_whole_cqe(p, b, (unsigned)(e - h) / 2, MLXD_DUMP_PLAIN, line);
             return;
         }
         if (e - h > 64 && all_hex(h, (size_t)(e - h))) {
             flush_run(p);
             diag(p, line, MLXD_DUMP_ERROR, -1,
-                 "%zu hex digits in one word; a CQE is 128; ignored", (size_t)(e - h));
+                 "%zu hex digits in one word; a CQE is 128 (or 256 for 128 bytes); ignored", (size_t)(e - h));
             return;
         }
     }
@@ -839,6 +953,107 @@ static void process_line(struct parser *p, const char *s0, unsigned line, int de
              "looks like hex data but matches no known CQE dump format; ignored");
 }
 
+/* ---- wrapped rows ---------------------------------------------------------------------------- */
+/* Mail and terminals wrap a long row: "00000000: 00 .. 00" (13 bytes) and "   00 00 00" on the
+ * next line.  A line that is a row (or word line) short of bytes (words) is held back; when the
+ * next line holds only bytes (words) that make it exactly whole, the two are joined (a warning
+ * names both lines); otherwise the held line is read as it is. */
+enum wrap_kind { WRAP_NONE, WRAP_ROW, WRAP_WORDS };
+
+/* How many blank-separated tokens s has, when all are hex of width w; -1 if any is not. */
+static int hex_tokens(const char *s, size_t w)
+{
+    int k = 0;
+    for (const char *q = s; *q;) {
+        while (is_space(*q)) q++;
+        if (!*q) break;
+        const char *t = q;
+        while (*q && !is_space(*q)) q++;
+        if ((size_t)(q - t) != w || !all_hex(t, w)) return -1;
+        k++;
+    }
+    return k;
+}
+
+static enum wrap_kind wrappable(const char *line, int *n)
+{
+    const char *s = strip_prefix(line);
+    const char *off = find_offset(s);
+    if (off) {
+        int k = hex_tokens(off + 9, 2);
+        if (k >= 1 && k < 16) { *n = k; return WRAP_ROW; }
+        return WRAP_NONE;
+    }
+    int k = hex_tokens(s, 8);
+    if (k >= 1 && k < 4) { *n = k; return WRAP_WORDS; }
+    return WRAP_NONE;
+}
+
+/* ---- status lines next to CQE dumps ----------------------------------------------------------- */
+#define STATUS_NEAR 20   /* lines: a status line and a CQE dump this close describe one completion */
+
+/* Compares status line st with CQE k; one warning lists what disagrees, a note says it agrees. */
+static void check_status(struct parser *p, struct mlxd_dump_status *st, size_t k)
+{
+    const struct mlxd_dump_cqe *c = &p->res->cqes[k];
+    const uint8_t *c64 = c->bytes + (c->size - 64);
+    char why[200] = "";
+    size_t w = 0;
+    unsigned bad = 0;
+#define WHY(...) do { bad++; if (w < sizeof why) w += (size_t)snprintf(why + w, sizeof why - w, __VA_ARGS__); } while (0)
+    if (!mlxd_cqe_is_error(c64)) {
+        WHY("; the CQE is not an error CQE (opcode 0x%x)", mlxd_cqe_opcode(c64));
+    } else {
+        unsigned synd = mlxd_cqe_syndrome(c64);
+        int cst = mlxd_syndrome_to_wc_status(synd);
+        if (st->syndrome_printed && (unsigned)st->syndrome != synd)
+            WHY("; syndrome 0x%x vs byte 55 0x%02x", st->syndrome, synd);
+        if (!st->status_from_syndrome && st->status != cst)
+            WHY("; status %d vs %d (syndrome 0x%02x)", st->status, cst, synd);
+        if (st->vendor_syndrome >= 0 && (unsigned)st->vendor_syndrome != mlxd_cqe_vendor_syndrome(c64))
+            WHY("; vendor syndrome 0x%x vs byte 54 0x%02x", st->vendor_syndrome, mlxd_cqe_vendor_syndrome(c64));
+        if (st->hw_err_synd >= 0 && st->hw_err_synd != c64[MLXD_ERR_CQE_OFF_HW_ERR_SYND])
+            WHY("; hw_err_synd %d vs byte 52 %u", st->hw_err_synd, c64[MLXD_ERR_CQE_OFF_HW_ERR_SYND]);
+        if (st->hw_synd_type_hi >= 0 && st->hw_synd_type_hi != c64[MLXD_ERR_CQE_OFF_HW_SYND_TYPE] >> 4)
+            WHY("; hw_synd_type %d vs byte 53 >> 4 = %u", st->hw_synd_type_hi, c64[MLXD_ERR_CQE_OFF_HW_SYND_TYPE] >> 4);
+    }
+#undef WHY
+    st->cqe = (int)k;
+    st->mismatches = bad;
+    if (bad)
+        diag(p, st->line, MLXD_DUMP_WARNING, -1,
+             "%s status line disagrees with CQE %zu (lines %u-%u)%s: it may report another "
+             "completion, or a row is damaged", mlxd_status_source_name(st->source), k + 1,
+             c->first_line, c->last_line, why);
+    else
+        diag(p, st->line, MLXD_DUMP_NOTE, -1, "%s status line agrees with CQE %zu (lines %u-%u)",
+             mlxd_status_source_name(st->source), k + 1, c->first_line, c->last_line);
+}
+
+/* Each status line is checked against the nearest CQE dump within STATUS_NEAR lines.  Both lists
+ * are in input order: one pass. */
+static void check_statuses(struct parser *p)
+{
+    struct mlxd_dump_result *r = p->res;
+    size_t k = 0;
+    for (size_t i = 0; i < r->nstatuses; i++) {
+        struct mlxd_dump_status *st = &r->statuses[i];
+        while (k < r->ncqes && r->cqes[k].last_line < st->line) k++;
+        /* k: the first CQE ending at or after the line; k - 1 ends before it */
+        long best = -1;
+        unsigned dist = STATUS_NEAR + 1;
+        if (k > 0 && st->line - r->cqes[k - 1].last_line <= STATUS_NEAR) {
+            best = (long)k - 1;
+            dist = st->line - r->cqes[k - 1].last_line;
+        }
+        if (k < r->ncqes) {
+            unsigned d = r->cqes[k].first_line > st->line ? r->cqes[k].first_line - st->line : 0;
+            if (d < dist && d <= STATUS_NEAR) best = (long)k;
+        }
+        if (best >= 0) check_status(p, st, (size_t)best);
+    }
+}
+
 /* ---- entry points -------------------------------------------------------------------------- */
 int mlxd_cqe_dump_parse(const char *text, size_t len, struct mlxd_dump_result **out)
 {
@@ -857,6 +1072,11 @@ int mlxd_cqe_dump_parse(const char *text, size_t len, struct mlxd_dump_result **
     if (!line) { free(p.res); return mlxd_err(ENOMEM, "mlxd_cqe_dump_parse: out of memory"); }
     unsigned lineno = 0;
     size_t i = 0;
+    char held[256];         /* a short row or word line held back (see "wrapped rows") */
+    size_t held_n = 0;
+    unsigned held_line = 0;
+    enum wrap_kind held_kind = WRAP_NONE;
+    int held_count = 0;
     while (i < len) {
         size_t j = i;
         while (j < len && text[j] != '\n' && text[j] != '\0') j++;
@@ -865,11 +1085,39 @@ int mlxd_cqe_dump_parse(const char *text, size_t len, struct mlxd_dump_result **
         while (n && (line[n - 1] == '\r' || is_space(line[n - 1]))) n--;
         line[n] = 0;
         lineno++;
-        process_line(&p, line, lineno, 0);
         i = j + 1;
+        if (held_kind != WRAP_NONE) {
+            const char *cont = strip_prefix(line);
+            const enum wrap_kind kind = held_kind;
+            int k = hex_tokens(cont, kind == WRAP_ROW ? 2 : 8);
+            held_kind = WRAP_NONE;
+            if (k >= 1 && held_count + k == (kind == WRAP_ROW ? 16 : 4)) {
+                /* held + ' ' + cont fits: the two lines and a newline came from the text */
+                size_t cn = strlen(cont);
+                memmove(line + held_n + 1, cont, cn + 1);
+                memcpy(line, held, held_n);
+                line[held_n] = ' ';
+                p.joined = lineno;
+                p.joined_n1 = (unsigned)held_count;
+                p.joined_n2 = (unsigned)k;
+                process_line(&p, line, held_line, 0);
+                p.joined = 0;
+                continue;
+            }
+            process_line(&p, held, held_line, 0);
+        }
+        if (n < sizeof held && (held_kind = wrappable(line, &held_count)) != WRAP_NONE) {
+            memcpy(held, line, n + 1);
+            held_n = n;
+            held_line = lineno;
+            continue;
+        }
+        process_line(&p, line, lineno, 0);
     }
+    if (held_kind != WRAP_NONE) process_line(&p, held, held_line, 0);
     flush_run(&p);
     finish_cur(&p);
+    check_statuses(&p);
     free(line);
     free(p.run);
     if (p.oom) {
@@ -899,6 +1147,7 @@ void mlxd_cqe_dump_free(struct mlxd_dump_result *r)
     if (!r) return;
     free(r->cqes);
     free(r->diags);
+    free(r->statuses);
     free(r);
 }
 
@@ -910,6 +1159,7 @@ const char *mlxd_dump_format_name(enum mlxd_dump_format f)
     case MLXD_DUMP_MLX5E: return "mlx5e Error cqe";
     case MLXD_DUMP_DPDK: return "DPDK hexdump";
     case MLXD_DUMP_PLAIN: return "plain hex";
+    case MLXD_DUMP_FIXTURE: return "fixture record";
     }
     return NULL;
 }

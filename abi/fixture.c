@@ -17,7 +17,8 @@
 
 #define MAGIC "mlxd-cqe-fixture"
 
-enum { HAVE_CQE_SIZE = 1, HAVE_RING = 2, HAVE_CQN = 4, HAVE_SOURCE = 8, HAVE_ALL = 15 };
+/* HAVE_ALL: the keys every version requires; overflow (version 2) is optional */
+enum { HAVE_CQE_SIZE = 1, HAVE_RING = 2, HAVE_CQN = 4, HAVE_SOURCE = 8, HAVE_ALL = 15, HAVE_OVERFLOW = 16 };
 
 struct mlxd_fixture_reader {
     FILE    *f;
@@ -28,6 +29,9 @@ struct mlxd_fixture_reader {
     size_t   cap;
     unsigned lineno;
     bool     pending;      /* line holds a record line not yet returned */
+    bool     have_md;      /* an 'md' line was read: it belongs to the next record */
+    uint8_t  md[128];
+    unsigned md_line;
     int      err;          /* sticky error (negative errno) */
     char     errmsg[512];  /* message of the sticky error */
     struct mlxd_fixture_header hdr;
@@ -38,6 +42,8 @@ struct mlxd_fixture_writer {
     bool     owns;
     int      err;          /* first write error (positive errno) */
     uint32_t cqe_size;
+    long     overflow_at;  /* file offset of the version 2 'overflow' value, -1 if none */
+    uint64_t overflow;     /* mlxd_fixture_writer_set_overflow(): written there at close */
 };
 
 /* ---- small helpers -------------------------------------------------------------------------- */
@@ -182,7 +188,9 @@ static int header_line(struct mlxd_fixture_reader *r, char *s, unsigned *have)
     if (!strcmp(key, "cqe_size")) bit = HAVE_CQE_SIZE;
     else if (!strcmp(key, "ring_size")) bit = HAVE_RING;
     else if (!strcmp(key, "cqn")) bit = HAVE_CQN;
-    else return rerr(r, "unknown header key '%.40s' (expected cqe_size, ring_size, cqn or source)", key);
+    else if (!strcmp(key, "overflow") && r->hdr.version >= 2) bit = HAVE_OVERFLOW;
+    else return rerr(r, "unknown header key '%.40s' (expected cqe_size, ring_size, cqn or source%s)", key,
+                     r->hdr.version >= 2 ? ", or overflow" : "");
     if (*have & bit) return rerr(r, "duplicate header key '%s'", key);
     if (parse_u64(val, &v) < 0 || strpbrk(val, " \t"))
         return rerr(r, "'%s' needs one number (decimal or 0x hex), found '%.40s'", key, val);
@@ -194,6 +202,8 @@ static int header_line(struct mlxd_fixture_reader *r, char *s, unsigned *have)
             return rerr(r, "ring_size %" PRIu64 " is not a power of two between 1 and %u", v,
                         MLXD_FIXTURE_MAX_RING);
         r->hdr.ring_size = (uint32_t)v;
+    } else if (bit == HAVE_OVERFLOW) {
+        r->hdr.overflow = v;
     } else {
         if (v > 0xFFFFFF) return rerr(r, "cqn 0x%" PRIx64 " exceeds 24 bits", v);
         r->hdr.cqn = (uint32_t)v;
@@ -208,11 +218,28 @@ static int header_line(struct mlxd_fixture_reader *r, char *s, unsigned *have)
 static bool is_record_line(const char *s)
 {
     if (*s == '+') return true;
-    static const char *const keys[] = { "cqe_size", "ring_size", "cqn", "source" };
+    static const char *const keys[] = { "cqe_size", "ring_size", "cqn", "source", "overflow" };
     size_t n = strcspn(s, " \t#");
-    for (unsigned i = 0; i < 4; i++)
+    for (unsigned i = 0; i < 5; i++)
         if (n == strlen(keys[i]) && !strncmp(s, keys[i], n)) return false;
     return hexval((unsigned char)*s) >= 0;
+}
+
+/* Refuses a CQE no ConnectX writes, which the poll loop could never consume: opcode 0xF
+ * (MLX5_CQE_INVALID: the poll loop takes the slot for the NIC's and waits for ever), or cqe_format 2 (64 bytes of data inlined in the CQE, which
+ * only a 128-byte CQE has room for) in a 64-byte CQE.  op_own: byte 63 of the 64-byte CQE
+ * (struct mlx5_cqe64), opcode bits 7:4, cqe_format bits 3:2. */
+static int record_consumable(struct mlxd_fixture_reader *r, const struct mlxd_fixture_record *rec)
+{
+    uint8_t op_own = rec->cqe[rec->cqe_size - 1];
+    unsigned opcode = op_own >> 4, format = (op_own >> 2) & 3;
+    if (opcode == 0xF)
+        return rerr(r, "opcode 0xf (MLX5_CQE_INVALID) is never written by a NIC: the poll loop "
+                       "would wait for this CQE for ever (op_own 0x%02x)", op_own);
+    if (format == 2 && rec->cqe_size == 64)
+        return rerr(r, "cqe_format 2 (64 bytes inline in the CQE) in a 64-byte CQE: only a "
+                       "128-byte CQE carries it (op_own 0x%02x)", op_own);
+    return 0;
 }
 
 /* Parses a record line into rec.  0 or error. */
@@ -259,7 +286,7 @@ static int record_line(struct mlxd_fixture_reader *r, char *s, struct mlxd_fixtu
     }
     if (n != want)
         return rerr(r, "record has %zu hex digits, cqe_size %u needs %zu", n, r->hdr.cqe_size, want);
-    return 0;
+    return record_consumable(r, rec);
 }
 
 /* ---- reader --------------------------------------------------------------------------------- */
@@ -274,15 +301,22 @@ static int reader_start(struct mlxd_fixture_reader *r)
         if (!magic) {
             char *rest = s + strlen(MAGIC);
             if (strncmp(s, MAGIC, strlen(MAGIC)) || (*rest != ' ' && *rest != '\t'))
-                return rerr(r, "first line must be '" MAGIC " %d', found '%.40s'", MLXD_FIXTURE_VERSION, s);
+                return rerr(r, "first line must be '" MAGIC " %d' (or an older version), found '%.40s'",
+                            MLXD_FIXTURE_VERSION, s);
             uint64_t v;
             rest = strip_comment(rest);
             if (parse_u64(rest, &v) < 0) return rerr(r, "bad version '%.20s'", rest);
-            if (v != MLXD_FIXTURE_VERSION)
-                return rerr(r, "version %" PRIu64 " is not supported (this library reads %d)", v, MLXD_FIXTURE_VERSION);
+            if (v < 1 || v > MLXD_FIXTURE_VERSION)
+                return rerr(r, "version %" PRIu64 " is not supported (this library reads 1 to %d)", v,
+                            MLXD_FIXTURE_VERSION);
             r->hdr.version = (uint32_t)v;
             magic = true;
             continue;
+        }
+        bool md = r->hdr.version >= 2 && !strncmp(s, "md", 2) && (s[2] == ' ' || s[2] == '\t');
+        if (md && (have & HAVE_ALL) == HAVE_ALL) {   /* the first record's metadata block */
+            r->pending = true;
+            return 0;
         }
         if (is_record_line(s)) {
             char buf[64];
@@ -290,10 +324,10 @@ static int reader_start(struct mlxd_fixture_reader *r)
             bool hexword = *s == '+';
             for (size_t i = 0; !hexword && i < n && hexval((unsigned char)s[i]) >= 0; i++)
                 hexword = i + 1 == n;
-            if (have != HAVE_ALL && !hexword)
+            if ((have & HAVE_ALL) != HAVE_ALL && !hexword)
                 return rerr(r, "unknown header key '%.*s' (expected cqe_size, ring_size, cqn or source)",
                             (int)(n > 40 ? 40 : n), s);
-            if (have != HAVE_ALL)
+            if ((have & HAVE_ALL) != HAVE_ALL)
                 return rerr(r, "record before the header is complete (missing %s)",
                             missing_keys(have, buf, sizeof buf));
             r->pending = true;
@@ -303,7 +337,7 @@ static int reader_start(struct mlxd_fixture_reader *r)
     }
     if (rc < 0) return rc;
     if (!magic) return rerr(r, "empty file: no '" MAGIC " %d' line", MLXD_FIXTURE_VERSION);
-    if (have != HAVE_ALL) {
+    if ((have & HAVE_ALL) != HAVE_ALL) {
         char buf[64];
         return rerr(r, "end of file before the header is complete (missing %s)",
                     missing_keys(have, buf, sizeof buf));
@@ -392,6 +426,25 @@ const struct mlxd_fixture_header *mlxd_fixture_header(const struct mlxd_fixture_
     return r ? &r->hdr : NULL;
 }
 
+/* An 'md HEX' line (version 2): the 128-byte metadata block of the next record's frame. */
+static int md_line(struct mlxd_fixture_reader *r, char *s)
+{
+    if (r->have_md) return rerr(r, "two 'md' lines in a row (one per record, before it)");
+    s = strip_comment(s);
+    size_t n = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p == ' ' || *p == '\t') continue;
+        int d = hexval((unsigned char)*p);
+        if (d < 0) return rerr(r, "'md': '%c' is not a hex digit", *p);
+        if (n < 256) r->md[n / 2] = (uint8_t)(n & 1 ? r->md[n / 2] | d : d << 4);
+        n++;
+    }
+    if (n != 256) return rerr(r, "'md' has %zu hex digits, a metadata block needs 256 (128 bytes)", n);
+    r->have_md = true;
+    r->md_line = r->lineno;
+    return 0;
+}
+
 /* mlxd_fixture_next() without the argument check; messages name r->fn. */
 static int reader_next(struct mlxd_fixture_reader *r, struct mlxd_fixture_record *rec)
 {
@@ -399,11 +452,20 @@ static int reader_next(struct mlxd_fixture_reader *r, struct mlxd_fixture_record
     for (;;) {
         if (!r->pending) {
             int rc = read_line(r);
+            if (rc == 0 && r->have_md) {
+                r->lineno = r->md_line;
+                return rerr(r, "'md' line not followed by a record");
+            }
             if (rc <= 0) return rc;
         }
         r->pending = false;
         char *s = trim(r->line);
         if (!*s || *s == '#') continue;
+        if (r->hdr.version >= 2 && !strncmp(s, "md", 2) && (s[2] == ' ' || s[2] == '\t')) {
+            int rc = md_line(r, s + 3);
+            if (rc < 0) return rc;
+            continue;
+        }
         if (!is_record_line(s)) {
             char *k = s;
             k[strcspn(k, " \t")] = 0;
@@ -411,7 +473,13 @@ static int reader_next(struct mlxd_fixture_reader *r, struct mlxd_fixture_record
                            "records are [+DELAY] and %u hex digits)", k, 2 * r->hdr.cqe_size);
         }
         int rc = record_line(r, s, rec);
-        return rc < 0 ? rc : 1;
+        if (rc < 0) return rc;
+        if (r->have_md) {
+            rec->has_md = true;
+            memcpy(rec->md, r->md, sizeof rec->md);
+            r->have_md = false;
+        }
+        return 1;
     }
 }
 
@@ -472,8 +540,10 @@ void mlxd_fixture_free(struct mlxd_fixture *f)
 /* ---- writer --------------------------------------------------------------------------------- */
 static int check_header(const struct mlxd_fixture_header *h, const char *fn)
 {
-    if (h->version != MLXD_FIXTURE_VERSION)
-        return mlxd_err(EINVAL, "%s: header version %u, expected %d", fn, h->version, MLXD_FIXTURE_VERSION);
+    if (h->version < 1 || h->version > MLXD_FIXTURE_VERSION)
+        return mlxd_err(EINVAL, "%s: header version %u, expected 1 to %d", fn, h->version, MLXD_FIXTURE_VERSION);
+    if (h->version < 2 && h->overflow)
+        return mlxd_err(EINVAL, "%s: overflow %" PRIu64 " needs version 2", fn, h->overflow);
     if (h->cqe_size != 64 && h->cqe_size != 128)
         return mlxd_err(EINVAL, "%s: cqe_size %u is neither 64 nor 128", fn, h->cqe_size);
     if (!is_pow2(h->ring_size) || h->ring_size > MLXD_FIXTURE_MAX_RING)
@@ -507,9 +577,17 @@ static int writer_start(const char *fn, FILE *f, bool owns, const struct mlxd_fi
     w->f = f;
     w->owns = owns;
     w->cqe_size = h->cqe_size;
-    wcheck(w, fprintf(f, MAGIC " %d\n# CQE fixture, format: docs/fixture-format.md\n"
+    w->overflow_at = -1;
+    w->overflow = h->overflow;
+    wcheck(w, fprintf(f, MAGIC " %u\n# CQE fixture, format: docs/fixture-format.md\n"
                          "cqe_size %u\nring_size %u\ncqn 0x%06x\nsource %s\n",
-                      MLXD_FIXTURE_VERSION, h->cqe_size, h->ring_size, h->cqn, h->source));
+                      h->version, h->cqe_size, h->ring_size, h->cqn, h->source));
+    if (h->version >= 2 && !w->err) {
+        /* a fixed-width value, so that close can write the final count in place */
+        wcheck(w, fprintf(f, "overflow "));
+        w->overflow_at = ftell(f);
+        wcheck(w, fprintf(f, "%-20" PRIu64 "\n", h->overflow));
+    }
     if (w->err) {
         int e = w->err;
         if (owns) fclose(f);
@@ -564,6 +642,24 @@ int mlxd_fixture_write(struct mlxd_fixture_writer *w, const void *cqe, bool has_
     return 0;
 }
 
+int mlxd_fixture_write_md(struct mlxd_fixture_writer *w, const void *md)
+{
+    if (!w || !md) return mlxd_err(EINVAL, "mlxd_fixture_write_md: %s is NULL", w ? "md" : "writer");
+    if (w->overflow_at < 0) return mlxd_err(EINVAL, "mlxd_fixture_write_md: the header is version 1 (no 'md' lines)");
+    if (w->err) return mlxd_err(w->err, "mlxd_fixture_write_md: earlier write failed: %s", strerror(w->err));
+    char buf[4 + 256 + 2], *p = buf;
+    static const char hex[] = "0123456789abcdef";
+    const uint8_t *b = md;
+    p += sprintf(p, "md ");
+    for (int i = 0; i < 128; i++) { *p++ = hex[b[i] >> 4]; *p++ = hex[b[i] & 15]; }
+    *p++ = '\n';
+    if (fwrite(buf, 1, (size_t)(p - buf), w->f) != (size_t)(p - buf)) {
+        w->err = errno ? errno : EIO;
+        return mlxd_err(w->err, "mlxd_fixture_write_md: %s", strerror(w->err));
+    }
+    return 0;
+}
+
 int mlxd_fixture_comment(struct mlxd_fixture_writer *w, const char *text)
 {
     if (!w || !text) return mlxd_err(EINVAL, "mlxd_fixture_comment: %s is NULL", w ? "text" : "writer");
@@ -573,10 +669,24 @@ int mlxd_fixture_comment(struct mlxd_fixture_writer *w, const char *text)
     return w->err ? mlxd_err(w->err, "mlxd_fixture_comment: %s", strerror(w->err)) : 0;
 }
 
+int mlxd_fixture_writer_set_overflow(struct mlxd_fixture_writer *w, uint64_t n)
+{
+    if (!w) return mlxd_err(EINVAL, "mlxd_fixture_writer_set_overflow: writer is NULL");
+    if (w->overflow_at < 0)
+        return mlxd_err(EINVAL, "mlxd_fixture_writer_set_overflow: the header is version 1 (no overflow key)");
+    w->overflow = n;
+    return 0;
+}
+
 int mlxd_fixture_writer_close(struct mlxd_fixture_writer *w)
 {
     if (!w) return 0;
     int e = w->err;
+    if (!e && w->overflow_at >= 0 && w->overflow) {
+        if (fseek(w->f, w->overflow_at, SEEK_SET) != 0 || fprintf(w->f, "%-20" PRIu64, w->overflow) < 0 ||
+            fseek(w->f, 0, SEEK_END) != 0)
+            e = errno ? errno : EIO;
+    }
     if (fflush(w->f) != 0 && !e) e = errno ? errno : EIO;
     if (ferror(w->f) && !e) e = EIO;
     if (w->owns && fclose(w->f) != 0 && !e) e = errno ? errno : EIO;

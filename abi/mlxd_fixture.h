@@ -2,11 +2,12 @@
  * streams that tests and the emulator replay through the poll loop.  The format is specified in
  * docs/fixture-format.md; in short:
  *
- *     mlxd-cqe-fixture 1
+ *     mlxd-cqe-fixture 2
  *     cqe_size 64
  *     ring_size 256
  *     cqn 0x000412
  *     source emulator: 1080p frame receiver, 4 frames
+ *     overflow 0                                      # version 2 only (optional)
  *     # comment lines and blank lines anywhere
  *     0000...(128 hex digits)...00e1
  *     +1500ns 0000...(128 hex digits)...01e1      # optional delay since the previous CQE
@@ -36,7 +37,7 @@
 extern "C" {
 #endif
 
-#define MLXD_FIXTURE_VERSION     1
+#define MLXD_FIXTURE_VERSION     2   /* the newest version read and written; 1 is read too */
 #define MLXD_FIXTURE_SOURCE_MAX  256   /* bytes of the source line kept, including the NUL */
 #define MLXD_FIXTURE_MAX_RING    (1u << 24)  /* largest ring_size accepted (libmlx5's cap) */
 
@@ -50,6 +51,8 @@ struct mlxd_fixture_header {
     char     source[MLXD_FIXTURE_SOURCE_MAX];  /* where the stream came from: one line of text,
                              1..255 bytes, no control character but tab, no leading or trailing
                              blank (docs/fixture-format.md; reader and writer refuse the rest) */
+    uint64_t overflow;    /* version 2: CQEs the recorder consumed but could not record (its ring
+                             was full): the stream has that many gaps.  0 in version 1 */
 };
 
 /* One record: one CQE as it was in the ring. */
@@ -59,6 +62,10 @@ struct mlxd_fixture_record {
     bool     has_delay;   /* the record gave a delay */
     uint64_t delay_ns;    /* nanoseconds since the previous record (0 when !has_delay) */
     unsigned line;        /* 1-based line number in the file */
+    bool     has_md;      /* version 2: an 'md' line before the record gave md */
+    uint8_t  md[128];     /* the 128-byte metadata block the sensor bridge wrote with this
+                             record's frame (Holoscan Sensor Bridge; receiver/mlxd_hsb.h), as the
+                             poll loop found it in the frame's page when it consumed the CQE */
 };
 
 struct mlxd_fixture_reader;   /* opaque */
@@ -113,8 +120,17 @@ int mlxd_fixture_writer_stream(FILE *f, const struct mlxd_fixture_header *h,
 int mlxd_fixture_write(struct mlxd_fixture_writer *w, const void *cqe, bool has_delay,
                        uint64_t delay_ns);
 
+/* Version 2: appends an 'md' line, the 128-byte metadata block of the next record's frame.
+ * Errors: -EINVAL (NULL, or a version 1 header), or the errno of the failed write. */
+int mlxd_fixture_write_md(struct mlxd_fixture_writer *w, const void *md);
+
 /* Appends a comment line "# text" (text must not contain a newline: -EINVAL). */
 int mlxd_fixture_comment(struct mlxd_fixture_writer *w, const char *text);
+
+/* Version 2 headers: sets the overflow count written into the header at close (the writer
+ * reserves room for it; the file must be seekable then, else close returns ESPIPE's errno).
+ * Errors: -EINVAL (NULL, or a version 1 header). */
+int mlxd_fixture_writer_set_overflow(struct mlxd_fixture_writer *w, uint64_t n);
 
 /* Flushes, closes the file if the writer opened it, and frees the writer (NULL is a no-op and
  * returns 0).  Returns 0, or the errno of the first write/flush/close that failed. */

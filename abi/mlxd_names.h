@@ -75,6 +75,15 @@ int mlxd_syndrome_to_wc_status(unsigned syndrome);
 const char *mlxd_wc_status_name(int status);
 const char *mlxd_wc_status_text(int status);
 
+/* The syndrome libmlx5 maps to status (the inverse of mlxd_syndrome_to_wc_status), so that a
+ * log line giving only the status gets the same explanation as a CQE; -1 for
+ * MLXD_WC_GENERAL_ERR (many syndromes give it) and for statuses no syndrome gives. */
+int mlxd_wc_status_to_syndrome(int status);
+
+/* The status whose ibv_wc_status_str() words or IBV_WC_ name s starts with (the longest such);
+ * -1 when none, or s is NULL. */
+int mlxd_wc_status_from_text(const char *s);
+
 #ifdef __cplusplus
 }
 #endif

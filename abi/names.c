@@ -1,6 +1,7 @@
 /* names.c: name tables for CQE opcodes, WQE opcodes, syndromes and ibv_wc_status (mlxd_names.h).
  * Values: rdma-core mlx5dv.h and verbs.h (checked in abi_assert.c); explanations in our words. */
 #include <stddef.h>
+#include <string.h>
 #include "mlxd_abi.h"
 #include "mlxd_names.h"
 
@@ -184,4 +185,27 @@ const char *mlxd_wc_status_name(int st)
 const char *mlxd_wc_status_text(int st)
 {
     return st >= 0 && (size_t)st < COUNT(wc_texts) ? wc_texts[st] : NULL;
+}
+int mlxd_wc_status_to_syndrome(int st)
+{
+    /* the inverse of the switch in mlx5_handle_error_cqe: one syndrome per status there, except
+     * IBV_WC_GENERAL_ERR, which every unlisted syndrome gives */
+    if (st == MLXD_WC_GENERAL_ERR) return -1;
+    for (size_t i = 0; i < COUNT(syndromes); i++)
+        if (syndromes[i].wc == st) return (int)syndromes[i].value;
+    return -1;
+}
+int mlxd_wc_status_from_text(const char *s)
+{
+    if (!s) return -1;
+    int best = -1;
+    size_t best_len = 0;
+    for (size_t i = 0; i < COUNT(wc_texts); i++) {
+        const char *const cand[2] = { wc_texts[i], wc_names[i] };
+        for (int k = 0; k < 2; k++) {
+            size_t n = strlen(cand[k]);
+            if (n > best_len && !strncmp(s, cand[k], n)) { best = (int)i; best_len = n; }
+        }
+    }
+    return best;
 }

@@ -60,7 +60,8 @@ struct emu_device_cfg {
     uint16_t dst_udp_port;  /* port it sends to (4791 default) */
     unsigned mtu;           /* IB MTU in bytes: 256..4096 (active_mtu derived from it) */
     bool     link_up;       /* port state ACTIVE(4) vs DOWN(1) */
-    bool     ethernet;      /* link layer Ethernet (RoCE) */
+    bool     ethernet;      /* link layer Ethernet (RoCE); false: an InfiniBand port (LID 1 + index) */
+    bool     sf;            /* a sub-function: device/driver is mlx5_core.sf on the auxiliary bus */
     uint64_t node_guid;
     struct emu_gid gids[EMU_MAX_GIDS];
     unsigned ngids;
@@ -138,7 +139,8 @@ struct emu_qp {
     uint32_t sq_wqe_cnt;          /* WQEBBs (64 B each), power of two, 0 = no SQ */
     uint32_t rq_wqe_cnt, rq_wqe_shift;
     volatile uint32_t *dbrec;     /* [0] RCV BE32 (rq head & 0xffff), [1] SND BE32 (sq pi & 0xffff) */
-    struct emu_uar *uar;          /* send doorbell / BlueFlame at +0x800 */
+    struct emu_uar *uar;          /* send doorbell / BlueFlame page */
+    uint32_t bf_off;              /* the QP's bfreg in it: 0x800 + 0x200 * k (two 256-B halves) */
     uint32_t uidx;                /* cqe_version 1: echoed in CQE srqn_uidx; else 0xffffff */
     bool     sq_sig_all, scatter_to_cqe;
     uint32_t max_inline, max_send_sge, max_recv_sge, max_send_wr, max_recv_wr;

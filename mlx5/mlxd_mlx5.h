@@ -123,8 +123,11 @@ struct mlxd_recv {
 /* Posts n receives (in order) and writes the receive doorbell record once.  All-or-nothing:
  * when fewer than n slots are free (recv_depth receives outstanding at most) nothing is
  * posted and -EAGAIN is returned.
+ * A zero-length scatter entry is left out of the WQE (to a ConnectX byte_count 0 means 2 GiB,
+ * kernel hw/mlx5/odp.c; libmlx5 skips such entries too, rdma-core providers/mlx5/qp.c).
  * Returns n (>= 0).  Errors: -EAGAIN; -EINVAL qp invalid, no receive ring, n and r NULL,
- * num_local above max_recv_sge, n above recv_depth (it could never succeed).
+ * num_local above max_recv_sge, n above recv_depth (it could never succeed), an entry's length
+ * of 2^31 or more (a data segment's byte_count has 31 bits, as for sends).
  * Thread rules: one mlxd_qp_receive of qp at a time; may run while another thread polls. */
 int mlxd_qp_receive(struct mlxd_qp *qp, const struct mlxd_recv *r, size_t n);
 
@@ -295,7 +298,7 @@ struct mlxd_replay;
  * format) into cq's ring as the NIC would: at producer index pi it writes the CQE's 64 bytes
  * with byte 63's owner bit = !!(pi & ncqe) and op_own written last after a write barrier; it
  * never overtakes the consumer (waits while pi - ci == ncqe, ci read from the CQ doorbell
- * record).  cq must be detached (a NIC's CQ is the NIC's).  opts may be NULL (defaults).
+ * record only when the value read last leaves no room, not per CQE).  cq must be detached (a NIC's CQ is the NIC's).  opts may be NULL (defaults).
  * Errors (messages start "mlxd_replay_start: "): -EINVAL misuse (cq not a live detached CQ, path
  * or out NULL, opts->sz too small, or larger with non-zero unknown bytes); the fixture reader's
  * errors (mlxd_fixture_load's errno, e.g. -ENOENT; the message names the file); -ENOMEM;
@@ -307,6 +310,56 @@ int mlxd_replay_start(struct mlxd_cq *cq, const char *path, const struct mlxd_re
  * it wrote (>= 0); -EINVAL when rp is NULL.  Call once, before destroying the CQ; the feeder
  * waits for room while nobody polls, so finish(rp, false) needs a consumer.  Any thread. */
 long mlxd_replay_finish(struct mlxd_replay *rp, bool stop);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Recording                                                                                  */
+
+struct mlxd_record_opts {
+    size_t   sz;               /* sizeof(struct mlxd_record_opts); larger from a newer header is
+                                  accepted when the fields this library does not know are zero */
+    uint32_t ring_entries;     /* CQEs the ring between the poll loop and the writer thread
+                                  holds: a power of two up to 1 << 22; 0 = 4096 (208 bytes each) */
+    const char *source;        /* the fixture's source line (1..255 bytes, one line); NULL: one
+                                  naming the CQ */
+    /* Optional: called by the poll loop for each CQE it records; returns true after copying the
+     * 128-byte metadata block of the CQE's frame into md (written as an 'md' line before the
+     * record: what a receiver replay needs).  Must not block. */
+    bool   (*metadata)(void *ctx, const uint8_t cqe[64], uint8_t md[128]);
+    void    *metadata_ctx;
+};
+
+struct mlxd_record_stats {
+    uint64_t recorded;         /* CQEs copied into the ring by the poll loop */
+    uint64_t written;          /* of those, written to the file */
+    uint64_t overflow;         /* CQEs consumed but not recorded: the ring was full */
+};
+
+struct mlxd_recorder;
+
+/* Records every CQE mlxd_cq_poll consumes from cq (any CQ: a NIC's or a detached one) into the
+ * fixture file path (abi/mlxd_fixture.h, version 2: cqe_size 64, ring_size and cqn of cq; each
+ * record is the 64 bytes as the poll loop read them, with the time since the previous record:
+ * CLOCK_MONOTONIC, one timestamp per mlxd_cq_poll batch).  The poll loop only copies into a
+ * preallocated ring (no lock, no system call: clock_gettime is the vDSO's); a writer thread
+ * writes the file.  When the ring is full the poll loop does not wait: the CQEs are counted
+ * (overflow) and the count is written into the file's header ('overflow N') at stop.
+ * Recording costs the poll loop its general path (no hot QP while recording); with no recorder
+ * the hot path is unchanged (docs/performance.md).
+ * Errors: -EINVAL (cq not live, path/out NULL, bad opts), -EBUSY (cq already recorded), the
+ * fixture writer's errno (the message names path), -ENOMEM, pthread_create's errno.
+ * Thread rules: call start and stop while no mlxd_cq_poll of cq runs (on the polling thread,
+ * or before polling starts and after it ends); mlxd_cq_destroy refuses a recorded CQ (-EBUSY). */
+int mlxd_cq_record_start(struct mlxd_cq *cq, const char *path, const struct mlxd_record_opts *opts,
+                         struct mlxd_recorder **out);
+
+/* Counters so far (any thread; a snapshot). */
+void mlxd_recorder_stats(const struct mlxd_recorder *r, struct mlxd_record_stats *st);
+
+/* Stops recording: the writer writes what the ring holds, the overflow count goes into the
+ * header, the file is closed and r freed; *st (may be NULL) gets the final counters.
+ * Returns 0, -EINVAL (r NULL), or the errno of the first write/close that failed (the message
+ * names the call; the file is then incomplete).  Thread rules: as mlxd_cq_record_start. */
+int mlxd_cq_record_stop(struct mlxd_recorder *r, struct mlxd_record_stats *st);
 
 #ifdef __cplusplus
 }

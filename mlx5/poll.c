@@ -37,6 +37,7 @@
 #include "mlxd_abi.h"
 #include "mlxd_cqe.h"
 #include "mlxd_error.h"
+#include "record.h"
 
 /* The inline test in mlxd_mlx5.h reads struct mlxd_cq through mlxd__cq_head. */
 _Static_assert(offsetof(struct mlxd_cq, buf) == offsetof(mlxd__cq_head, buf), "cq head: buf");
@@ -353,7 +354,8 @@ static inline int hand_back(struct mlxd_cq *cq, uint32_t n, const struct release
  * reused number must not make this CQ remember a QP that mlxd_qp_destroy will not clear.) */
 static inline struct mlxd_qp *hot_candidate(const struct mlxd_cq *cq, struct mlxd_qp *qp)
 {
-    return qp && qp->rq_wrid && qp->recv_cq == cq ? qp : NULL;
+    /* a recorded CQ keeps none: every batch takes the general path, where it is recorded */
+    return qp && qp->rq_wrid && qp->recv_cq == cq && !cq->recorder ? qp : NULL;
 }
 
 /* The general path of a batch, from its k-th CQE on (the hot path decoded k, all receive
@@ -363,6 +365,7 @@ static __attribute__((noinline)) int poll_general(struct mlxd_cq *cq, struct mlx
                                                   uint32_t k, struct mlxd_qp *hot)
 {
     const uint8_t *c = (const uint8_t *)(uintptr_t)cq->buf + ((size_t)(cq->ci & (cq->ncqe - 1)) << 6);
+    if (mlxd_unlikely(cq->recorder != NULL)) mlxd__record_cqes(cq->recorder, c, n);   /* before hand-back */
     struct release rel = { k ? hot : NULL, k, NULL };
     decode_run(cq, c + ((size_t)k << 6), out + k, n - k, out, &rel);
     cq->hot_qp = hot_candidate(cq, rel.qp);
@@ -375,6 +378,10 @@ static __attribute__((noinline)) int poll_straddle(struct mlxd_cq *cq, struct ml
 {
     const uint8_t *buf = (const uint8_t *)(uintptr_t)cq->buf;
     mlxd_rmb();                               /* see poll_batch */
+    if (mlxd_unlikely(cq->recorder != NULL)) {
+        mlxd__record_cqes(cq->recorder, buf + ((size_t)(cq->ci & (cq->ncqe - 1)) << 6), n1);
+        mlxd__record_cqes(cq->recorder, buf, n2);
+    }
     struct release rel = { NULL, 0, NULL };
     decode_run(cq, buf + ((size_t)(cq->ci & (cq->ncqe - 1)) << 6), out, n1, out, &rel);
     decode_run(cq, buf, out + n1, n2, out, &rel);

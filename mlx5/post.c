@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 #include "barrier.h"
+#include "bf_copy.h"
 #include "driver.h"
 #include "mlxd_abi.h"
 #include "mlxd_error.h"
@@ -179,8 +180,8 @@ int mlxd_qp_ring(struct mlxd_qp *qp)
     const uint64_t *wqe = (const uint64_t *)(uintptr_t)(qp->sq + ((size_t)idx << MLXD_SEND_WQE_SHIFT));
     uint32_t bytes = qp->last_nbb << MLXD_SEND_WQE_SHIFT;
     if (qp->pending == 1 && bytes <= qp->bf_buf_size && idx + qp->last_nbb <= qp->sq_wqebbs) {
-        /* BlueFlame: the whole WQE, 64 bytes at a time, as 8-byte stores */
-        for (uint32_t i = 0; i < bytes >> 3; i++) mlxd_shared_store(&reg[i], wqe[i]);
+        /* BlueFlame: the whole WQE, one 64-byte block at a time (bf_copy.h) */
+        for (uint32_t i = 0; i < bytes >> 3; i += 8) mlxd_bf_copy64(&reg[i], &wqe[i]);
     } else {
         mlxd_shared_store(&reg[0], wqe[0]);   /* doorbell: the last WQE's ctrl bytes 0..7, one 64-bit store */
     }
@@ -197,10 +198,16 @@ int mlxd_qp_receive(struct mlxd_qp *qp, const struct mlxd_recv *r, size_t n)
     if (mlxd_unlikely(n > qp->rq_depth))     /* before r[] is read: it may be shorter than n */
         return mlxd_err(EINVAL, "mlxd_qp_receive: QP 0x%x: %zu receives at once exceed its recv_depth %u",
                         qp->qpn, n, qp->rq_depth);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         if (mlxd_unlikely(r[i].num_local > qp->max_recv_sge || (r[i].num_local && !r[i].local)))
             return mlxd_err(EINVAL, "mlxd_qp_receive: QP 0x%x: receive %zu has %u scatter entries (max %u)",
                             qp->qpn, i, r[i].num_local, qp->max_recv_sge);
+        for (uint32_t k = 0; k < r[i].num_local; k++)
+            if (mlxd_unlikely(r[i].local[k].length > 0x7fffffffu))   /* 31-bit byte_count, as sends */
+                return mlxd_err(EINVAL, "mlxd_qp_receive: QP 0x%x: receive %zu entry %u: length %u is 2^31 or "
+                                "more (a data segment's byte_count has 31 bits)", qp->qpn, i, k,
+                                r[i].local[k].length);
+    }
     uint32_t ci = atomic_load_explicit(&qp->rq_ci, memory_order_acquire);
     if (mlxd_unlikely(n > (size_t)(qp->rq_depth - (qp->rq_head - ci)))) return -EAGAIN;
     if (!n) return 0;
@@ -211,11 +218,16 @@ int mlxd_qp_receive(struct mlxd_qp *qp, const struct mlxd_recv *r, size_t n)
     for (size_t i = 0; i < n; i++, head++) {
         uint32_t idx = head & mask;
         uint8_t *w = rq + ((size_t)idx << shift);
-        uint32_t k;
-        for (k = 0; k < r[i].num_local; k++, w += MLXD_WQE_DATA_SIZE) {
-            st32(w + MLXD_WQE_DATA_OFF_BYTE_COUNT, r[i].local[k].length);
-            st32(w + MLXD_WQE_DATA_OFF_LKEY, r[i].local[k].lkey);
-            st64(w + MLXD_WQE_DATA_OFF_ADDR, r[i].local[k].addr);
+        uint32_t k = 0;
+        for (uint32_t j = 0; j < r[i].num_local; j++) {
+            /* byte_count 0 means 2 GiB to a ConnectX (kernel hw/mlx5/odp.c): a zero-length
+             * entry is left out, as libmlx5 does (rdma-core providers/mlx5/qp.c mlx5_post_recv) */
+            if (!r[i].local[j].length) continue;
+            st32(w + MLXD_WQE_DATA_OFF_BYTE_COUNT, r[i].local[j].length);
+            st32(w + MLXD_WQE_DATA_OFF_LKEY, r[i].local[j].lkey);
+            st64(w + MLXD_WQE_DATA_OFF_ADDR, r[i].local[j].addr);
+            w += MLXD_WQE_DATA_SIZE;
+            k++;
         }
         if (k < max_gs) {        /* terminator: byte_count 0, MLX5_INVALID_LKEY, addr 0 */
             st32(w + MLXD_WQE_DATA_OFF_BYTE_COUNT, 0);

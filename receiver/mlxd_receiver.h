@@ -92,7 +92,35 @@ struct mlxd_receiver_opts {
     unsigned recv_depth;         /* receives kept posted: 0 = 256 (as the original); else
                                     2..32768 */
     unsigned repost_batch;       /* receives re-posted at once: 0 = 16; 1..recv_depth/2 */
+    const char *record_cqes;     /* NULL, or a file to record every CQE of the receive CQ into
+                                    (mlxd_cq_record_start, mlx5/mlxd_mlx5.h: a CQE fixture,
+                                    docs/fixture-format.md), from start until close (the flush
+                                    CQEs of close included); read during start only */
+    const char *replay_fixture;  /* NULL, or a CQE fixture (docs/fixture-format.md) to receive
+                                    from instead of a NIC: no device is opened (device and
+                                    peer_ip are not used, but peer_ip must still parse); the
+                                    records play into a detached CQ, each 'md' block landing in
+                                    its page before its CQE, and the monitor (busy-poll: mode
+                                    is ignored), queue, callbacks and counters run as with a
+                                    NIC.  Host memory only.  docs/testing-with-fixtures.md */
+    uint32_t replay_pace;        /* enum mlxd_replay_pace */
 };
+
+/* How a receiver started on replay_fixture plays the records. */
+enum mlxd_replay_pace {
+    MLXD_REPLAY_PACE_FAST = 0,     /* as fast as the monitor consumes them */
+    MLXD_REPLAY_PACE_RECORDED = 1, /* with the recorded delays between records */
+    MLXD_REPLAY_PACE_STEPPED = 2,  /* only as many as mlxd_receiver_replay_step() allowed */
+};
+
+/* Stepped pacing: lets the replay write n more records (each a CQE, with its metadata block).
+ * Returns 0; -EINVAL when the receiver was not started on a fixture with
+ * MLXD_REPLAY_PACE_STEPPED.  Any thread. */
+int mlxd_receiver_replay_step(struct mlxd_receiver *r, unsigned n);
+
+/* Records the replay has written into the ring so far (*written) and the fixture holds (*total).
+ * -EINVAL when the receiver was not started on a fixture.  Any thread. */
+int mlxd_receiver_replay_progress(const struct mlxd_receiver *r, uint64_t *written, uint64_t *total);
 
 /* Bits of mlxd_receiver_frame.flags. */
 #define MLXD_FRAME_PSN_MISMATCH 0x1u /* at completion the device had rewritten the page, or was

@@ -21,6 +21,8 @@
 #include "mlxd_mlx5.h"
 #include "mlxd_receiver.h"
 #include "mlxd_uverbs.h"
+#include "mlxd_abi.h"
+#include "rx_replay.h"
 #include "opts.h"
 
 #define DEFAULT_RECV_DEPTH 256u    /* the original posts 256 receives (roce_receiver.cpp start) */
@@ -60,6 +62,8 @@ struct mlxd_receiver {
     /* device objects */
     struct mlxd_nic *nic;
     struct mlxd_cq *cq;
+    struct mlxd_recorder *rec;     /* opts.record_cqes: the CQ's recorder (mlx5/record.c) */
+    struct mlxd__rx_replay *replay;/* opts.replay_fixture: the feeder of the detached CQ */
     struct mlxd_region *mr;
     struct mlxd_qp *qp;
     uint32_t qpn, rkey;
@@ -152,7 +156,10 @@ static int check_opts(const struct mlxd_receiver_opts *o, uint32_t *peer)
         BAD("mode %u is not MLXD_RECEIVER_BUSY_POLL (0) or MLXD_RECEIVER_EVENT (1)", o->mode);
     if (layout > MLXD_HSB_IMM_LEGACY_8_24)
         BAD("imm_layout %u is not 0 (12/20) or 1 (legacy 8/24)", layout);
-    if (o->sz >= sizeof *o) {
+    if (o->sz >= offsetof(struct mlxd_receiver_opts, replay_pace) + sizeof o->replay_pace &&
+        o->replay_pace > MLXD_REPLAY_PACE_STEPPED)
+        BAD("replay_pace %u is not FAST (0), RECORDED (1) or STEPPED (2)", o->replay_pace);
+    if (o->sz >= offsetof(struct mlxd_receiver_opts, repost_batch) + sizeof o->repost_batch) {
         if (o->memory > MLXD_RECEIVER_MEM_CUDA)
             BAD("memory %u is not AUTO (0), HOST (1) or CUDA (2)", o->memory);
         if (o->recv_depth > 32768)
@@ -238,6 +245,14 @@ static int teardown(struct mlxd_receiver *r)
         KEEP(mlxd_region_deregister(r->mr));
         r->mr = NULL;
     }
+    if (r->replay) {               /* the feeder writes into the CQ: stopped before it goes */
+        mlxd__rx_replay_stop(r->replay);
+        r->replay = NULL;
+    }
+    if (r->rec) {                  /* after the drain above: its flush CQEs are recorded too */
+        KEEP(mlxd_cq_record_stop(r->rec, NULL));
+        r->rec = NULL;
+    }
     if (r->cq) {
         KEEP(mlxd_cq_destroy(r->cq));
         r->cq = NULL;
@@ -262,6 +277,62 @@ static int teardown(struct mlxd_receiver *r)
 /* ---------------------------------------------------------------------------------------- */
 /* start                                                                                      */
 
+/* The recorder's metadata hook: the block of the page a RESP_WR_IMM CQE names, as the monitor
+ * is about to find it (host memory only). */
+static bool record_md(void *ctx, const uint8_t cqe[64], uint8_t md[128])
+{
+    const struct mlxd_receiver *r = ctx;
+    if (!r->host || r->o.no_metadata || (cqe[MLXD_CQE_OFF_OP_OWN] >> 4) != MLXD_CQE_RESP_WR_IMM)
+        return false;
+    uint32_t imm;
+    memcpy(&imm, cqe + MLXD_CQE_OFF_IMM_INVAL_PKEY, 4);
+    uint32_t page = mlxd_hsb_imm_page(be32toh(imm), r->o.imm_layout);
+    if (page >= r->o.pages)
+        return false;
+    memcpy(md, r->host + (uint64_t)page * r->o.page_size + r->o.metadata_offset, 128);
+    return true;
+}
+
+/* opts.record_cqes: records the receive CQ, each frame's metadata block with its CQE. */
+static int start_recording(struct mlxd_receiver *r)
+{
+    if (!r->o.record_cqes)
+        return 0;
+    struct mlxd_record_opts ropts = { .sz = sizeof ropts, .source = "mlxd_receiver_start: record_cqes",
+                                      .metadata = record_md, .metadata_ctx = r };
+    int rc = mlxd_cq_record_start(r->cq, r->o.record_cqes, &ropts, &r->rec);
+    r->o.record_cqes = NULL;   /* the caller's string: used only here */
+    return rc;
+}
+
+/* opts.replay_fixture: a detached CQ fed from the fixture instead of a NIC: no device, QP or
+ * memory region; the monitor busy-polls it. */
+static int start_replay(struct mlxd_receiver *r)
+{
+    r->rxw_path[0] = 0;            /* no port counters: nothing came over a wire */
+    r->qpn = r->rkey = 0;
+    int rc = mlxd__rx_replay_start(&r->o, r->host, &r->cq, &r->replay);
+    r->o.replay_fixture = NULL;   /* the caller's string: used only here */
+    if (rc < 0)
+        return rc;
+    return start_recording(r);
+}
+
+int mlxd_receiver_replay_step(struct mlxd_receiver *r, unsigned n)
+{
+    if (!r || !atomic_load(&r->started) || !r->replay)
+        return mlxd_err(EINVAL, "mlxd_receiver_replay_step: the receiver was not started on a fixture");
+    return mlxd__rx_replay_step(r->replay, n);
+}
+
+int mlxd_receiver_replay_progress(const struct mlxd_receiver *r, uint64_t *written, uint64_t *total)
+{
+    if (!r || !written || !total || !atomic_load(&r->started) || !r->replay)
+        return mlxd_err(EINVAL, "mlxd_receiver_replay_progress: the receiver was not started on a fixture");
+    mlxd__rx_replay_progress(r->replay, written, total);
+    return 0;
+}
+
 int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts *opts)
 {
     if (!r || !opts)
@@ -283,7 +354,7 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
         pthread_mutex_unlock(&r->lock);
         return mlxd_err(EINVAL, "mlxd_receiver_start: the previous run's monitor has not returned");
     }
-    rc = device_exists(o.device);
+    rc = o.replay_fixture ? 0 : device_exists(o.device);
     if (rc < 0)
         goto out_unlock;
 
@@ -293,6 +364,8 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
     if (!r->o.repost_batch)
         r->o.repost_batch = DEFAULT_REPOST_BATCH < r->o.recv_depth / 2 ? DEFAULT_REPOST_BATCH
                                                                       : r->o.recv_depth / 2;
+    if (r->o.replay_fixture)
+        r->o.mode = MLXD_RECEIVER_BUSY_POLL;   /* a detached CQ has no completion events */
     snprintf(r->device, sizeof r->device, "%s", o.device);
     r->o.device = r->device;
     r->o.peer_ip = NULL;
@@ -354,6 +427,15 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
         }
     }
 
+    if (r->o.replay_fixture) {
+        rc = start_replay(r);
+        if (rc < 0)
+            goto fail;
+        r->started = true;
+        pthread_mutex_unlock(&r->lock);
+        return 0;
+    }
+
     struct mlxd_open_opts oo = { .sz = sizeof oo, .port = 1 };
     rc = mlxd_open(r->device, &oo, &r->nic);
     if (rc < 0)
@@ -389,6 +471,9 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
     struct mlxd_cq_opts co = { .sz = sizeof co, .events = r->o.mode == MLXD_RECEIVER_EVENT,
                                .user_data = (uintptr_t)r };
     rc = mlxd_cq_create(r->nic, r->o.recv_depth, &co, &r->cq);
+    if (rc < 0)
+        goto fail;
+    rc = start_recording(r);
     if (rc < 0)
         goto fail;
 
@@ -571,6 +656,10 @@ static inline int handle_batch(struct mlxd_receiver *r, const struct mlxd_comple
 
 static inline int repost(struct mlxd_receiver *r, bool all)
 {
+    if (!r->qp) {                  /* a replay: no receive queue to re-post to */
+        r->pending = 0;
+        return 0;
+    }
     while (r->pending >= r->o.repost_batch || (all && r->pending)) {
         unsigned n = r->pending < r->o.repost_batch ? r->pending : r->o.repost_batch;
         int rc = mlxd_qp_receive(r->qp, r->recvs, n);

@@ -19,6 +19,7 @@
 #include "mlxd_cqe_dump.h"
 #include "mlxd_error.h"
 #include "mlxd_names.h"
+#include "dump_util.h"
 #include "util.h"
 
 struct expect {
@@ -74,36 +75,6 @@ static const struct expect dumps[] = {
     { "warp17-81a.txt", MLXD_DUMP_DPDK, 0xd, 0x04, 0x53, 0x9d, 0x00, 0x0a, 0x001542, 0x0019, 0 },
 };
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    char *b = malloc(1 << 16);
-    ck_assert_ptr_nonnull(b);
-    *len = fread(b, 1, (1 << 16) - 1, f);
-    b[*len] = 0;
-    fclose(f);
-    return b;
-}
-
-static struct mlxd_dump_result *parse_str(const char *s)
-{
-    struct mlxd_dump_result *r = NULL;
-    ck_assert_int_eq(mlxd_cqe_dump_parse(s, strlen(s), &r), 0);
-    ck_assert_ptr_nonnull(r);
-    return r;
-}
-
-/* true if some diagnostic of severity sev on line names text */
-static bool has_diag(const struct mlxd_dump_result *r, enum mlxd_dump_severity sev, unsigned line,
-                     const char *text)
-{
-    for (size_t i = 0; i < r->ndiags; i++)
-        if (r->diags[i].severity == sev && r->diags[i].line == line &&
-            (!text || strstr(r->diags[i].msg, text)))
-            return true;
-    return false;
-}
 
 START_TEST(shared_dump_decodes_to_hand_derived_values)
 {
@@ -111,7 +82,7 @@ START_TEST(shared_dump_decodes_to_hand_derived_values)
     char rel[256];
     snprintf(rel, sizeof rel, "fixtures/cqe-dumps/%s", e->file);
     size_t len;
-    char *text = slurp(mlxd_test_path(rel), &len);
+    char *text = mlxd_test_slurp(mlxd_test_path(rel), &len);
     struct mlxd_dump_result *r = NULL;
     ck_assert_int_eq(mlxd_cqe_dump_parse(text, len, &r), 0);
     ck_assert_msg(r->ncqes == 1, "%s: %zu CQEs", e->file, r->ncqes);
@@ -143,7 +114,7 @@ END_TEST
 START_TEST(mlx5e_header_and_wqe_dump)
 {
     size_t len;
-    char *text = slurp(mlxd_test_path("fixtures/cqe-dumps/netdev-xsk-nolinear.txt"), &len);
+    char *text = mlxd_test_slurp(mlxd_test_path("fixtures/cqe-dumps/netdev-xsk-nolinear.txt"), &len);
     struct mlxd_dump_result *r = NULL;
     ck_assert_int_eq(mlxd_cqe_dump_parse(text, len, &r), 0);
     ck_assert_uint_eq(r->ncqes, 1);
@@ -172,18 +143,18 @@ START_TEST(mlx5e_header_and_wqe_dump)
     ck_assert_uint_eq(c->wqe[0x23], 0x2b);
     ck_assert_uint_eq(c->wqe[0x2e], 0x08);
     /* the 17-byte rows are named: lines 9, 10, 11 (CQE) and 15, 17 (WQE) */
-    ck_assert(has_diag(r, MLXD_DUMP_WARNING, 9, "17 bytes"));
-    ck_assert(has_diag(r, MLXD_DUMP_WARNING, 17, "17 bytes"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_WARNING, 9, "17 bytes"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_WARNING, 17, "17 bytes"));
     mlxd_cqe_dump_free(r);
     free(text);
 
     /* icosq: the WQE's ctrl QPN (bytes 4-6: d9 ed 80) differs from the CQE's 0x0008f4: noted */
-    text = slurp(mlxd_test_path("fixtures/cqe-dumps/netdev-xsk-icosq-a.txt"), &len);
+    text = mlxd_test_slurp(mlxd_test_path("fixtures/cqe-dumps/netdev-xsk-icosq-a.txt"), &len);
     ck_assert_int_eq(mlxd_cqe_dump_parse(text, len, &r), 0);
     ck_assert_uint_eq(r->ncqes, 1);
     ck_assert(r->cqes[0].has_wqe);
     ck_assert_uint_eq(r->cqes[0].hdr_qn, 0x8f4);
-    ck_assert(has_diag(r, MLXD_DUMP_NOTE, 13, "disagrees"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_NOTE, 13, "disagrees"));
     mlxd_cqe_dump_free(r);
     free(text);
 }
@@ -197,22 +168,22 @@ END_TEST
 
 START_TEST(row_of_17_differing_bytes_is_refused_naming_the_line)
 {
-    struct mlxd_dump_result *r = parse_str(
+    struct mlxd_dump_result *r = mlxd_test_parse_dump(
         "dump error cqe\n" ROW0
         "00000010: 00 00 00 00 00 00 00 00 11 00 00 00 00 00 00 00 00\n" ROW2 ROW3);
     ck_assert_uint_eq(r->ncqes, 0);
-    ck_assert(has_diag(r, MLXD_DUMP_ERROR, 3, "17 bytes"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_ERROR, 3, "17 bytes"));
     mlxd_cqe_dump_free(r);
 }
 END_TEST
 
 START_TEST(row_of_17_identical_bytes_is_repaired_with_warning)
 {
-    struct mlxd_dump_result *r = parse_str(
+    struct mlxd_dump_result *r = mlxd_test_parse_dump(
         ROW0 "00000010: 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00\n" ROW2 ROW3);
     ck_assert_uint_eq(r->ncqes, 1);
     ck_assert_uint_eq(r->nwarnings, 1);
-    ck_assert(has_diag(r, MLXD_DUMP_WARNING, 2, "kept 16"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_WARNING, 2, "kept 16"));
     ck_assert_int_eq(r->diags[0].cqe, 0);
     ck_assert_uint_eq(mlxd_cqe_syndrome(r->cqes[0].bytes), 0x13);
     mlxd_cqe_dump_free(r);
@@ -221,21 +192,21 @@ END_TEST
 
 START_TEST(short_row_is_refused)
 {
-    struct mlxd_dump_result *r = parse_str(
+    struct mlxd_dump_result *r = mlxd_test_parse_dump(
         ROW0 ROW1 ROW2 "00000030: 00 00 00 00 00 00 88 13 08 00 01 13 07 47 67\n");
     ck_assert_uint_eq(r->ncqes, 0);
-    ck_assert(has_diag(r, MLXD_DUMP_ERROR, 4, "15 bytes"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_ERROR, 4, "15 bytes"));
     mlxd_cqe_dump_free(r);
 }
 END_TEST
 
 START_TEST(log_line_glued_after_row_is_split_with_warning)
 {
-    struct mlxd_dump_result *r = parse_str(
+    struct mlxd_dump_result *r = mlxd_test_parse_dump(
         ROW0 ROW1 ROW2
         "00000030: 00 00 00 00 00 00 88 13 08 00 01 13 07 47 67 d2mlx5_core 0000:3b:00.1: ERR CQE\n");
     ck_assert_uint_eq(r->ncqes, 1);
-    ck_assert(has_diag(r, MLXD_DUMP_WARNING, 4, "glued"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_WARNING, 4, "glued"));
     ck_assert_uint_eq(r->cqes[0].bytes[63], 0xd2);
     ck_assert_uint_eq(mlxd_cqe_opcode(r->cqes[0].bytes), MLXD_CQE_REQ_ERR);
     mlxd_cqe_dump_free(r);
@@ -244,11 +215,11 @@ END_TEST
 
 START_TEST(log_line_glued_before_row_is_split_with_warning)
 {
-    struct mlxd_dump_result *r = parse_str(
+    struct mlxd_dump_result *r = mlxd_test_parse_dump(
         "[  408.380181] infiniband mlx5_0: dump_cqe:272:(pid 0): dump error cqe[  408.380187] " ROW0
         ROW1 ROW2 ROW3);
     ck_assert_uint_eq(r->ncqes, 1);
-    ck_assert(has_diag(r, MLXD_DUMP_WARNING, 1, "glued"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_WARNING, 1, "glued"));
     ck_assert_uint_eq(r->cqes[0].first_line, 1);
     ck_assert_uint_eq(mlxd_cqe_err_qpn(r->cqes[0].bytes), 0x000113);
     mlxd_cqe_dump_free(r);
@@ -257,14 +228,14 @@ END_TEST
 
 START_TEST(log_line_glued_to_fourth_word_is_split_with_warning)
 {
-    struct mlxd_dump_result *r = parse_str(
+    struct mlxd_dump_result *r = mlxd_test_parse_dump(
         "mlx5: host: got completion with error:\n"
         "00000000 00000000 00000000 00000000\n"
         "00000000 00000000 00000000 00000000\n"
         "00000001 00000000 00000000 00000000\n"
         "00000000 9d005304 0800011b 0008d0d2rdma.c:2698: CQ error\n");
     ck_assert_uint_eq(r->ncqes, 1);
-    ck_assert(has_diag(r, MLXD_DUMP_WARNING, 5, "glued"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_WARNING, 5, "glued"));
     ck_assert_uint_eq(mlxd_cqe_syndrome(r->cqes[0].bytes), 0x04);
     ck_assert_uint_eq(r->cqes[0].bytes[63], 0xd2);
     mlxd_cqe_dump_free(r);
@@ -274,35 +245,35 @@ END_TEST
 START_TEST(missing_word_line_is_refused)
 {
     /* 3 word lines: the words cannot be assigned to bytes */
-    struct mlxd_dump_result *r = parse_str(
+    struct mlxd_dump_result *r = mlxd_test_parse_dump(
         "got completion with error:\n"
         "00000000 00000000 00000000 00000000\n"
         "00000001 00000000 00000000 00000000\n"
         "00000000 9d005304 0800011b 0008d0d2\n");
     ck_assert_uint_eq(r->ncqes, 0);
     ck_assert_uint_ge(r->nerrors, 1);
-    ck_assert(has_diag(r, MLXD_DUMP_ERROR, 4, "multiple of 4"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_ERROR, 4, "multiple of 4"));
     mlxd_cqe_dump_free(r);
     /* a line with 3 words in an otherwise complete run */
-    r = parse_str("00000000 00000000 00000000 00000000\n"
+    r = mlxd_test_parse_dump("00000000 00000000 00000000 00000000\n"
                   "00000000 00000000 00000000\n"
                   "00000001 00000000 00000000 00000000\n"
                   "00000000 9d005304 0800011b 0008d0d2\n");
     ck_assert_uint_eq(r->ncqes, 0);
-    ck_assert(has_diag(r, MLXD_DUMP_ERROR, 2, "exactly 4 words"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_ERROR, 2, "exactly 4 words"));
     mlxd_cqe_dump_free(r);
 }
 END_TEST
 
 START_TEST(missing_last_row_is_refused_missing_other_row_warned)
 {
-    struct mlxd_dump_result *r = parse_str("dump error cqe\n" ROW0 ROW1 ROW2);
+    struct mlxd_dump_result *r = mlxd_test_parse_dump("dump error cqe\n" ROW0 ROW1 ROW2);
     ck_assert_uint_eq(r->ncqes, 0);
-    ck_assert(has_diag(r, MLXD_DUMP_ERROR, 4, "no row 00000030"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_ERROR, 4, "no row 00000030"));
     mlxd_cqe_dump_free(r);
-    r = parse_str("dump error cqe\n" ROW0 ROW2 ROW3);
+    r = mlxd_test_parse_dump("dump error cqe\n" ROW0 ROW2 ROW3);
     ck_assert_uint_eq(r->ncqes, 1);
-    ck_assert(has_diag(r, MLXD_DUMP_WARNING, 4, "00000010 is missing"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_WARNING, 4, "00000010 is missing"));
     ck_assert_uint_eq(r->cqes[0].nwarnings, 1);
     mlxd_cqe_dump_free(r);
 }
@@ -311,7 +282,7 @@ END_TEST
 START_TEST(several_cqes_in_one_paste)
 {
     /* two word dumps, two hexrow dumps without headers, a DPDK dump and a plain one */
-    struct mlxd_dump_result *r = parse_str(
+    struct mlxd_dump_result *r = mlxd_test_parse_dump(
         "mlx5: h: got completion with error:\n"
         "00000000 00000000 00000000 00000000\n"
         "00000000 00000000 00000000 00000000\n"
@@ -352,7 +323,7 @@ END_TEST
 
 START_TEST(eight_word_lines_without_header_are_two_cqes)
 {
-    struct mlxd_dump_result *r = parse_str(
+    struct mlxd_dump_result *r = mlxd_test_parse_dump(
         "00000000 00000000 00000000 00000000\n00000000 00000000 00000000 00000000\n"
         "00000000 00000000 00000000 00000000\n00000000 00008813 08006214 0000f6d2\n"
         "00000000 00000000 00000000 00000000\n00000000 00000000 00000000 00000000\n"
@@ -367,32 +338,32 @@ END_TEST
 START_TEST(header_contradicting_bytes_is_warned)
 {
     /* mlx5e says syndrome 0x4 but byte 55 (row 30, column 7) is 0x13 */
-    struct mlxd_dump_result *r = parse_str(
+    struct mlxd_dump_result *r = mlxd_test_parse_dump(
         "eth2: Error cqe on cqn 0x510, ci 0x0, qn 0x113, opcode 0xd, syndrome 0x4, vendor syndrome 0x88\n"
         ROW0 ROW1 ROW2 ROW3);
     ck_assert_uint_eq(r->ncqes, 1);
-    ck_assert(has_diag(r, MLXD_DUMP_WARNING, 1, "syndrome 0x4"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_WARNING, 1, "syndrome 0x4"));
     mlxd_cqe_dump_free(r);
 }
 END_TEST
 
 START_TEST(nothing_decodable)
 {
-    struct mlxd_dump_result *r = parse_str("hello\nworld 12345678\n");
+    struct mlxd_dump_result *r = mlxd_test_parse_dump("hello\nworld 12345678\n");
     ck_assert_uint_eq(r->ncqes, 0);
     ck_assert_uint_eq(r->ndiags, 0);
     mlxd_cqe_dump_free(r);
-    r = parse_str("got completion with error:\nnothing follows\n");
+    r = mlxd_test_parse_dump("got completion with error:\nnothing follows\n");
     ck_assert_uint_eq(r->ncqes, 0);
-    ck_assert(has_diag(r, MLXD_DUMP_ERROR, 1, "not followed"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_ERROR, 1, "not followed"));
     mlxd_cqe_dump_free(r);
     /* 16 bytes without an offset: not a known format, but not silently ignored */
-    r = parse_str("00 00 00 00 00 00 88 13 08 00 01 13 07 47 67 d2\n");
+    r = mlxd_test_parse_dump("00 00 00 00 00 00 88 13 08 00 01 13 07 47 67 d2\n");
     ck_assert_uint_eq(r->ncqes, 0);
-    ck_assert(has_diag(r, MLXD_DUMP_ERROR, 1, "no known"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_ERROR, 1, "no known"));
     mlxd_cqe_dump_free(r);
     /* a kernel oops's instruction bytes in a dmesg: not a CQE, and not reported */
-    r = parse_str("[ 4711.000001] Code: 48 8b 45 08 48 89 c7 e8 2e 6f 3c 00 <0f> 0b 48 8b 45 f8 48 8b 40 10 "
+    r = mlxd_test_parse_dump("[ 4711.000001] Code: 48 8b 45 08 48 89 c7 e8 2e 6f 3c 00 <0f> 0b 48 8b 45 f8 48 8b 40 10 "
                   "48 85 c0 74 0c 48 8b 50 08\n");
     ck_assert_uint_eq(r->ncqes, 0);
     ck_assert_uint_eq(r->ndiags, 0);
@@ -410,7 +381,7 @@ START_TEST(cqe_128_and_plain_hex)
     /* a 128-byte DPDK dump: the CQE64 fields are in bytes 64..127 (rdma-core
      * providers/mlx5/cq.c get_sw_cqe), so row 00000070 holds bytes 112..127 = struct
      * mlx5_err_cqe bytes 48..63 */
-    struct mlxd_dump_result *r = parse_str(
+    struct mlxd_dump_result *r = mlxd_test_parse_dump(
         "MLX5 Error CQE: at [0x7f00], len=128\n"
         "00000000: 11 11 11 11 11 11 11 11 11 11 11 11 11 11 11 11\n"
         "00000010: 11 11 11 11 11 11 11 11 11 11 11 11 11 11 11 11\n"
@@ -431,17 +402,17 @@ START_TEST(cqe_128_and_plain_hex)
     ck_assert_uint_eq(d.wqe_counter, 0x0747);
     mlxd_cqe_dump_free(r);
     /* 128 digits with 0x and a log prefix; 127 digits are not taken */
-    r = parse_str("cqe: 0x" "00000000000000000000000000000000" "00000000000000000000000000000000"
+    r = mlxd_test_parse_dump("cqe: 0x" "00000000000000000000000000000000" "00000000000000000000000000000000"
                   "00000000000000000000000000000000" "0000000000008a12100023e800016cd2\n");
     ck_assert_uint_eq(r->ncqes, 1);
     ck_assert_int_eq(r->cqes[0].format, MLXD_DUMP_PLAIN);
     ck_assert_uint_eq(mlxd_cqe_syndrome(r->cqes[0].bytes), 0x12);
     ck_assert_uint_eq(mlxd_cqe_err_qpn(r->cqes[0].bytes), 0x0023e8);
     mlxd_cqe_dump_free(r);
-    r = parse_str("00000000000000000000000000000000" "00000000000000000000000000000000"
+    r = mlxd_test_parse_dump("00000000000000000000000000000000" "00000000000000000000000000000000"
                   "00000000000000000000000000000000" "000000000008a12100023e800016cd2\n");
     ck_assert_uint_eq(r->ncqes, 0);
-    ck_assert(has_diag(r, MLXD_DUMP_ERROR, 1, "127 hex digits"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_ERROR, 1, "127 hex digits"));
     mlxd_cqe_dump_free(r);
 }
 END_TEST
@@ -449,13 +420,13 @@ END_TEST
 START_TEST(wc_error_line_is_cross_checked)
 {
     /* "WC error: 4" (local protection) before a dump whose syndrome (byte 55) is 0x13 -> 10 */
-    struct mlxd_dump_result *r = parse_str(
+    struct mlxd_dump_result *r = mlxd_test_parse_dump(
         "infiniband mlx5_0: mlx5_handle_error_cqe:333:(pid 0): WC error: 4, message: local protection error\n"
         "infiniband mlx5_0: dump_cqe:272:(pid 0): dump error cqe\n" ROW0 ROW1 ROW2 ROW3);
     ck_assert_uint_eq(r->ncqes, 1);
-    ck_assert(has_diag(r, MLXD_DUMP_WARNING, 1, "WC error 4"));
+    ck_assert(mlxd_test_has_diag(r, MLXD_DUMP_WARNING, 1, "WC error 4"));
     mlxd_cqe_dump_free(r);
-    r = parse_str("WC error: 10, message: remote access error\ndump error cqe\n" ROW0 ROW1 ROW2 ROW3);
+    r = mlxd_test_parse_dump("WC error: 10, message: remote access error\ndump error cqe\n" ROW0 ROW1 ROW2 ROW3);
     ck_assert_uint_eq(r->ncqes, 1);
     ck_assert_uint_eq(r->nwarnings, 0);
     mlxd_cqe_dump_free(r);
@@ -560,7 +531,7 @@ START_TEST(refused_run_keeps_its_line_warnings)
 {
     /* 5 word lines (not a multiple of 4): refused as a whole; the warning about the text after
      * line 2's words is still reported, on line 2, for no CQE (-1), before the error on line 5. */
-    struct mlxd_dump_result *r = parse_str(
+    struct mlxd_dump_result *r = mlxd_test_parse_dump(
         "00000000 00000000 00000000 00000000\n"
         "00000000 00000000 00000000 00000000 extra\n"
         "00000000 00000000 00000000 00000000\n"

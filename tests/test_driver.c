@@ -206,7 +206,7 @@ START_TEST(option_misuse_changes_nothing)
     ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "past the"));
     ck_assert_int_eq(mlxd_qp_state(a.qp), 0);
     big.tail[3] = 0;                                              /* zero tail: a newer header */
-    big.o.timeout = 31; big.o.retry_cnt = 7; big.o.rnr_retry = 7; big.o.min_rnr_timer = 31; big.o.sl = 15;
+    big.o.timeout = 31; big.o.retry_cnt = 7; big.o.rnr_retry = 7; big.o.min_rnr_timer = 31; big.o.sl = 7;
     ck_assert_int_eq(mlxd_qp_connect(a.qp, &eb, &big.o), 0);
     ck_assert_int_eq(mlxd_qp_state(a.qp), 3);
     /* create: a PSN over 24 bits, an options struct with an unknown tail */

@@ -256,8 +256,8 @@ START_TEST(port_events)
 }
 END_TEST
 
-/* A refusal the locked-memory limit explains says so (RLIMIT_MEMLOCK and the bytes asked for);
- * the emulator does not pin, so the kernel's ENOMEM is injected and the limit lowered. */
+/* A refusal the locked-memory limit does not explain (an injected ENOMEM within the limit) names
+ * REG_MR and not the limit (the limit itself: test_fidelity.c memlock_limit_enforced). */
 START_TEST(memlock_message)
 {
     struct mlxd_nic *nic;
@@ -266,10 +266,6 @@ START_TEST(memlock_message)
     struct rlimit rl = { 65536, 65536 };
     ck_assert_int_eq(setrlimit(RLIMIT_MEMLOCK, &rl), 0);
     struct mlxd_region *r;
-    ck_assert_int_eq(mlxd_emu_fail_method("REG_MR", 1, ENOMEM), 0);
-    ck_assert_int_eq(mlxd_region_register(nic, buf, sizeof buf, NULL, &r), -ENOMEM);
-    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "RLIMIT_MEMLOCK"));
-    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "196608 bytes"));
     /* within the limit: the message names REG_MR but not the limit */
     ck_assert_int_eq(mlxd_emu_fail_method("REG_MR", 1, ENOMEM), 0);
     ck_assert_int_eq(mlxd_region_register(nic, buf, 4096, NULL, &r), -ENOMEM);

@@ -55,6 +55,8 @@ CASE(uar_doorbell)
 CASE(err_local_prot)
 CASE(cq_overrun)
 CASE(fault_idx)
+CASE(no_uar)
+CASE(zero_len_recv)
 START_TEST(fault_env) { run_case_env("fault_env", "MLXD_EMU_FAULT_0=drop_idx=0:4,corrupt_idx=6"); }
 END_TEST
 
@@ -178,6 +180,8 @@ Suite *emu_nic_suite(void)
     tcase_add_test(tc, err_local_prot);
     tcase_add_test(tc, cq_overrun);
     tcase_add_test(tc, fault_idx);
+    tcase_add_test(tc, no_uar);
+    tcase_add_test(tc, zero_len_recv);
     tcase_add_test(tc, fault_env);
     tcase_add_test(tc, pcap);
     tcase_add_test(tc, syscalls_write_imm);

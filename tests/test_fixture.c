@@ -11,6 +11,7 @@
 #include "mlxd_error.h"
 #include "mlxd_cqe.h"
 #include "mlxd_fixture.h"
+#include "mlxd_mlx5.h"
 #include "util.h"
 
 #define Z32 "00000000000000000000000000000000"
@@ -20,6 +21,9 @@
 static void fill(uint8_t *c, unsigned size, unsigned seed)
 {
     for (unsigned i = 0; i < size; i++) c[i] = (uint8_t)(seed * 31 + i * 7);
+    /* op_own: a CQE a NIC writes (REQ_ERR, format 0, owner and SE varying): the reader refuses
+     * opcode 0xF and cqe_format 2 in 64 bytes */
+    c[size - 1] = (uint8_t)(0xd0 | (seed & 3));
 }
 
 static void round_trip(unsigned cqe_size)
@@ -121,7 +125,8 @@ END_TEST
 static const struct { const char *text; unsigned line; const char *what; bool at_open; } bad[] = {
     { "", 0, "empty", true },
     { "hello 1\n", 1, "first line", true },
-    { "mlxd-cqe-fixture 2\n", 1, "version 2", true },
+    { "mlxd-cqe-fixture 3\n", 1, "version 3", true },
+    { "mlxd-cqe-fixture 1\ncqe_size 64\nring_size 256\ncqn 1\noverflow 3\n", 5, "unknown header key", true },
     { "mlxd-cqe-fixture 1\ncqe_size 96\n", 2, "neither 64 nor 128", true },
     { "mlxd-cqe-fixture 1\ncqe_size 64\nring_size 100\n", 3, "power of two", true },
     { "mlxd-cqe-fixture 1\ncqe_size 64\nring_size 256\ncqn 0x1000000\n", 4, "24 bits", true },
@@ -135,6 +140,11 @@ static const struct { const char *text; unsigned line; const char *what; bool at
     { HDR "+15 " HEX64 "\n", 6, "unit", false },
     { HDR "+15xs " HEX64 "\n", 6, "unit", false },
     { HDR "+99999999999999999999ns " HEX64 "\n", 6, "64 bits", false },
+    /* records no ConnectX writes, which the poll loop could never consume (issue 16) */
+    { HDR HEX64 "\n" Z32 Z32 Z32 "000000000000000000000000000000f0\n", 7, "opcode 0xf", false },
+    { HDR HEX64 "\n+1us " Z32 Z32 Z32 "000000000000000000000000000000f1  # invalid, owner 1\n", 7,
+      "never written", false },
+    { HDR Z32 Z32 Z32 "00000000000000000000000000000008\n", 6, "cqe_format 2", false },
     { HDR "+20000000000s " HEX64 "\n", 6, "64 bits", false },
     { HDR Z32 Z32 Z32 "0000000000000000000000000000zae1\n", 6, "not a hex digit", false },
     { HDR HEX64 "\ncqn 5\n", 7, "not a record", false },
@@ -277,6 +287,62 @@ START_TEST(docs_example_reads_as_documented)
 }
 END_TEST
 
+/* Version 2: the overflow count the recorder knows only at the end is written into the header
+ * at close, and read back; a version 1 header has no room for it. */
+START_TEST(version_2_overflow_written_at_close)
+{
+    char path[] = "/tmp/mlxd-fixture-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    struct mlxd_fixture_header h = { .version = 2, .cqe_size = 64, .ring_size = 64, .cqn = 7 };
+    strcpy(h.source, "v2 test");
+    struct mlxd_fixture_writer *w = NULL;
+    ck_assert_int_eq(mlxd_fixture_writer_open(path, &h, &w), 0);
+    uint8_t cqe[64] = { 0 };
+    cqe[63] = 0x10;
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(mlxd_fixture_write(w, cqe, true, 1000), 0);
+    ck_assert_int_eq(mlxd_fixture_writer_set_overflow(w, 12345678901ull), 0);
+    ck_assert_int_eq(mlxd_fixture_writer_close(w), 0);
+    struct mlxd_fixture *f = NULL;
+    ck_assert_msg(mlxd_fixture_load(path, &f) == 0, "%s", mlxd_errmsg());
+    ck_assert_uint_eq(f->header.version, 2);
+    ck_assert_uint_eq(f->header.overflow, 12345678901ull);
+    ck_assert_uint_eq(f->count, 3);
+    mlxd_fixture_free(f);
+    h.version = 1;
+    ck_assert_int_eq(mlxd_fixture_writer_open(path, &h, &w), 0);
+    ck_assert_int_eq(mlxd_fixture_writer_set_overflow(w, 1), -EINVAL);
+    ck_assert_int_eq(mlxd_fixture_writer_close(w), 0);
+    h.overflow = 1;
+    ck_assert_int_eq(mlxd_fixture_writer_open(path, &h, &w), -EINVAL);
+    unlink(path);
+}
+END_TEST
+
+/* A fixture whose record the poll loop could never consume is refused before anything is
+ * started: the replay of a CQE with opcode 0xF used to load and then stall the poll loop. */
+START_TEST(replay_refuses_invalid_opcode_naming_the_line)
+{
+    char path[] = "/tmp/mlxd-fixture-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    static const char t[] = HDR HEX64 "\n" HEX64 "\n" Z32 Z32 Z32 "000000000000000000000000000000f0\n";
+    ck_assert_int_eq(write(fd, t, sizeof t - 1), (ssize_t)(sizeof t - 1));
+    close(fd);
+    struct mlxd_cq *cq = NULL;
+    ck_assert_int_eq(mlxd_cq_create_detached(16, &cq), 0);
+    struct mlxd_replay *rp = NULL;
+    ck_assert_int_eq(mlxd_replay_start(cq, path, NULL, &rp), -EINVAL);
+    ck_assert_ptr_null(rp);
+    char want[128];
+    snprintf(want, sizeof want, "%s:8: opcode 0xf", path);
+    ck_assert_msg(strstr(mlxd_errmsg(), want) != NULL, "%s", mlxd_errmsg());
+    ck_assert_int_eq(mlxd_cq_destroy(cq), 0);
+    unlink(path);
+}
+END_TEST
+
 Suite *fixture_suite(void)
 {
     Suite *s = suite_create("fixture");
@@ -290,6 +356,8 @@ Suite *fixture_suite(void)
     tcase_add_test(tc, docs_example_reads_as_documented);
     tcase_add_test(tc, load_error_names_load_and_line);
     tcase_add_test(tc, open_mem_refuses_huge_length);
+    tcase_add_test(tc, replay_refuses_invalid_opcode_naming_the_line);
+    tcase_add_test(tc, version_2_overflow_written_at_close);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -5,6 +5,8 @@
  *              mlxd_cq_poll in batches of 1, 4, 16 and 64: ns per CQE; on a detached ring, and on
  *              a CQ + UC QP of the emulated NIC filled by the emulator (the rings libmlx5 is fed
  *              by tools/mlxd-bench-verbs.c, for the ratios)
+ *   replay     replay throughput: the replay feeder (its own thread) plays a fixture into a
+ *              detached ring drained at batch 1, 16, 64: M CQE/s
  *   handoff    from a CQE becoming valid in the receiver's ring (emulator hook
  *              mlxd_emu_bench_write_imm, emu/mlxd_emu_bench.h, stamps the TSC just before the
  *              op_own store) to mlxd_receiver_get_next_frame returning in the consumer; busy-poll
@@ -368,6 +370,75 @@ static void bench_empty(void)
 
 /* ---------------------------------------------------------------------------------------- */
 /* 2. CQE throughput on a detached ring                                                       */
+
+static void synth_cqe(uint8_t c[64], uint32_t i);
+
+/* 2b. Replay throughput: the replay feeder (mlxd_replay_start, its own thread) plays a fixture
+ * of 4096 synthetic RESP_WR_IMM CQEs, unpaced, into a detached ring of 4096 while this thread
+ * drains it with mlxd_cq_poll(max B).  Sample = one pass of 4096 CQEs; unit M CQE/s. */
+static void bench_replay(void)
+{
+    char path[] = "/tmp/mlxd-bench-replay-XXXXXX";
+    int fd = mkstemp(path);
+    struct mlxd_fixture_writer *w = NULL;
+    struct mlxd_fixture_header h = { .version = 1, .cqe_size = 64, .ring_size = 4096, .cqn = 1 };
+    snprintf(h.source, sizeof h.source, "mlxd-bench: synthetic RESP_WR_IMM CQEs");
+    if (fd >= 0) close(fd);
+    if (fd < 0 || mlxd_fixture_writer_open(path, &h, &w) < 0) {
+        struct result *r = result_new("replay", "MCQE/s", "replay feeder");
+        result_unavailable(r, "cannot write the fixture %s: %s", path, fd < 0 ? strerror(errno) : mlxd_errmsg());
+        return;
+    }
+    const uint32_t NCQE = 4096;
+    for (uint32_t i = 0; i < NCQE; i++) {
+        uint8_t c[64];
+        synth_cqe(c, i);
+        mlxd_fixture_write(w, c, false, 0);
+    }
+    mlxd_fixture_writer_close(w);
+    static const int batches[] = { 1, 16, 64 };
+    for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
+        int B = batches[b];
+        char name[48], what[200];
+        snprintf(name, sizeof name, "replay_batch%d", B);
+        snprintf(what, sizeof what, "replay feeder (own thread, monitor CPU, unpaced) into a detached ring of %u, drained "
+                 "with mlxd_cq_poll(max %d); sample = one pass of %u CQEs, M CQE/s", NCQE, B, NCQE);
+        struct result *r = result_new(name, "MCQE/s", what);
+        size_t P = C.ring_passes;
+        struct mlxd_cq *cq = NULL;
+        struct mlxd_replay *rp = NULL;
+        struct mlxd_replay_opts ro = { .sz = sizeof ro, .paced = false, .loops = (uint32_t)(P + 5) };
+        /* the feeder thread inherits the creating thread's CPU affinity: start it from the
+         * monitor's CPU, so that it does not share the consumer's */
+        pin_self(C.cpu_monitor);
+        int src = mlxd_cq_create_detached(NCQE, &cq) < 0 ? -1 : mlxd_replay_start(cq, path, &ro, &rp);
+        pin_self(C.cpu_consumer);
+        if (src < 0) {
+            result_unavailable(r, "%s", mlxd_errmsg());
+            if (cq) mlxd_cq_destroy(cq);
+            continue;
+        }
+        double *v = malloc(P * sizeof *v);
+        for (size_t pass = 0; pass < P + 5; pass++) {
+            uint32_t got = 0;
+            uint64_t t0 = tsc();
+            while (got < NCQE) {   /* not past the pass: the feeder writes exactly P + 5 passes */
+                int m = mlxd_cq_poll(cq, g_wc, NCQE - got < (uint32_t)B ? (int)(NCQE - got) : B);
+                if (m < 0) break;
+                got += (uint32_t)m;
+            }
+            uint64_t t1 = tsc();
+            if (pass >= 5) v[pass - 5] = NCQE / ticks_ns((double)(t1 - t0)) * 1e3;   /* 5 warm-up passes */
+        }
+        mlxd_replay_finish(rp, false);
+        r->s = bench_stats_of(v, P);
+        r->iters = P * NCQE;
+        r->available = true;
+        free(v);
+        mlxd_cq_destroy(cq);
+    }
+    unlink(path);
+}
 
 /* A synthetic responder CQE (struct mlx5_cqe64): RDMA WRITE with immediate, as the NIC writes
  * one for a sensor frame. */
@@ -1307,13 +1378,13 @@ static bool make_dir(const char *opt, const char *path)
     return true;
 }
 
-#define TEST_NAMES "empty,ring,emu-ring,handoff,handoff-event,e2e,compare"
+#define TEST_NAMES "empty,ring,replay,emu-ring,handoff,handoff-event,e2e,compare"
 
 static void usage(FILE *f)
 {
     fprintf(f,
 "usage: mlxd-bench [options]\n"
-"  --tests LIST         comma list of: empty,ring,emu-ring,handoff,handoff-event,e2e,compare (default all)\n"
+"  --tests LIST         comma list of: empty,ring,replay,emu-ring,handoff,handoff-event,e2e,compare (default all)\n"
 "  --quick              fewer iterations (a smoke run)\n"
 "  --json | --csv       machine-readable output on stdout instead of the table\n"
 "  --json-out FILE, --csv-out FILE   also write them to files\n"
@@ -1446,6 +1517,7 @@ int main(int argc, char **argv)
     say("mlxd-bench: TSC %.3f MHz; %s\n", g_tsc_hz / 1e6, g_pinning);
     if (want("empty")) { say("mlxd-bench: empty poll...\n"); bench_empty(); }
     if (want("ring")) { say("mlxd-bench: detached ring...\n"); bench_ring_detached(); }
+    if (want("replay")) { say("mlxd-bench: replay feeder...\n"); bench_replay(); }
     if (want("emu-ring")) { say("mlxd-bench: emulated ring...\n"); bench_ring_emu(); }
     if (want("handoff")) { say("mlxd-bench: hand-off busy-poll...\n"); bench_handoff(false); }
     if (want("handoff-event")) { say("mlxd-bench: hand-off event...\n"); bench_handoff(true); }

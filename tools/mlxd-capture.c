@@ -29,9 +29,11 @@
 
 #include "gpu_buffer.h"
 #include "mlxd_capture.h"
+#include "mlxd_capture_classify.h"
 #include "mlxd_emu.h"
 #include "mlxd_error.h"
 #include "mlxd_receiver.h"
+#include "mlxd_names.h"
 #include "mlxd_uverbs.h"
 
 #define EMU_REEXEC_ENV "MLXD_CAPTURE_EMULATED"
@@ -95,6 +97,9 @@ static void usage(FILE *f)
 "                           (NNNNNN: the arrival index, from 0: received_frame_number - 1);\n"
 "                           DIR must be a writable directory (made when missing); a frame that\n"
 "                           cannot be written fails the run\n"
+"      --record-cqes FILE   record every CQE of the receive CQ into FILE, a CQE fixture\n"
+"                           (docs/fixture-format.md): replay it through a receiver in tests\n"
+"                           (docs/testing-with-fixtures.md) or decode it with mlxd-cqe\n"
 "      --json               one JSON object per frame and a final summary object\n"
 "  -v, --print-frames       one text line per frame (decoded metadata, payload check)\n"
 "      --no-verify          [replay, generate] do not check the payload pattern (word i of\n"
@@ -134,6 +139,7 @@ struct cfg {
     const char *target;
     uint16_t target_port;       /* the :PORT of --target, 0 when it has none */
     const char *save;
+    const char *record_cqes;
     bool json, print_frames, verify, quiet;
     unsigned consumer_delay_ms, timeout_ms;
 };
@@ -584,6 +590,89 @@ static bool from_gpu(const struct cfg *c, uint8_t *buf, uint64_t dbuf, uint64_t 
     return false;
 }
 
+/* A capture that is not sensor frame traffic: an RC or UC SEND stream is replayed into a QP set
+ * up to receive it, and what arrived is reported; anything else (READs, WRITEs of another
+ * conversation, atomics ...) is refused with one line naming what it holds and why
+ * (receiver/mlxd_capture_classify.h).  Returns -1 for sensor traffic (replay it as frames), else
+ * the exit status; frees the capture then. */
+static int foreign_capture(const struct cfg *c, struct mlxd_capture *cap)
+{
+    struct mlxd_capture_kind kind;
+    if (mlxd_capture_classify(cap, &kind) < 0 || kind.hsb) return -1;
+    char what[2048];
+    mlxd_capture_describe(&kind, what, sizeof what);
+    struct mlxd_conversation_report r;
+    int rc = mlxd_capture_replay_conversation(cap, &kind, c->device, 4791, &r);
+    mlxd_capture_free(cap);
+    if (rc == -EADDRINUSE && emulated_now()) retry_next_addresses();
+    if (rc == -EPROTONOSUPPORT || rc == -EFBIG) {
+        const char *why = strstr(mlxd_errmsg(), ": ");
+        fprintf(stderr, "mlxd-capture: %s: not replayed: not Holoscan Sensor Bridge traffic (UC RDMA WRITE frames "
+                "into a receiver's pages) but %s; and not a SEND stream a QP can receive either%s\n",
+                c->replay, what, why ? why : "");
+        return 1;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "mlxd-capture: %s: %s\n", c->replay, mlxd_errmsg());
+        return 1;
+    }
+    bool all = r.arrived == r.messages && !r.errors;
+    printf("mlxd-capture: %s: %s\nreplayed as a SEND conversation into %s QP 0x%06x on %s (captured QP 0x%06x, "
+           "%" PRIu64 " request packets): %" PRIu64 " of %u messages arrived, %" PRIu64 " bytes, %" PRIu64
+           " with immediate, %" PRIu64 " error completions%s%s\n", c->replay, what,
+           r.transport == MLXD_QP_RC ? "an RC" : "a UC", r.local_qpn, c->device, r.captured_qpn, r.packets,
+           r.arrived, r.messages, r.bytes, r.with_imm, r.errors, r.errors ? ", the first: " : "",
+           r.errors ? mlxd_wc_status_name(r.first_error) : "");
+    printf("%s\n", all ? "OK: every message of the capture arrived" : "FAILED: messages missing or in error");
+    return all ? 0 : 1;
+}
+
+/* --replay: loads the capture, takes the geometry it implies where no option set it, and says
+ * what it holds.  Returns -1 to go on (frame traffic), else the exit status: 1 when it cannot be
+ * replayed (the message printed), or that of a conversation replay (foreign_capture). */
+static int load_replay(struct cfg *c, struct run *R)
+{
+    int rc = mlxd_capture_load(c->replay, &R->cap);
+    if (rc < 0) {
+        fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
+        return 1;
+    }
+    int fc = foreign_capture(c, R->cap);
+    if (fc >= 0) { R->cap = NULL; return fc; }
+    const struct mlxd_capture_geometry *g = &R->cap->geo;
+    if (!c->frame_size_set) c->frame_size = g->frame_size;
+    if (!c->page_size_set) c->page_size = g->page_size;
+    if (!c->pages_set) c->pages = g->pages;
+    if (!c->md_off_set) c->metadata_offset = g->metadata_offset;
+    if (!g->has_metadata && !c->no_metadata && R->cap->nframes)
+        c->no_metadata = true;
+    unsigned loops = c->loops ? c->loops : 1;
+    R->expected = (uint64_t)R->cap->nframes * loops;
+    if (c->frames && c->frames < R->expected)
+        R->expected = c->frames;
+    if (!c->quiet || c->json)
+        fprintf(stderr, "mlxd-capture: %s: %zu packets, %zu frames; frame %" PRIu64 " B, page %" PRIu64
+                " B x %u pages, metadata %s at +%" PRIu64 ", first page %u\n", c->replay,
+                R->cap->npackets, R->cap->nframes, g->frame_size, g->page_size, g->pages,
+                g->has_metadata ? (g->separate_metadata ? "separate" : "embedded") : "none",
+                g->metadata_offset, g->first_page);
+    if (c->frame_size_set && c->frame_size < g->frame_size)
+        fprintf(stderr, "mlxd-capture: warning: the capture's frames are %" PRIu64 " bytes, more than "
+                "--frame-size %" PRIu64 ": the device writes past the frame the receiver expects "
+                "(only the first %" PRIu64 " bytes of each frame are checked)\n",
+                g->frame_size, c->frame_size, c->frame_size);
+    if (c->pages_set && c->pages < g->pages)
+        fprintf(stderr, "mlxd-capture: warning: the capture writes %u pages (0..%u) but --pages %u: "
+                "writes to pages %u and up fall outside the receiver's memory region, so the "
+                "port rejects them and their frames do not arrive\n",
+                g->pages, g->pages - 1, c->pages, c->pages);
+    if (R->cap->nframes == 0)
+        fprintf(stderr, "mlxd-capture: this capture has no RDMA WRITE with immediate (metadata "
+                "disabled in the sender): the receiver gets no completion, so no frame; the %zu "
+                "packets' bytes still land in the buffer\n", R->cap->npackets);
+    return -1;
+}
+
 static int run(struct cfg *c)
 {
     struct run R;
@@ -596,42 +685,8 @@ static int run(struct cfg *c)
     bool mon_started = false, feed_started = false;
 
     if (c->replay) {
-        int rc = mlxd_capture_load(c->replay, &R.cap);
-        if (rc < 0) {
-            fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
-            return 1;
-        }
-        const struct mlxd_capture_geometry *g = &R.cap->geo;
-        if (!c->frame_size_set) c->frame_size = g->frame_size;
-        if (!c->page_size_set) c->page_size = g->page_size;
-        if (!c->pages_set) c->pages = g->pages;
-        if (!c->md_off_set) c->metadata_offset = g->metadata_offset;
-        if (!g->has_metadata && !c->no_metadata && R.cap->nframes)
-            c->no_metadata = true;
-        unsigned loops = c->loops ? c->loops : 1;
-        R.expected = (uint64_t)R.cap->nframes * loops;
-        if (c->frames && c->frames < R.expected)
-            R.expected = c->frames;
-        if (!c->quiet || c->json)
-            fprintf(stderr, "mlxd-capture: %s: %zu packets, %zu frames; frame %" PRIu64 " B, page %" PRIu64
-                    " B x %u pages, metadata %s at +%" PRIu64 ", first page %u\n", c->replay,
-                    R.cap->npackets, R.cap->nframes, g->frame_size, g->page_size, g->pages,
-                    g->has_metadata ? (g->separate_metadata ? "separate" : "embedded") : "none",
-                    g->metadata_offset, g->first_page);
-        if (c->frame_size_set && c->frame_size < g->frame_size)
-            fprintf(stderr, "mlxd-capture: warning: the capture's frames are %" PRIu64 " bytes, more than "
-                    "--frame-size %" PRIu64 ": the device writes past the frame the receiver expects "
-                    "(only the first %" PRIu64 " bytes of each frame are checked)\n",
-                    g->frame_size, c->frame_size, c->frame_size);
-        if (c->pages_set && c->pages < g->pages)
-            fprintf(stderr, "mlxd-capture: warning: the capture writes %u pages (0..%u) but --pages %u: "
-                    "writes to pages %u and up fall outside the receiver's memory region, so the "
-                    "port rejects them and their frames do not arrive\n",
-                    g->pages, g->pages - 1, c->pages, c->pages);
-        if (R.cap->nframes == 0)
-            fprintf(stderr, "mlxd-capture: this capture has no RDMA WRITE with immediate (metadata "
-                    "disabled in the sender): the receiver gets no completion, so no frame; the %zu "
-                    "packets' bytes still land in the buffer\n", R.cap->npackets);
+        int lr = load_replay(c, &R);
+        if (lr >= 0) return lr;
     } else {
         if (!c->frame_size_set) {
             if (c->generate) c->frame_size = 4096;
@@ -664,6 +719,7 @@ static int run(struct cfg *c)
         .queue_size = c->queue_size, .mode = c->mode,
         .imm_layout = c->legacy ? MLXD_HSB_IMM_LEGACY_8_24 : MLXD_HSB_IMM_12_20,
         .memory = c->gpu ? MLXD_RECEIVER_MEM_CUDA : MLXD_RECEIVER_MEM_HOST, .no_metadata = c->no_metadata,
+        .record_cqes = c->record_cqes,
     };
     int rc = mlxd_receiver_start(R.rx, &o);
     if (rc == -EADDRINUSE && emulated_now())
@@ -966,7 +1022,7 @@ int main(int argc, char **argv)
                      .verify = true, .timeout_ms = 2000, .gen_md = MLXD_GEN_MD_SEPARATE };
     enum { O_FRAME = 256, O_PAGE, O_PAGES, O_MDOFF, O_PEER, O_QUEUE, O_DURATION, O_BUSY, O_EVENT,
            O_LEGACY, O_NOMD, O_EMULATE, O_REPLAY, O_PACE, O_LOOPS, O_GENERATE, O_FPS, O_GENMD,
-           O_PAYLOAD, O_TARGET, O_SAVE, O_JSON, O_NOVERIFY, O_DELAY, O_TIMEOUT, O_GPU };
+           O_PAYLOAD, O_TARGET, O_SAVE, O_JSON, O_NOVERIFY, O_DELAY, O_TIMEOUT, O_RECORD, O_GPU };
     static const struct mode_option mode_opts[] = {
         { O_PACE, "--pace", MODE_REPLAY }, { O_LOOPS, "--loops", MODE_REPLAY },
         { O_FPS, "--fps", MODE_GENERATE }, { O_GENMD, "--gen-metadata", MODE_GENERATE },
@@ -989,7 +1045,8 @@ int main(int argc, char **argv)
         { "payload-size", 1, 0, O_PAYLOAD }, { "target", 1, 0, O_TARGET }, { "save", 1, 0, O_SAVE },
         { "json", 0, 0, O_JSON }, { "print-frames", 0, 0, 'v' }, { "no-verify", 0, 0, O_NOVERIFY },
         { "consumer-delay-ms", 1, 0, O_DELAY }, { "timeout-ms", 1, 0, O_TIMEOUT }, { "quiet", 0, 0, 'q' },
-        { "gpu", 0, 0, O_GPU }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
+        { "record-cqes", 1, 0, O_RECORD }, { "gpu", 0, 0, O_GPU },
+        { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
     int ch;
     uint64_t v;
     opterr = 0;
@@ -1056,6 +1113,7 @@ int main(int argc, char **argv)
         case O_NOVERIFY: c.verify = false; break;
         case O_DELAY: NUM("--consumer-delay-ms", 0, UINT_MAX); c.consumer_delay_ms = (unsigned)v; break;
         case O_TIMEOUT: NUM("--timeout-ms", 0, UINT_MAX); c.timeout_ms = (unsigned)v; break;
+        case O_RECORD: c.record_cqes = optarg; break;
         case 'q': c.quiet = true; break;
         case 'h': usage(stdout); return 0;
         default:

@@ -20,12 +20,13 @@
 static const char usage_text[] =
     "usage: mlxd-cqe [--json] [FILE...]\n"
     "Decodes the mlx5 completion queue entries (CQEs) found in FILEs (or standard input), as\n"
-    "pasted from rdma-core, kernel (mlx5_ib, mlx5e) and DPDK logs, or as 128 hex digits.\n"
+    "pasted from rdma-core, kernel (mlx5_ib, mlx5e) and DPDK logs, as 128 hex digits or as CQE\n"
+    "fixture lines, and explains the status lines of perftest, UCX, NCCL, libfabric and DAPL.\n"
     "  --json      machine-readable output (one JSON object on standard output)\n"
     "  --version   print the version\n"
     "  -h, --help  this text\n"
     "Each input may be at most 64 MiB.\n"
-    "Exit status: 0 something decoded, 1 nothing decodable, 2 usage error.\n";
+    "Exit status: 0 something decoded (a CQE or a status line), 1 nothing decodable, 2 usage error.\n";
 
 /* The most bytes read from one input.  Without a bound, "mlxd-cqe /dev/zero" or "yes | mlxd-cqe"
  * grew its buffer until the OOM killer ended it.  64 MiB is twice the largest configurable kernel
@@ -140,6 +141,32 @@ static void print_cqe_diags(const struct mlxd_dump_result *r, const struct diag_
     }
 }
 
+/* A status-only line: the status, the syndromes it gives, the causes as for a CQE. */
+static void print_status(const char *name, const struct mlxd_dump_status *st)
+{
+    printf("%s: status line %u (%s): %s (status %d)\n", name, st->line,
+           or_unknown(mlxd_status_source_name(st->source)), or_unknown(mlxd_wc_status_text(st->status)),
+           st->status);
+    printf("  ibv_wc_status   %-5d %s (\"%s\")%s\n", st->status, or_unknown(mlxd_wc_status_name(st->status)),
+           or_unknown(mlxd_wc_status_text(st->status)),
+           st->status_from_syndrome ? "  [mapped from the syndrome as libmlx5 does]" : "");
+    if (st->syndrome >= 0)
+        printf("  syndrome        0x%02x  %s%s\n", (unsigned)st->syndrome, or_unknown(mlxd_syndrome_name((unsigned)st->syndrome)),
+               st->syndrome_printed ? "" : "  [not printed: the one libmlx5 maps to this status]");
+    else
+        printf("  syndrome        not printed (several syndromes give this status)\n");
+    if (st->vendor_syndrome >= 0) printf("  vendor syndrome 0x%02x\n", (unsigned)st->vendor_syndrome);
+    if (st->hw_err_synd >= 0) printf("  hw_err_synd     0x%02x\n", (unsigned)st->hw_err_synd);
+    if (st->hw_synd_type_hi >= 0) printf("  hw_synd_type    0x%x_ (high 4 bits)\n", (unsigned)st->hw_synd_type_hi);
+    const char *ex = st->syndrome >= 0 ? mlxd_syndrome_explain((unsigned)st->syndrome) : NULL;
+    if (st->vendor_syndrome == MLXD_VENDOR_SYND_ODP_PFAULT && st->status == MLXD_WC_REM_ABORT_ERR)
+        printf("  explanation     on-demand-paging page fault abort (vendor syndrome 0x93)\n");
+    printf("  explanation     %s\n", ex ? ex : "no single syndrome gives this status; decode the full CQE if the log has one");
+    if (st->cqe >= 0)
+        printf("  cross-check     %s CQE %d\n", st->mismatches ? "DISAGREES with" : "agrees with", st->cqe + 1);
+    printf("\n");
+}
+
 /* Returns 0, or ENOMEM (nothing printed). */
 static int print_text(const char *name, const struct mlxd_dump_result *r)
 {
@@ -214,11 +241,12 @@ static int print_text(const char *name, const struct mlxd_dump_result *r)
         print_cqe_diags(r, &ix, i);
         printf("\n");
     }
+    for (size_t k = 0; k < r->nstatuses; k++) print_status(name, &r->statuses[k]);
     for (size_t k = 0; k < r->ndiags; k++)
         if (r->diags[k].cqe < 0)
             fprintf(stderr, "%s:%u: %s: %s\n", name, r->diags[k].line,
                     sev_name(r->diags[k].severity), r->diags[k].msg);
-    if (!r->ncqes) fprintf(stderr, "%s: no decodable CQE found\n", name);
+    if (!r->ncqes && !r->nstatuses) fprintf(stderr, "%s: no decodable CQE or status line found\n", name);
     free(ix.first);
     free(ix.order);
     return 0;
@@ -308,7 +336,22 @@ static void print_json(const char *name, const struct mlxd_dump_result *r, bool 
         }
         printf("}");
     }
-    printf("%s], \"diagnostics\": [", r->ncqes ? "\n  " : "");
+    printf("%s], \"status_lines\": [", r->ncqes ? "\n  " : "");
+    for (size_t k = 0; k < r->nstatuses; k++) {
+        const struct mlxd_dump_status *st = &r->statuses[k];
+        printf("%s\n    {\"line\": %u", k ? "," : "", st->line);
+        jname("source", mlxd_status_source_name(st->source));
+        printf(", \"status\": %d", st->status);
+        jname("status_name", mlxd_wc_status_name(st->status));
+        printf(", \"status_from_syndrome\": %s, \"syndrome\": %d, \"syndrome_printed\": %s, "
+               "\"vendor_syndrome\": %d, \"hw_err_synd\": %d, \"hw_synd_type_hi\": %d",
+               st->status_from_syndrome ? "true" : "false", st->syndrome,
+               st->syndrome_printed ? "true" : "false", st->vendor_syndrome, st->hw_err_synd,
+               st->hw_synd_type_hi);
+        jname("explanation", st->syndrome >= 0 ? mlxd_syndrome_explain((unsigned)st->syndrome) : NULL);
+        printf(", \"cqe\": %d, \"mismatches\": %u}", st->cqe, st->mismatches);
+    }
+    printf("%s], \"diagnostics\": [", r->nstatuses ? "\n  " : "");
     for (size_t k = 0; k < r->ndiags; k++) {
         printf("%s\n    {\"line\": %u, \"severity\": \"%s\", \"cqe\": %d, \"message\": ", k ? "," : "",
                r->diags[k].line, sev_name(r->diags[k].severity), r->diags[k].cqe);
@@ -377,7 +420,7 @@ int main(int argc, char **argv)
             mlxd_cqe_dump_free(r);
             continue;
         }
-        decoded += r->ncqes;
+        decoded += r->ncqes + r->nstatuses;
         mlxd_cqe_dump_free(r);
     }
     if (json) printf("\n]}\n");

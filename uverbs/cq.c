@@ -2,6 +2,7 @@
  * (CQ_CREATE / CQ_DESTROY ioctls, kernel drivers/infiniband/core/uverbs_std_types_cq.c,
  * drivers/infiniband/hw/mlx5/cq.c create_cq_user, doorbell.c mlx5_ib_db_map_user). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -47,6 +48,9 @@ static int ring_alloc(struct mlxd_cq *cq, uint32_t ncqe)
 
 void mlxd__cq_release(struct mlxd_cq *cq)
 {
+    mlxd__pinned_add(MLXD_PIN_RING, -(int64_t)cq->pinned_ring);
+    mlxd__pinned_add(MLXD_PIN_DBREC, -(int64_t)cq->pinned_db);
+    cq->pinned_ring = cq->pinned_db = 0;
     if (cq->mem) munmap(cq->mem, cq->mem_len);   /* the doorbell record is in the mapping */
     cq->mem = cq->db = NULL;
     cq->buf = NULL;
@@ -111,10 +115,18 @@ int mlxd_cq_create(struct mlxd_nic *nic, uint32_t entries, const struct mlxd_cq_
     ioc_in(&c, UVERBS_ATTR_UHW_IN, &req, sizeof req);
     ioc_out(&c, UVERBS_ATTR_UHW_OUT, &resp, sizeof resp);
     rc = mlxd__ioctl(nic->fd, &c);
+    uint64_t ring_pages = mlxd__pin_pages(req.buf_addr, (uint64_t)ncqe * MLXD_CQE_SIZE);
     if (rc) {
-        rc = mlxd_err(-rc, "%s %s: the kernel refused CQ_CREATE (%u CQEs): %s", fn, nic->name, ncqe, strerror(-rc));
+        char what[48];
+        snprintf(what, sizeof what, "CQ_CREATE (%u CQEs)", ncqe);
+        int m = mlxd__memlock_error(fn, nic->name, what, rc, ring_pages + 1);
+        rc = m ? m : mlxd_err(-rc, "%s %s: the kernel refused %s: %s", fn, nic->name, what, strerror(-rc));
         goto fail;
     }
+    cq->pinned_ring = ring_pages;      /* and the doorbell record's page */
+    cq->pinned_db = 1;
+    mlxd__pinned_add(MLXD_PIN_RING, (int64_t)ring_pages);
+    mlxd__pinned_add(MLXD_PIN_DBREC, 1);
     cq->handle = (uint32_t)ioc_value(&c, h);
     cq->cqn = resp.cqn;
     cq->state = OBJ_LIVE;
@@ -150,6 +162,8 @@ int mlxd_cq_create_detached(uint32_t entries, struct mlxd_cq **out)
 int mlxd_cq_destroy(struct mlxd_cq *cq)
 {
     if (!cq) return mlxd_err(EINVAL, "mlxd_cq_destroy: cq is NULL");
+    if (cq->recorder)
+        return mlxd_err(EBUSY, "mlxd_cq_destroy: CQ 0x%06x is being recorded: mlxd_cq_record_stop first", cq->cqn);
     if (cq->detached) {
         /* detached CQs have no NIC to keep a tombstone: they are freed */
         if (cq->state != OBJ_LIVE) return mlxd_err(EINVAL, "mlxd_cq_destroy: destroyed CQ");

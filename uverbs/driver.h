@@ -38,10 +38,13 @@ struct mlxd_cq {
     uint64_t user_data;
     void    *mem;                   /* mmap'ed ring */
     size_t   mem_len;
+    uint64_t pinned_ring, pinned_db;  /* pages the kernel pinned for it (memlock.c), 0 once released */
     void    *db;                    /* aligned_alloc'ed doorbell record (64 bytes) */
     unsigned qps;                   /* QPs using this CQ (under nic->lock) */
     int      destroy_result;
     struct mlxd_cq *next;
+    struct mlxd_recorder *recorder; /* mlxd_cq_record_start: the poll loop's general path copies
+                                       each consumed CQE there (mlx5/record.c); NULL: off */
 };
 
 struct mlxd_qp {
@@ -89,6 +92,7 @@ struct mlxd_qp {
     uint64_t user_data;
     void    *mem;                   /* mmap'ed QP buffer */
     size_t   mem_len;
+    uint64_t pinned_ring, pinned_db;  /* pages the kernel pinned for it (memlock.c), 0 once released */
     void    *db;
     uint32_t uar_handle;
     void    *uar_map;
@@ -104,6 +108,7 @@ struct mlxd_region {
     uint32_t handle;
     struct mlxd_nic *nic;
     int      deregister_result;
+    uint64_t pinned_pages;          /* what its registration pinned (memlock.c) */
     struct mlxd_region *next;
 };
 
@@ -132,7 +137,6 @@ struct mlxd_nic {
     struct mlxd_cq *cqs;
     struct mlxd_qp *qps;
     struct mlxd_qp *qp_table[MLXD_MAX_QPS];
-    uint64_t pinned;                /* bytes registered (for the RLIMIT_MEMLOCK message) */
     struct mlxd_nic *next_closed;
 };
 
@@ -147,6 +151,15 @@ int  mlxd__uar_alloc(struct mlxd_nic *nic, uint32_t type, uint32_t *handle, uint
                      void **map);
 int  mlxd__uar_free(struct mlxd_nic *nic, uint32_t handle, void *map);
 void mlxd__cq_release(struct mlxd_cq *cq);      /* rings + db (no kernel call) */
+
+/* memlock.c: pages pinned through the kernel, per process, as core/umem.c counts them */
+enum mlxd_pin_kind { MLXD_PIN_REGION, MLXD_PIN_RING, MLXD_PIN_DBREC, MLXD_PIN__N };
+uint64_t mlxd__pin_pages(uint64_t addr, uint64_t len);        /* pages [addr, addr + len) touches */
+void mlxd__pinned_add(enum mlxd_pin_kind k, int64_t pages);
+/* For a kernel refusal rc of `call` that would have pinned `pages` more: when RLIMIT_MEMLOCK
+ * explains it (ENOMEM, a finite limit, no CAP_IPC_LOCK, the count past the limit), sets the
+ * message saying what was counted and returns -ENOMEM; else returns 0 (the caller's message). */
+int mlxd__memlock_error(const char *fn, const char *dev, const char *call, int rc, uint64_t pages);
 void mlxd__qp_release(struct mlxd_qp *qp);
 /* Removes the CQEs of QP qpn that the software owns from cq (mlx5/cq_clean.c), after
  * QP_DESTROY, with no poll of cq running; returns how many. */

@@ -115,11 +115,14 @@ struct mlxd_open_opts {
  *   -EINVAL  name NULL/empty/too long or containing '/', out NULL, opts->sz too small (or
  *            larger with unknown fields set), opts->port not 0/1
  *   -ENODEV  no RDMA device `name` (no <root>/class/infiniband/<name>)
- *   -ENODEV  mlx5_core does not hold its PCI function ("not held by mlx5_core")
+ *   -ENODEV  neither mlx5_core (a PCI function) nor mlx5_core.sf (a sub-function) holds the
+ *            device ("not held by mlx5_core or mlx5_core.sf")
  *   -ENOENT  no verbs file: no uverbsN whose ibdev is name, or /dev/infiniband/uverbsN missing
  *   -errno   the verbs file cannot be opened (path + strerror), e.g. -EACCES
  *   -errno   the kernel refused a call (call name + strerror)
  *   -ENETDOWN port 1 is not ACTIVE (state from QUERY_PORT, IB spec 14.2.5.6: 4 = ACTIVE)
+ *   -EPROTONOSUPPORT port 1 is InfiniBand: peers are addressed by GID over RoCE v2 only, an IB
+ *            port would need LIDs (kernel hw/mlx5/qp.c mlx5_set_path)
  *   -EADDRNOTAVAIL an Ethernet port without any RoCE v2 GID (gid_type 2)
  *   -ENOSPC  the kernel gives fewer doorbell registers than one system page holds
  *            (num_uars_per_page == 0 or the UAR mmap length is not a page)
@@ -361,7 +364,8 @@ struct mlxd_connect_opts {
     uint8_t  path_mtu;         /* IB MTU enum 1..5; 0 = the port's active MTU */
     uint8_t  hop_limit;        /* 0 = 64 (the kernel may overwrite it with the route's) */
     uint8_t  traffic_class;    /* IPv4 TOS / DSCP<<2; default 0 */
-    uint8_t  sl;               /* 802.1p priority on RoCE; default 0 */
+    uint8_t  sl;               /* 802.1p priority on RoCE, 0..7 (3 bits, kernel hw/mlx5/qp.c
+                                  mlx5_set_path); default 0 */
     uint8_t  timeout;          /* RC ack timeout 4.096 us * 2^t; 0 = 14 (~67 ms) */
     uint8_t  retry_cnt;        /* RC; 0 = 7 */
     uint8_t  rnr_retry;        /* RC; 0 = 7 (infinite) */

@@ -228,7 +228,8 @@ int mlxd_open(const char *name, const struct mlxd_open_opts *opts, struct mlxd_n
     if (stat(path, &st) < 0)
         return mlxd_err(ENODEV, "mlxd_open: no RDMA device %s (%s: %s)", name, path, strerror(errno));
     if (!mlxd__is_mlx5(root, name))
-        return mlxd_err(ENODEV, "mlxd_open: %s is not held by mlx5_core (%s/device/driver)", name, path);
+        return mlxd_err(ENODEV, "mlxd_open: %s is not held by mlx5_core or mlx5_core.sf (%s/device/driver)",
+                        name, path);
     int idx;
     int rc = mlxd__find_uverbs(root, name, &idx);
     if (rc)
@@ -256,6 +257,14 @@ int mlxd_open(const char *name, const struct mlxd_open_opts *opts, struct mlxd_n
     if (nic->port.state != 4) {
         rc = mlxd_err(ENETDOWN, "mlxd_open %s: port 1 is not active (state %u, 4 = ACTIVE)", name,
                       nic->port.state);
+        goto fail_async;
+    }
+    if (nic->port.link_layer != MLXD_LINK_ETHERNET) {
+        /* mlx5direct addresses peers by GID over RoCE v2 (UDP/IP) only: an InfiniBand port needs
+         * LIDs in the address vector (kernel hw/mlx5/qp.c mlx5_set_path), which mlxd_qp_connect
+         * does not set, so a connection there could never reach its peer */
+        rc = mlxd_err(EPROTONOSUPPORT, "mlxd_open %s: port 1 is InfiniBand (link layer %u); mlx5direct "
+                      "supports RoCE v2 on Ethernet ports only (no LID addressing)", name, nic->port.link_layer);
         goto fail_async;
     }
     if ((rc = query_gids(nic))) goto fail_async;

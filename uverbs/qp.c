@@ -29,6 +29,9 @@ uint32_t mlxd__send_wqe_size(uint32_t max_inline, uint32_t max_send_sge)
 
 void mlxd__qp_release(struct mlxd_qp *qp)
 {
+    mlxd__pinned_add(MLXD_PIN_RING, -(int64_t)qp->pinned_ring);
+    mlxd__pinned_add(MLXD_PIN_DBREC, -(int64_t)qp->pinned_db);
+    qp->pinned_ring = qp->pinned_db = 0;
     if (qp->mem) munmap(qp->mem, qp->mem_len);   /* the doorbell record is in the mapping */
     free(qp->sq_wrid);
     free(qp->sq_next);
@@ -63,6 +66,59 @@ static const uint8_t *gid_by_index(const struct mlxd_nic *nic, uint32_t idx)
     for (unsigned i = 0; i < nic->ngids; i++)
         if (nic->gids[i].index == idx) return nic->gids[i].raw;
     return NULL;
+}
+
+/* QP_CREATE (mlx5 driver data: the buffer, its doorbell record, the UAR page of its own) for a
+ * QP whose rings and fields are set; sets qp->handle and the kernel's QPN.  A refusal explains
+ * RLIMIT_MEMLOCK when that is the cause (memlock.c); success counts the pages the kernel pinned. */
+static int kernel_create_qp(struct mlxd_qp *qp, struct mlxd_cq *cq, struct mlxd_cq *rcq, uint32_t send_depth,
+                            uint32_t recv_depth, uint32_t page_id, uint32_t *qpn)
+{
+    static const char fn[] = "mlxd_qp_create";
+    struct mlxd_nic *nic = qp->nic;
+    uint64_t buf_bytes = ((uint64_t)qp->rq_wqe_cnt << qp->rq_wqe_shift) + (uint64_t)qp->sq_wqebbs * MLXD_SEND_WQE_BB;
+    struct mlx5_ib_create_qp req;
+    struct mlx5_ib_create_qp_resp resp;
+    memset(&req, 0, sizeof req);
+    memset(&resp, 0, sizeof resp);
+    req.buf_addr = (uintptr_t)qp->mem;
+    req.db_addr = (uintptr_t)qp->dbrec;
+    req.sq_wqe_count = qp->sq_wqebbs;
+    req.rq_wqe_count = qp->rq_wqe_cnt;
+    req.rq_wqe_shift = qp->rq_wqe_shift;
+    req.flags = MLX5_QP_FLAG_UAR_PAGE_INDEX;
+    req.uidx = nic->cqe_version ? qp->uidx : 0xffffff;
+    req.bfreg_index = page_id;
+    struct ib_uverbs_qp_cap cap = {
+        .max_send_wr = send_depth, .max_recv_wr = recv_depth,
+        .max_send_sge = send_depth ? qp->max_send_sge : 0, .max_recv_sge = recv_depth ? qp->max_recv_sge : 0,
+        .max_inline_data = qp->max_inline,
+    }, rcap;
+    struct ioc c;
+    ioc_init(&c, UVERBS_OBJECT_QP, UVERBS_METHOD_QP_CREATE);
+    int h = ioc_obj(&c, UVERBS_ATTR_CREATE_QP_HANDLE, 0);
+    ioc_obj(&c, UVERBS_ATTR_CREATE_QP_PD_HANDLE, nic->pd_handle);
+    ioc_obj(&c, UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, cq->handle);
+    ioc_obj(&c, UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, rcq->handle);
+    ioc_in_u64(&c, UVERBS_ATTR_CREATE_QP_USER_HANDLE, (uintptr_t)qp);
+    ioc_in(&c, UVERBS_ATTR_CREATE_QP_CAP, &cap, sizeof cap);
+    ioc_in_u64(&c, UVERBS_ATTR_CREATE_QP_TYPE, qp->type);
+    ioc_out(&c, UVERBS_ATTR_CREATE_QP_RESP_CAP, &rcap, sizeof rcap);
+    ioc_out(&c, UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, qpn, sizeof *qpn);
+    ioc_in(&c, UVERBS_ATTR_UHW_IN, &req, sizeof req);
+    ioc_out(&c, UVERBS_ATTR_UHW_OUT, &resp, sizeof resp);
+    int rc = mlxd__ioctl(nic->fd, &c);
+    uint64_t ring_pages = mlxd__pin_pages(req.buf_addr, buf_bytes);
+    if (rc) {
+        int m = mlxd__memlock_error(fn, nic->name, "QP_CREATE", rc, ring_pages + 1);
+        return m ? m : mlxd_err(-rc, "%s %s: the kernel refused QP_CREATE: %s", fn, nic->name, strerror(-rc));
+    }
+    qp->handle = (uint32_t)ioc_value(&c, h);
+    qp->pinned_ring = ring_pages;      /* and the doorbell record's page */
+    qp->pinned_db = 1;
+    mlxd__pinned_add(MLXD_PIN_RING, (int64_t)ring_pages);
+    mlxd__pinned_add(MLXD_PIN_DBREC, 1);
+    return 0;
 }
 
 int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct mlxd_qp **out)
@@ -193,43 +249,9 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     qp->bf_reg = (uint8_t *)qp->uar_map + MLXD_UAR_BF_OFFSET;
     qp->bf_buf_size = qp->uar_bf ? nic->bf_reg_size / 2 : 0;
 
-    struct mlx5_ib_create_qp req;
-    struct mlx5_ib_create_qp_resp resp;
-    memset(&req, 0, sizeof req);
-    memset(&resp, 0, sizeof resp);
-    req.buf_addr = (uintptr_t)m;
-    req.db_addr = (uintptr_t)qp->dbrec;
-    req.sq_wqe_count = sq_wqebbs;
-    req.rq_wqe_count = rq_cnt;
-    req.rq_wqe_shift = rq_shift;
-    req.flags = MLX5_QP_FLAG_UAR_PAGE_INDEX;
-    req.uidx = nic->cqe_version ? uidx : 0xffffff;
-    req.bfreg_index = page_id;
-    struct ib_uverbs_qp_cap cap = {
-        .max_send_wr = opts->send_depth, .max_recv_wr = opts->recv_depth,
-        .max_send_sge = opts->send_depth ? send_sge : 0, .max_recv_sge = opts->recv_depth ? recv_sge : 0,
-        .max_inline_data = opts->max_inline,
-    }, rcap;
     uint32_t qpn = 0;
-    struct ioc c;
-    ioc_init(&c, UVERBS_OBJECT_QP, UVERBS_METHOD_QP_CREATE);
-    int h = ioc_obj(&c, UVERBS_ATTR_CREATE_QP_HANDLE, 0);
-    ioc_obj(&c, UVERBS_ATTR_CREATE_QP_PD_HANDLE, nic->pd_handle);
-    ioc_obj(&c, UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, cq->handle);
-    ioc_obj(&c, UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, rcq->handle);
-    ioc_in_u64(&c, UVERBS_ATTR_CREATE_QP_USER_HANDLE, (uintptr_t)qp);
-    ioc_in(&c, UVERBS_ATTR_CREATE_QP_CAP, &cap, sizeof cap);
-    ioc_in_u64(&c, UVERBS_ATTR_CREATE_QP_TYPE, type);
-    ioc_out(&c, UVERBS_ATTR_CREATE_QP_RESP_CAP, &rcap, sizeof rcap);
-    ioc_out(&c, UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, &qpn, sizeof qpn);
-    ioc_in(&c, UVERBS_ATTR_UHW_IN, &req, sizeof req);
-    ioc_out(&c, UVERBS_ATTR_UHW_OUT, &resp, sizeof resp);
-    rc = mlxd__ioctl(nic->fd, &c);
-    if (rc) {
-        rc = mlxd_err(-rc, "%s %s: the kernel refused QP_CREATE: %s", fn, nic->name, strerror(-rc));
-        goto fail_uar;
-    }
-    qp->handle = (uint32_t)ioc_value(&c, h);
+    rc = kernel_create_qp(qp, cq, rcq, opts->send_depth, opts->recv_depth, page_id, &qpn);
+    if (rc) goto fail_uar;
     qp->qpn = qpn & 0xffffff;
     qp->ib_state = 0;
     qp->state = OBJ_LIVE;
@@ -309,6 +331,11 @@ int mlxd_qp_connect(struct mlxd_qp *qp, const struct mlxd_endpoint *peer,
         return mlxd_err(EINVAL, "%s: timeout %u (0..31), retry_cnt %u (0..7), rnr_retry %u (0..7), "
                         "min_rnr_timer %u (0..31) or sl %u (0..15) out of range", fn, o->timeout, o->retry_cnt,
                         o->rnr_retry, o->min_rnr_timer, o->sl);
+    /* RoCE (the only link layer mlxd_open accepts): the SL is the 802.1p priority, 3 bits (kernel
+     * hw/mlx5/qp.c mlx5_set_path keeps ah->sl & 0x7 on RoCE), so 8..15 would be cut silently */
+    if (o && o->sl > 7)
+        return mlxd_err(EINVAL, "%s: sl %u: on RoCE the service level is the 3-bit 802.1p priority (0..7)",
+                        fn, o->sl);
     if (o && o->max_rd_atomic > qp->nic->max_qp_rd_atom)
         return mlxd_err(EINVAL, "%s: max_rd_atomic %u exceeds the device's maximum %u", fn, o->max_rd_atomic,
                         qp->nic->max_qp_rd_atom);

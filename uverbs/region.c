@@ -1,6 +1,7 @@
 /* region.c: registering host and dma-buf memory (kernel drivers/infiniband/core/uverbs_cmd.c
  * REG_MR, uverbs_std_types_mr.c REG_DMABUF_MR; rdma-core libibverbs/cmd.c ibv_cmd_reg_mr). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -33,18 +34,16 @@ static int check_opts(const char *fn, const struct mlxd_region_opts *o, uint32_t
     return 0;
 }
 
-/* A kernel refusal; names RLIMIT_MEMLOCK when the locked-memory limit explains it. */
-static int reg_error(struct mlxd_nic *nic, const char *fn, const char *call, int rc, size_t length)
+/* A kernel refusal; says what was pinned when the locked-memory limit explains it (memlock.c).
+ * pages: what the registration would have pinned (0 for dma-buf). */
+static int reg_error(struct mlxd_nic *nic, const char *fn, const char *call, int rc, size_t length,
+                     uint64_t pages)
 {
-    struct rlimit rl;
-    if ((rc == -ENOMEM || rc == -EAGAIN || rc == -EPERM) && getrlimit(RLIMIT_MEMLOCK, &rl) == 0 &&
-        rl.rlim_cur != RLIM_INFINITY && nic->pinned + length > rl.rlim_cur)
-        return mlxd_err(-rc, "%s %s: %s of %zu bytes refused (%s): the locked-memory limit "
-                        "RLIMIT_MEMLOCK is %llu bytes and %llu are registered already; raise it "
-                        "(ulimit -l, limits.conf) or grant CAP_IPC_LOCK", fn, nic->name, call, length,
-                        strerror(-rc), (unsigned long long)rl.rlim_cur, (unsigned long long)nic->pinned);
-    return mlxd_err(-rc, "%s %s: the kernel refused %s of %zu bytes: %s", fn, nic->name, call, length,
-                    strerror(-rc));
+    char what[64];
+    snprintf(what, sizeof what, "%s of %zu bytes", call, length);
+    int m = pages ? mlxd__memlock_error(fn, nic->name, what, rc, pages) : 0;
+    if (m) return m;
+    return mlxd_err(-rc, "%s %s: the kernel refused %s: %s", fn, nic->name, what, strerror(-rc));
 }
 
 static void link_region(struct mlxd_nic *nic, struct mlxd_region *r)
@@ -52,8 +51,8 @@ static void link_region(struct mlxd_nic *nic, struct mlxd_region *r)
     pthread_mutex_lock(&nic->lock);
     r->next = nic->regions;
     nic->regions = r;
-    nic->pinned += r->length;
     pthread_mutex_unlock(&nic->lock);
+    mlxd__pinned_add(MLXD_PIN_REGION, (int64_t)r->pinned_pages);
 }
 
 int mlxd_region_register(struct mlxd_nic *nic, void *addr, size_t length,
@@ -83,7 +82,8 @@ int mlxd_region_register(struct mlxd_nic *nic, void *addr, size_t length,
     req.access_flags = access;
     rc = mlxd__invoke_write(nic->fd, IB_USER_VERBS_CMD_REG_MR, &req, sizeof req, &resp, sizeof resp,
                             NULL, 0, NULL, 0);
-    if (rc) { free(r); return reg_error(nic, fn, "REG_MR", rc, length); }
+    if (rc) { free(r); return reg_error(nic, fn, "REG_MR", rc, length, mlxd__pin_pages((uintptr_t)addr, length)); }
+    r->pinned_pages = mlxd__pin_pages((uintptr_t)addr, length);
     r->handle = resp.mr_handle;
     r->lkey = resp.lkey;
     r->rkey = resp.rkey;
@@ -126,7 +126,7 @@ int mlxd_region_register_dmabuf(struct mlxd_nic *nic, int fd, uint64_t offset, s
     ioc_out(&c, UVERBS_ATTR_REG_DMABUF_MR_RESP_LKEY, &lkey, sizeof lkey);
     ioc_out(&c, UVERBS_ATTR_REG_DMABUF_MR_RESP_RKEY, &rkey, sizeof rkey);
     rc = mlxd__ioctl(nic->fd, &c);
-    if (rc) { free(r); return reg_error(nic, fn, "REG_DMABUF_MR", rc, length); }
+    if (rc) { free(r); return reg_error(nic, fn, "REG_DMABUF_MR", rc, length, 0); }
     r->handle = (uint32_t)ioc_value(&c, h);
     r->lkey = lkey;
     r->rkey = rkey;
@@ -188,8 +188,10 @@ int mlxd_region_deregister(struct mlxd_region *r)
     pthread_mutex_lock(&nic->lock);
     r->state = OBJ_DEAD;
     r->deregister_result = rc;
-    nic->pinned -= r->length;
+    uint64_t unpinned = rc ? 0 : r->pinned_pages;    /* a refused destroy keeps the pages pinned */
+    if (!rc) r->pinned_pages = 0;
     pthread_mutex_unlock(&nic->lock);
+    mlxd__pinned_add(MLXD_PIN_REGION, -(int64_t)unpinned);
     if (rc) return mlxd_err(-rc, "mlxd_region_deregister %s: the kernel refused MR_DESTROY: %s", nic->name,
                             strerror(-rc));
     return 0;

@@ -3,9 +3,10 @@
  *
  * Root: $SYSFS_PATH (only when uid == euid, trailing '/' stripped) else /sys, as libibverbs'
  * ibv_get_sysfs_path does.  A device is mlx5_core's when <root>/class/infiniband/<dev>/device/driver
- * is a symlink whose last component is "mlx5_core"; when that link does not exist, when
- * device/modalias names a Mellanox (PCI vendor 0x15B3) function of the mlx5 generation (device id
- * 0x1011..0x10ff or 0xa2xx; ConnectX-3 and older, 0x1003..0x1010, are mlx4's). */
+ * is a symlink whose last component is "mlx5_core" (a PCI function) or "mlx5_core.sf" (a
+ * sub-function on the auxiliary bus); when that link does not exist, when device/modalias names
+ * a Mellanox (PCI vendor 0x15B3) function of the mlx5 generation (device id 0x1011..0x10ff or
+ * 0xa2xx; ConnectX-3 and older, 0x1003..0x1010, are mlx4's) or is "auxiliary:mlx5_core.sf". */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -52,11 +53,15 @@ int mlxd__is_mlx5(const char *root, const char *name)
         link[n] = 0;
         const char *base = strrchr(link, '/');
         base = base ? base + 1 : link;
-        return strcmp(base, "mlx5_core") == 0;
+        /* mlx5_core for PCI functions, mlx5_core.sf for sub-functions (auxiliary devices on
+         * BlueField and ConnectX with SFs); libibverbs matches both by the kernel's driver id,
+         * RDMA_DRIVER_MLX5, which the uverbs ioctls then carry */
+        return strcmp(base, "mlx5_core") == 0 || strcmp(base, "mlx5_core.sf") == 0;
     }
     snprintf(path, sizeof path, "%s/class/infiniband/%s/device/modalias", root, name);
     char alias[256];
     if (mlxd__read_file(path, alias, sizeof alias) < 0) return 0;
+    if (!strcmp(alias, "auxiliary:mlx5_core.sf")) return 1;
     unsigned vendor, device;
     if (sscanf(alias, "pci:v%8xd%8x", &vendor, &device) != 2) return 0;
     if (vendor != 0x15b3) return 0;

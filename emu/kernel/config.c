@@ -7,7 +7,9 @@
  * 1024 = what a 1500-byte Ethernet MTU gives), port (UDP port it listens on, 4791), dport (UDP
  * port it sends to, 4791), link (up|down), pcap (capture file path), guid (node GUID, hex),
  * gids (v1, v2 or v1v2: the RoCE versions port 1 has GIDs of, default v1v2), uars_per_page
- * (GET_CONTEXT num_uars_per_page, default 1; 0 models the kernel error case, docs/emulator.md).
+ * (GET_CONTEXT num_uars_per_page, default 1; 0 models the kernel error case, docs/emulator.md),
+ * link_layer (eth, default, or ib: an InfiniBand port, LID addressed), sf (1: a sub-function,
+ * bound to mlx5_core.sf on the auxiliary bus).
  * Default (nothing set): mlx5_0 on 127.0.0.1 and mlx5_1 on 127.0.0.2.
  * The uverbs index N of a device is its position in the list. */
 #include <arpa/inet.h>
@@ -29,6 +31,17 @@ static void fill_gids(struct emu_device_cfg *c)
     const uint8_t *ip = (const uint8_t *)&c->ipv4.s_addr;
     uint8_t mac[6] = { 0x02, 0x00, ip[0], ip[1], ip[2], ip[3] };
     memset(c->gids, 0, sizeof c->gids);
+    if (!c->ethernet) {
+        /* an InfiniBand port: GID 0 is the default subnet prefix fe80:: and the port GUID (IB
+         * spec 4.1.1; the node GUID here), type IB */
+        uint8_t *g = c->gids[0].raw;
+        g[0] = 0xfe; g[1] = 0x80;
+        for (int i = 0; i < 8; i++) g[8 + i] = (uint8_t)(c->node_guid >> (56 - 8 * i));
+        c->gids[0].type = 0;
+        c->gids[0].valid = true;
+        c->ngids = 1;
+        return;
+    }
     unsigned types[2], nt = 0;
     if (c->gid_types & 1) types[nt++] = 1;
     if (c->gid_types & 2) types[nt++] = 2;
@@ -149,6 +162,13 @@ static int parse_entry(char *ent, struct emu_device_cfg *c, unsigned index, char
                 return -EINVAL;
             }
             c->uars_per_page = (unsigned)u;
+        } else if (!strcmp(opt, "link_layer")) {
+            if (!strcmp(v, "eth")) c->ethernet = true;
+            else if (!strcmp(v, "ib")) c->ethernet = false;
+            else { snprintf(err, errlen, "%s: link_layer must be eth or ib", name); return -EINVAL; }
+        } else if (!strcmp(opt, "sf")) {
+            if (strcmp(v, "0") && strcmp(v, "1")) { snprintf(err, errlen, "%s: sf must be 0 or 1", name); return -EINVAL; }
+            c->sf = v[0] == '1';
         } else if (!strcmp(opt, "guid")) {
             c->node_guid = strtoull(v, &end, 16);
             if (*end || !c->node_guid) { snprintf(err, errlen, "%s: bad guid", name); return -EINVAL; }
@@ -221,6 +241,8 @@ void emu_config_canonical(const struct emu_device_cfg *c, unsigned n, char *buf,
         if (o < len && (c[i].gid_types != 3 || c[i].uars_per_page != 1))
             o += snprintf(buf + o, len - o, ":gids=%s:uars_per_page=%u", gt[c[i].gid_types & 3],
                           c[i].uars_per_page);
+        if (o < len && (!c[i].ethernet || c[i].sf))
+            o += snprintf(buf + o, len - o, ":link_layer=%s:sf=%d", c[i].ethernet ? "eth" : "ib", c[i].sf);
     }
 }
 

@@ -81,9 +81,14 @@ bool emu_qp_transition_valid(unsigned cur, unsigned next);
 
 /* Object wrappers: the emu.h struct first, then what only the kernel half needs. */
 struct k_pd   { struct emu_pd pub;  unsigned usecnt; };
-struct k_mr   { struct emu_mr pub;  unsigned slot; };
-struct k_cq   { struct emu_cq pub;  unsigned usecnt; struct k_evq *chan_q; struct k_evq *async_q; };
-struct k_qp   { struct emu_qp pub;  unsigned slot; struct k_evq *async_q; bool has_rq; int bfregn; };
+/* Pages an object pinned (umem.c): its buffer, and the page of its doorbell record. */
+struct emu_pins { uint64_t pages; uint64_t db_page; bool has_db; };
+
+struct k_mr   { struct emu_mr pub;  unsigned slot; struct emu_pins pins; };
+struct k_cq   { struct emu_cq pub;  unsigned usecnt; struct k_evq *chan_q; struct k_evq *async_q;
+                struct emu_pins pins; };
+struct k_qp   { struct emu_qp pub;  unsigned slot; struct k_evq *async_q; bool has_rq; int bfregn;
+                struct emu_pins pins; };
 struct k_uar  { struct emu_uar pub; int memfd; bool is_static; unsigned static_idx; unsigned usecnt; };
 
 /* One queued event. */
@@ -132,6 +137,7 @@ struct emu_file {
     unsigned *bfreg_use;
     uint32_t next_mmap_index;       /* rdma_user_mmap_entry index for dynamic UARs */
     struct k_map *maps;
+    struct k_dbpage *dbpages;       /* doorbell-record pages pinned by this context (umem.c) */
     bool     closing;
     struct emu_file *next;          /* emu_g.files */
 };
@@ -175,6 +181,7 @@ struct emu_global {
     struct emu_file *files;         /* every open uverbs file */
     unsigned live[EMU_OBJ__COUNT];
     unsigned nfiles, ncontexts, nmaps;
+    uint64_t pinned_pages;          /* the process's pinned_vm from verbs objects (umem.c) */
     unsigned long long kernel_calls;
     /* CORE_CLOCK page */
     int      clock_memfd;
@@ -278,6 +285,13 @@ int emu_k_comp_channel(struct emu_file *f, int *fd);
 void emu_k_fill_device_attr(struct emu_file *f, void *resp176);
 void emu_k_fill_port(struct emu_file *f, void *resp40);
 struct k_uar *emu_k_find_uar_by_page(struct emu_file *f, uint32_t page_id);
+
+/* ---- umem.c: pinned pages against RLIMIT_MEMLOCK (k: core/umem.c ib_umem_get) ---- */
+/* Pins the pages of [addr, addr + len) (none when len is 0) and the page of db_addr (none when
+ * 0; once per context).  0, -ENOMEM over the limit without CAP_IPC_LOCK, -EINVAL; on failure
+ * nothing stays counted. */
+int  emu_pins_take(struct emu_file *f, struct emu_pins *p, uint64_t addr, uint64_t len, uint64_t db_addr);
+void emu_pins_release(struct emu_file *f, struct emu_pins *p);
 
 /* ---- events.c ---- */
 struct k_evq *emu_evq_new(struct emu_file *f, bool is_async);    /* under emu_g.lock */

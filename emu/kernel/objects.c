@@ -339,7 +339,10 @@ void emu_k_fill_port(struct emu_file *f, void *respv)
     struct ib_uverbs_query_port_resp *r = respv;
     const struct emu_device_cfg *c = &f->ctx.dev->cfg;
     memset(r, 0, sizeof *r);
-    r->port_cap_flags = (1u << 16) | (1u << 26);  /* CM_SUP, IP_BASED_GIDS (RoCE) */
+    /* CM_SUP, IP_BASED_GIDS (RoCE); an IB port: CM_SUP, and a LID from the subnet manager */
+    r->port_cap_flags = c->ethernet ? (1u << 16) | (1u << 26) : 1u << 16;
+    r->lid = c->ethernet ? 0 : (uint16_t)(1 + c->index);
+    r->sm_lid = c->ethernet ? 0 : 1;
     r->max_msg_sz = EMU_MAX_MSG;
     r->gid_tbl_len = EMU_GID_TBL_LEN;
     r->pkey_tbl_len = 1;
@@ -453,6 +456,9 @@ int emu_k_reg_mr(struct emu_file *f, struct k_pd *pd, uint64_t start, uint64_t l
     int r = -ENOMEM;
     struct k_mr *mr = calloc(1, sizeof *mr);
     if (!mr || ds->nmr >= EMU_MAX_MR) goto fail;
+    /* k: ib_umem_get counts the pages against RLIMIT_MEMLOCK (not for dma-buf, whose pages the
+     * exporter holds) */
+    if (dmabuf_fd < 0 && (r = emu_pins_take(f, &mr->pins, start, length, 0))) goto fail;
     r = emu_uobj_alloc(f, UO_MR, mr, handle);
     if (r) goto fail;
     LOCK(f);
@@ -483,6 +489,7 @@ int emu_k_reg_mr(struct emu_file *f, struct k_pd *pd, uint64_t start, uint64_t l
     *lkey = *rkey = key;
     return 0;
 fail:
+    if (mr) emu_pins_release(f, &mr->pins);
     free(mr);
     if (map) emu_real.munmap(map, maplen);
     if (dupfd >= 0) emu_real.close(dupfd);
@@ -503,6 +510,7 @@ int emu_k_dereg_mr(struct emu_file *f, struct k_mr *mr)
         emu_real.munmap(mr->pub.dmabuf_map, (size_t)(mr->pub.addr - off + mr->pub.length));
     }
     if (mr->pub.dmabuf_fd >= 0) emu_real.close(mr->pub.dmabuf_fd);
+    emu_pins_release(f, &mr->pins);
     emu_g.live[EMU_OBJ_MR]--;
     free(mr);
     return 0;
@@ -556,8 +564,10 @@ int emu_k_create_cq(struct emu_file *f, const struct emu_cq_args *a, uint32_t *h
     if (ds->ncq >= EMU_MAX_CQ) return -ENOMEM;
     struct k_cq *cq = calloc(1, sizeof *cq);
     if (!cq) return -ENOMEM;
-    r = emu_uobj_alloc(f, UO_CQ, cq, handle);
+    r = emu_pins_take(f, &cq->pins, ucmd.buf_addr, (uint64_t)entries * ucmd.cqe_size, ucmd.db_addr);
     if (r) { free(cq); return r; }
+    r = emu_uobj_alloc(f, UO_CQ, cq, handle);
+    if (r) { emu_pins_release(f, &cq->pins); free(cq); return r; }
     LOCK(f);
     cq->pub.handle = *handle;
     cq->pub.cqn = ds->next_cqn++ & 0xffffff;
@@ -575,7 +585,7 @@ int emu_k_create_cq(struct emu_file *f, const struct emu_cq_args *a, uint32_t *h
     r = emu_nic_cq_create(&cq->pub);
     if (!r) ds->ncq++;
     UNLOCK(f);
-    if (r) { emu_uobj_free(f, *handle); free(cq); return r; }
+    if (r) { emu_uobj_free(f, *handle); emu_pins_release(f, &cq->pins); free(cq); return r; }
     pthread_mutex_lock(&emu_g.ev_lock);
     if (chan) chan->refs++;
     if (async) async->refs++;
@@ -606,6 +616,7 @@ int emu_k_destroy_cq(struct emu_file *f, struct k_cq *cq, uint32_t *comp_rep, ui
     emu_evq_put(cq->chan_q);
     emu_evq_put(cq->async_q);
     ((struct k_uar *)cq->pub.uar)->usecnt--;
+    emu_pins_release(f, &cq->pins);
     emu_g.live[EMU_OBJ_CQ]--;
     free(cq);
     return 0;
@@ -687,6 +698,9 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
     struct k_uar *uar = NULL;
     int bfregn = -1;
     uint32_t resp_bfreg = MLX5_IB_INVALID_BFREG_EMU;
+    /* the bfreg's place in its UAR page: MLX5_BF_OFFSET 0x800 + bf_reg_size (512) per bfreg
+     * of the page (rdma-core providers/mlx5/mlx5.c mlx5_map_uar's bfs[].reg) */
+    uint32_t bf_off = 0x800;
     if (ucmd.flags & MLX5_QP_FLAG_UAR_PAGE_INDEX) {
         uar = emu_k_find_uar_by_page(f, ucmd.bfreg_index);
         if (!uar) return -EINVAL;
@@ -694,11 +708,13 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
         /* bfregn_to_uar_index: static table only */
         if (f->ctx.dyn_uar || ucmd.bfreg_index >= f->total_bfregs) return -EINVAL;
         uar = f->static_uars[ucmd.bfreg_index / 2];
+        bf_off += ucmd.bfreg_index % 2 * 0x200;
     } else {
         if (f->ctx.dyn_uar || !f->nstatic) return -EINVAL;   /* alloc_bfreg: lib_uar_dyn */
         bfregn = alloc_static_bfreg(f);
         uar = f->static_uars[bfregn / 2];
         resp_bfreg = (uint32_t)(bfregn / 2 * 4 + bfregn % 2);    /* adjust_bfregn */
+        bf_off += (uint32_t)(bfregn % 2) * 0x200;
     }
     /* buffers (k: ib_umem_get / mlx5_ib_db_map_user) */
     uint64_t buflen = ((uint64_t)(has_rq ? ucmd.rq_wqe_count : 0) << (has_rq ? ucmd.rq_wqe_shift : 0)) +
@@ -710,7 +726,9 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
     if (!r && ds->nqp >= EMU_MAX_QP) r = -ENOMEM;
     struct k_qp *qp = NULL;
     if (!r) { qp = calloc(1, sizeof *qp); if (!qp) r = -ENOMEM; }
-    if (!r) { r = emu_uobj_alloc(f, UO_QP, qp, handle); if (r) { free(qp); qp = NULL; } }
+    /* k: _create_user_qp: ib_umem_get of the buffer (when it has one), then the record's page */
+    if (!r) { r = emu_pins_take(f, &qp->pins, ucmd.buf_addr, buflen, ucmd.db_addr); if (r) { free(qp); qp = NULL; } }
+    if (!r) { r = emu_uobj_alloc(f, UO_QP, qp, handle); if (r) { emu_pins_release(f, &qp->pins); free(qp); qp = NULL; } }
     if (r) {
         if (bfregn >= 0) f->bfreg_use[bfregn]--;
         return r;
@@ -746,6 +764,7 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
         p->sq = p->sq_wqe_cnt ? p->buf + ((uint64_t)p->rq_wqe_cnt << p->rq_wqe_shift) : NULL;
         p->dbrec = (volatile uint32_t *)(uintptr_t)ucmd.db_addr;
         p->uar = &uar->pub;
+        p->bf_off = bf_off;
         p->uidx = f->ctx.cqe_version ? uidx : 0xffffff;
         p->sq_sig_all = a->sq_sig_all;
         p->scatter_to_cqe = ucmd.flags & MLX5_QP_FLAG_SCATTER_CQE;
@@ -764,6 +783,7 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
     UNLOCK(f);
     if (r) {
         emu_uobj_free(f, *handle);
+        emu_pins_release(f, &qp->pins);
         free(qp);
         if (bfregn >= 0) f->bfreg_use[bfregn]--;
         return r;
@@ -802,6 +822,7 @@ int emu_k_destroy_qp(struct emu_file *f, struct k_qp *qp, uint32_t *events_repor
     ((struct k_cq *)qp->pub.recv_cq)->usecnt--;
     ((struct k_uar *)qp->pub.uar)->usecnt--;
     if (qp->bfregn >= 0 && f->bfreg_use) f->bfreg_use[qp->bfregn]--;
+    emu_pins_release(f, &qp->pins);
     emu_g.live[EMU_OBJ_QP]--;
     free(qp);
     return 0;

@@ -85,6 +85,20 @@ static int write_port_state(const char *root, const struct emu_device_cfg *c)
     return r ? r : r2;
 }
 
+/* <base>/device/driver -> the driver's directory under bus/<bus>/drivers/<drv> (a symlink, as in
+ * sysfs; discovery reads the link's last component) */
+static int driver_link(const char *root, const char *base, const char *bus, const char *drv)
+{
+    char dir[1024], link[1024], target[256];
+    snprintf(dir, sizeof dir, "%s/bus/%s/drivers/%s", root, bus, drv);
+    int r = mkpath(dir);
+    if (r) return r;
+    snprintf(link, sizeof link, "%s/%s/device/driver", root, base);
+    snprintf(target, sizeof target, "../../../../bus/%s/drivers/%s", bus, drv);
+    if (symlink(target, link) < 0 && errno != EEXIST) return -errno;
+    return 0;
+}
+
 static int build_device(const char *root, const struct emu_device_cfg *c)
 {
     char rel[256], base[128];
@@ -109,10 +123,17 @@ static int build_device(const char *root, const struct emu_device_cfg *c)
     P("hca_type", "MT4123\n");
     P("hw_rev", "0x0\n");
     P("board_id", "MLXD_EMU_0001\n");
-    /* ConnectX-6 (0x101B): in libmlx5's PCI table (rc: providers/mlx5/mlx5.c hca_table). */
-    P("device/modalias", "pci:v000015B3d0000101Bsv000015B3sd00000001bc02sc00i00\n");
-    P("device/vendor", "0x15b3\n");
-    P("device/device", "0x101b\n");
+    if (c->sf) {
+        /* a sub-function is an auxiliary device of mlx5_core, bound to mlx5_core.sf (kernel
+         * drivers/net/ethernet/mellanox/mlx5/core/sf/dev/driver.c); it has no PCI ids */
+        P("device/modalias", "auxiliary:mlx5_core.sf\n");
+    } else {
+        /* ConnectX-6 (0x101B): in libmlx5's PCI table (rc: providers/mlx5/mlx5.c hca_table). */
+        P("device/modalias", "pci:v000015B3d0000101Bsv000015B3sd00000001bc02sc00i00\n");
+        P("device/vendor", "0x15b3\n");
+        P("device/device", "0x101b\n");
+    }
+    r |= driver_link(root, base, c->sf ? "auxiliary" : "pci", c->sf ? "mlx5_core.sf" : "mlx5_core");
     snprintf(rel, sizeof rel, "%s/device/infiniband_verbs/uverbs%u/ibdev", base, n);
     r |= put(root, rel, "%s\n", c->name);
     snprintf(rel, sizeof rel, "%s/device/infiniband_verbs/uverbs%u/dev", base, n);
@@ -126,8 +147,8 @@ static int build_device(const char *root, const struct emu_device_cfg *c)
     r |= write_port_state(root, c);
     P("ports/1/link_layer", c->ethernet ? "Ethernet\n" : "InfiniBand\n");
     P("ports/1/rate", "100 Gb/sec (2X HDR)\n");
-    P("ports/1/lid", "0x0\n");
-    P("ports/1/sm_lid", "0x0\n");
+    P("ports/1/lid", "0x%x\n", c->ethernet ? 0u : 1u + c->index);
+    P("ports/1/sm_lid", "0x%x\n", c->ethernet ? 0u : 1u);
     P("ports/1/lid_mask_count", "0\n");
     P("ports/1/sm_sl", "0\n");
     P("ports/1/cap_mask", "0x00010000\n");
@@ -147,8 +168,10 @@ static int build_device(const char *root, const struct emu_device_cfg *c)
         if (i < c->ngids && e->valid) {
             snprintf(sub, sizeof sub, "ports/1/gid_attrs/types/%u", i);
             P(sub, e->type == 2 ? "RoCE v2\n" : "IB/RoCE v1\n");
-            snprintf(sub, sizeof sub, "ports/1/gid_attrs/ndevs/%u", i);
-            P(sub, "%s\n", ndev);
+            if (c->ethernet) {       /* an IB port's GIDs have no netdev */
+                snprintf(sub, sizeof sub, "ports/1/gid_attrs/ndevs/%u", i);
+                P(sub, "%s\n", ndev);
+            }
         }
     }
 #undef P

@@ -200,7 +200,8 @@ static void gid_entry(struct emu_file *f, unsigned i, struct ib_uverbs_gid_entry
     memcpy(e->gid, g->raw, 16);
     e->gid_index = i;
     e->port_num = 1;
-    e->gid_type = g->type == 2 ? IB_UVERBS_GID_TYPE_ROCE_V2 : IB_UVERBS_GID_TYPE_ROCE_V1;
+    e->gid_type = g->type == 2 ? IB_UVERBS_GID_TYPE_ROCE_V2
+                : g->type == 1 ? IB_UVERBS_GID_TYPE_ROCE_V1 : IB_UVERBS_GID_TYPE_IB;
     e->netdev_ifindex = 0;
 }
 

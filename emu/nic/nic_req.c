@@ -370,7 +370,7 @@ static void flush_unfetched(struct nic_qp *q)
 {
     struct emu_qp *qp = q->qp;
     if (!qp->sq_wqe_cnt || !qp->dbrec) return;
-    uint16_t pi = (uint16_t)__builtin_bswap32(__atomic_load_n(&qp->dbrec[1], __ATOMIC_ACQUIRE));
+    uint16_t pi = q->sq_rung;      /* what was rung: the NIC knows of no other WQE */
     while ((int16_t)(pi - q->sq_ci) > 0) {
         struct nic_msg m;
         volatile uint8_t *c = sq_at(qp, q->sq_ci, 0);
@@ -400,54 +400,25 @@ void nic_req_flush(struct nic_qp *q)
 
 void nic_req_reset(struct nic_qp *q)
 {
-    q->sq_ci = 0;
+    q->sq_ci = q->sq_rung = 0;
     q->head = q->send = q->tail = q->send_pkt = 0;
     q->deadline_ns = q->rnr_until_ns = 0;
-}
-
-/* A doorbell or BlueFlame write in the QP's UAR page (any of the 256-byte slots from 0x800)
- * that announces exactly the next WQE, with the same first 8 bytes as that WQE in the ring,
- * starts it even though the doorbell record has not moved (the hardware acts on the UAR write;
- * the record normally moves first, rdma-core providers/mlx5/qp.c post_send_db).  Returns the
- * producer counter to use. */
-static uint16_t uar_doorbell(struct nic_qp *q, uint16_t pi)
-{
-    struct emu_qp *qp = q->qp;
-    if (!qp->uar || !qp->uar->page) return pi;
-    for (unsigned off = 0x800; off < 0x1000; off += 0x100) {
-        uint64_t v = __atomic_load_n((volatile uint64_t *)(qp->uar->page + off), __ATOMIC_ACQUIRE);
-        uint8_t b[8], ring[8];
-        memcpy(b, &v, 8);
-        uint32_t opmod = rd_be32(b), qpn_ds = rd_be32(b + 4);
-        if ((qpn_ds >> 8) != qp->qpn || (uint16_t)(opmod >> 8) != q->sq_ci) continue;
-        __builtin_memcpy(ring, (const void *)sq_at(qp, q->sq_ci, 0), 8);
-        if (memcmp(ring, b, 8)) continue;
-        uint32_t ds = qpn_ds & 0x3f;
-        return (uint16_t)(q->sq_ci + (ds ? (ds + 3) / 4 : 1));
-    }
-    return pi;
 }
 
 int nic_req_progress(struct nic_qp *q)
 {
     struct emu_qp *qp = q->qp;
     if (!qp->sq_wqe_cnt || !qp->dbrec) return 0;
+    int work = nic_doorbell_scan(q);
     if (qp->state == NIC_QPS_ERR) {
-        uint16_t pi = (uint16_t)__builtin_bswap32(__atomic_load_n(&qp->dbrec[1], __ATOMIC_ACQUIRE));
-        if ((int16_t)(pi - q->sq_ci) <= 0) return 0;
+        if ((int16_t)(q->sq_rung - q->sq_ci) <= 0) return work;
         flush_unfetched(q);
         return 1;
     }
-    if (qp->state != NIC_QPS_RTS && qp->state != NIC_QPS_SQD) return 0;
-    if (!q->nd->dev->cfg.link_up && !is_rc(q)) {
-        /* UC on a dead link: packets vanish on the wire; executing keeps the semantics */
-    }
-    int work = 0;
+    if (qp->state != NIC_QPS_RTS && qp->state != NIC_QPS_SQD) return work;
     if (qp->state == NIC_QPS_RTS) {
-        /* acquire: the WQEs were written before the doorbell record (providers/mlx5/qp.c
-         * post_send_db: udma_to_device_barrier, then the record) */
-        uint16_t pi = (uint16_t)__builtin_bswap32(__atomic_load_n(&qp->dbrec[1], __ATOMIC_ACQUIRE));
-        if ((int16_t)(pi - q->sq_ci) <= 0) pi = uar_doorbell(q, pi);
+        /* only what the UAR doorbell announced (nic_doorbell.c), never the record alone */
+        uint16_t pi = q->sq_rung;
         while ((int16_t)(pi - q->sq_ci) > 0 && q->tail - q->head < q->cap) {
             fetch(q, M(q, q->tail));
             q->tail++;

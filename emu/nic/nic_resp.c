@@ -133,14 +133,19 @@ static uint8_t scatter(struct nic_qp *q, uint32_t off, const uint8_t *src, uint3
         uint32_t bc = rd_be32(s), lkey = rd_be32(s + 4);
         uint64_t addr = rd_be64(s + 8);
         if (lkey == 0x100) break;                      /* MLX5_INVALID_LKEY terminator */
-        if (off >= bc) { off -= bc; continue; }
-        uint32_t n = bc - off < len ? bc - off : len;
+        /* byte_count 0 designates 2 GiB (kernel hw/mlx5/odp.c, pagefault_data_segments) */
+        uint64_t size = bc ? bc : 0x80000000u;
+        if (off >= size) { off -= (uint32_t)size; continue; }
+        uint32_t n = size - off < len ? (uint32_t)(size - off) : len;
+        /* the memory key covers the bytes written (the NIC checks each access, not the
+         * whole entry: a 2 GiB entry in a small region takes what fits) */
+        uint64_t at = addr + off;
         struct emu_mr *mr = dev->mr_by_key ? dev->mr_by_key(dev, lkey) : NULL;
         if (!mr || mr->lkey != lkey || (qp->pd && mr->pd != qp->pd) ||
-            !(mr->access & NIC_ACC_LOCAL_WRITE) || addr < mr->iova || bc > mr->length ||
-            addr - mr->iova > mr->length - bc)
+            !(mr->access & NIC_ACC_LOCAL_WRITE) || at < addr || at < mr->iova || n > mr->length ||
+            at - mr->iova > mr->length - n)
             return NIC_SYND_LOCAL_PROT;
-        if (!dry) memcpy((uint8_t *)(uintptr_t)(mr->addr + (addr - mr->iova) + off), src, n);
+        if (!dry) memcpy((uint8_t *)(uintptr_t)(mr->addr + (at - mr->iova)), src, n);
         src += n; len -= n; off = 0;
     }
     return len ? NIC_SYND_LOCAL_LENGTH : 0;

@@ -1,7 +1,10 @@
 /* libFuzzer target: the CQE dump parser (abi/mlxd_cqe_dump.h).
  * Oracle: no crash or sanitizer report, and the result is self-consistent: every CQE is 64 or
  * 128 bytes, its lines lie inside the input, diagnostics are counted as the header says and their
- * messages are NUL-terminated single lines. */
+ * messages are NUL-terminated single lines; every status line (perftest, UCX, NCCL, ... formats)
+ * lies inside the input, has a known source, a status of enum ibv_wc_status, byte-sized syndromes
+ * or -1, and is cross-checked against an existing CQE or none; seeds for the "> " quoting, blank-line,
+ * wrapped-row, fixture-record and status-line paths: tests/fuzz/corpus/fuzz_cqe_dump/. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +43,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (d->severity == MLXD_DUMP_WARNING) warns++;
     }
     if (errs != r->nerrors || warns != r->nwarnings) abort();
+    for (size_t i = 0; i < r->nstatuses; i++) {
+        const struct mlxd_dump_status *s = &r->statuses[i];
+        if (s->line < 1 || s->line > lines || !mlxd_status_source_name(s->source)) abort();
+        if (s->status < 0 || s->status > 23) abort();
+        if (s->syndrome < -1 || s->syndrome > 0xff || s->vendor_syndrome < -1 || s->vendor_syndrome > 0xff)
+            abort();
+        if (s->cqe < -1 || s->cqe >= (int)r->ncqes || (s->cqe < 0 && s->mismatches)) abort();
+        if (i && s->line < r->statuses[i - 1].line) abort();
+    }
     mlxd_cqe_dump_free(r);
     return 0;
 }

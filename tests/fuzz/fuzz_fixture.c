@@ -21,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     const struct mlxd_fixture_header *h = mlxd_fixture_header(r);
-    if (h->version != MLXD_FIXTURE_VERSION || (h->cqe_size != 64 && h->cqe_size != 128) ||
+    if (h->version < 1 || h->version > MLXD_FIXTURE_VERSION || (h->cqe_size != 64 && h->cqe_size != 128) ||
         !h->ring_size || (h->ring_size & (h->ring_size - 1)) || h->ring_size > MLXD_FIXTURE_MAX_RING ||
         h->cqn > 0xffffff || !h->source[0] || !memchr(h->source, 0, sizeof h->source) ||
         strchr(h->source, '\n'))

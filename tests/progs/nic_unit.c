@@ -10,6 +10,7 @@
 #include "../../emu/nic/nic_engine.c"
 #include "../../emu/nic/nic_cq.c"
 #include "../../emu/nic/nic_req.c"
+#include "../../emu/nic/nic_doorbell.c"
 #include "../../emu/nic/nic_resp.c"
 #include "../../emu/nic/nic_atomic.c"
 #include "../../emu/nic/wire_udp.c"
@@ -219,7 +220,7 @@ static struct hqp *qp_new(int d, uint32_t type, uint32_t qpn, struct hcq *scq, s
                             .recv_cq = &rcq->cq, .buf = h->buf, .rq = h->buf,
                             .sq = h->buf + ((size_t)rq_cnt << rq_shift), .sq_wqe_cnt = sq_cnt,
                             .rq_wqe_cnt = rq_cnt, .rq_wqe_shift = rq_shift, .dbrec = h->db,
-                            .uar = &uars[d], .uidx = qpn & 0xfff, .max_inline = 128,
+                            .uar = &uars[d], .bf_off = 0x800, .uidx = qpn & 0xfff, .max_inline = 128,
                             .async_fd = 200 + d, .ctx = &ctxs[d]};
     lock(d);
     for (int i = 0; i < 16; i++) if (!qps[d][i]) { qps[d][i] = &h->qp; break; }
@@ -278,6 +279,7 @@ static void qp_connect(struct hqp *h, int peer_dev, uint32_t peer_qpn, uint32_t 
 
 struct sge { uint32_t len, lkey; uint64_t addr; };
 static bool g_skip_dbrec;   /* ring only the UAR doorbell (as BlueFlame-only posting would) */
+static bool g_skip_uar;     /* write only the doorbell record (a driver without the UAR write) */
 
 /* Posts one send WQE (rdma-core providers/mlx5/qp.c _mlx5_post_send, post_send_db): ctrl
  * [+ raddr] + data segments; rings the doorbell. */
@@ -314,7 +316,7 @@ static uint16_t post_send(struct hqp *h, uint8_t opcode, uint8_t fm_ce_se, uint3
     if (!g_skip_dbrec) __atomic_store_n(&h->db[1], htonl(h->sq_pi), __ATOMIC_RELEASE);
     uint64_t ctrl8;
     memcpy(&ctrl8, w, 8);
-    __atomic_store_n((uint64_t *)(uar_pages[h->dev] + 0x800), ctrl8, __ATOMIC_RELEASE);
+    if (!g_skip_uar) __atomic_store_n((uint64_t *)(uar_pages[h->dev] + 0x800), ctrl8, __ATOMIC_RELEASE);
     return idx;
 }
 
@@ -1094,6 +1096,75 @@ static void case_uar_doorbell(void)
     dev_close(1);
 }
 
+/* The doorbell record alone starts nothing (a ConnectX acts on the UAR doorbell register):
+ * WQEs posted with the record moved but no UAR write are not executed; the UAR write of the
+ * last one runs them all, and only up to the index it names. */
+static void case_no_uar(void)
+{
+    dev_open(0, g_port, 4096);
+    dev_open(1, g_port, 4096);
+    struct pair p = pair_new(2, 0x1b1, 0x2b1, 16, 3);
+    struct emu_mr *la = mr_new(0, 8192, 0x700, NIC_ACC_LOCAL_WRITE);
+    struct emu_mr *lb = mr_new(1, 8192, 0x800, NIC_ACC_LOCAL_WRITE | NIC_ACC_REMOTE_WRITE);
+    memset(MRP(la), 0x5a, 100);
+    struct sge s = {100, 0x700, la->addr};
+    uint8_t got[64];
+    g_skip_uar = true;
+    uint16_t w0 = post_send(p.a, NIC_OP_RDMA_WRITE, 0x08, 0, lb->addr, 0x800, &s, 1);
+    post_send(p.a, NIC_OP_RDMA_WRITE, 0x08, 0, lb->addr + 1000, 0x800, &s, 1);
+    g_skip_uar = false;
+    CHECK(!cq_poll(p.sa, got, 300));
+    struct mlxd_emu_nic_stats st = {.sz = sizeof st};
+    CHECK_EQ(mlxd_emu_nic_stats(0, &st), 0);
+    CHECK_EQ(st.tx_pkts, 0);
+    CHECK_EQ(MRP(lb)[0], 0);
+    /* ring the first WQE only (its ctrl bytes at UAR + 0x800): it runs, the second does not */
+    uint64_t ctrl8;
+    memcpy(&ctrl8, (const void *)p.a->qp.sq, 8);
+    __atomic_store_n((uint64_t *)(uar_pages[0] + 0x800), ctrl8, __ATOMIC_RELEASE);
+    CHECK(cq_poll(p.sa, got, 2000));
+    CHECK_EQ(got[60] << 8 | got[61], w0);
+    CHECK(!cq_poll(p.sa, got, 200));
+    CHECK_EQ(MRP(lb)[99], 0x5a);
+    CHECK_EQ(MRP(lb)[1000], 0);
+    /* a third WQE rung normally runs the second one too */
+    uint16_t w2 = post_send(p.a, NIC_OP_RDMA_WRITE, 0x08, 0, lb->addr + 2000, 0x800, &s, 1);
+    CHECK(cq_poll(p.sa, got, 2000));
+    CHECK_EQ(got[60] << 8 | got[61], (uint16_t)(w0 + 1));
+    CHECK(cq_poll(p.sa, got, 2000));
+    CHECK_EQ(got[60] << 8 | got[61], w2);
+    CHECK_EQ(MRP(lb)[1099], 0x5a);
+    CHECK_EQ(MRP(lb)[2099], 0x5a);
+    dev_close(0);
+    dev_close(1);
+}
+
+/* A receive scatter entry of byte_count 0 means 2 GiB to a ConnectX (kernel hw/mlx5/odp.c):
+ * a SEND into {0 bytes at buf, 4096 bytes at buf + 4096} lands at buf[0]. */
+static void case_zero_len_recv(void)
+{
+    dev_open(0, g_port, 4096);
+    dev_open(1, g_port, 4096);
+    struct pair p = pair_new(2, 0x1c1, 0x2c1, 16, 3);
+    struct emu_mr *la = mr_new(0, 8192, 0x700, NIC_ACC_LOCAL_WRITE);
+    struct emu_mr *lb = mr_new(1, 8192, 0x800, NIC_ACC_LOCAL_WRITE);
+    for (int i = 0; i < 300; i++) MRP(la)[i] = (uint8_t)(i + 1);
+    struct sge rs[2] = {{0, 0x800, lb->addr}, {4096, 0x800, lb->addr + 4096}};
+    uint16_t r = post_recv(p.b, rs, 2);
+    struct sge s = {300, 0x700, la->addr};
+    post_send(p.a, NIC_OP_SEND, 0x08, 0, 0, 0, &s, 1);
+    uint8_t got[64], want[64];
+    CHECK(cq_poll(p.rb, got, 2000));
+    expect_cqe(want, NIC_CQE_RESP_SEND, 0, 0x2c1, 0x2c1, r, 300, 0, false, 0);
+    CHECK_CQE(got, want, 0, nic_now_ns());
+    CHECK(!memcmp(MRP(lb), MRP(la), 300));
+    CHECK_EQ(MRP(lb)[4096], 0);
+    CHECK(cq_poll(p.sa, got, 2000));
+    CHECK_EQ(got[63] >> 4, NIC_CQE_REQ);
+    dev_close(0);
+    dev_close(1);
+}
+
 /* Local protection: a send WQE with a bad lkey fails on the requester without a packet; a
  * receive with a bad lkey fails on the responder (RESP_ERR 0x04) and NAKs the requester
  * (remote operational error, 0x14). */
@@ -1300,7 +1371,8 @@ int main(int argc, char **argv)
         {"bench", case_bench}, {"two_proc", case_two_proc},
         {"uar_doorbell", case_uar_doorbell}, {"err_local_prot", case_err_local_prot},
         {"cq_overrun", case_cq_overrun}, {"fault_idx", case_fault_idx},
-        {"fault_env", case_fault_env},
+        {"fault_env", case_fault_env}, {"no_uar", case_no_uar},
+        {"zero_len_recv", case_zero_len_recv},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (!strcmp(argv[1], cases[i].name)) { cases[i].fn(); printf("ok %s\n", argv[1]); return 0; }
