@@ -104,8 +104,10 @@ static void infer_geometry(struct mlxd_capture *c)
             g->payload_size = h->payload_len;
         if (h->reth_va < g->span_lo)
             g->span_lo = h->reth_va;
-        if (h->reth_va + h->payload_len > g->span_hi)
-            g->span_hi = h->reth_va + h->payload_len;
+        /* saturating: a crafted VA near 2^64 must not wrap the span to a small one */
+        uint64_t end = h->reth_va + h->payload_len < h->reth_va ? UINT64_MAX : h->reth_va + h->payload_len;
+        if (end > g->span_hi)
+            g->span_hi = end;
     }
     if (g->span_lo == UINT64_MAX)
         g->span_lo = g->span_hi = 0;
@@ -116,7 +118,7 @@ static void infer_geometry(struct mlxd_capture *c)
         g->base_va = g->span_lo;
         g->frame_size = g->span_hi - g->span_lo;
         g->metadata_offset = mlxd_hsb_metadata_offset(g->frame_size);
-        g->page_size = mlxd_hsb_min_page_size(g->frame_size);
+        g->page_size = g->frame_size <= MLXD_CAPTURE_MAX_FRAME_SIZE ? mlxd_hsb_min_page_size(g->frame_size) : 0;
         g->pages = 1;
         return;
     }
@@ -147,14 +149,26 @@ static void infer_geometry(struct mlxd_capture *c)
     g->page_size = 0;
     for (size_t i = 1; i < c->nframes && !g->page_size; i++) {
         const struct mlxd_capture_frame *f = &c->frames[i];
-        if (f->page == f0->page)
+        /* page size = VA difference / page difference, both taken in the same direction in
+         * unsigned arithmetic: any two 64-bit VAs of a crafted capture divide without a trap
+         * (INT64_MIN / -1 did, as signed numbers); pages and VAs moving apart in opposite
+         * directions tell nothing */
+        uint64_t dva, dp;
+        if (f->page > f0->page && f->va > f0->va) {
+            dva = f->va - f0->va;
+            dp = f->page - f0->page;
+        } else if (f->page < f0->page && f->va < f0->va) {
+            dva = f0->va - f->va;
+            dp = f0->page - f->page;
+        } else {
             continue;
-        int64_t dva = (int64_t)(f->va - f0->va);
-        int64_t dp = (int64_t)f->page - (int64_t)f0->page;
-        if (dva % dp == 0 && dva / dp > 0)
-            g->page_size = (uint64_t)(dva / dp);
+        }
+        if (dva % dp == 0)
+            g->page_size = dva / dp;
     }
-    if (!g->page_size)
+    /* a frame size past the range of mlxd_capture_geometry_check would wrap the sum: leave
+     * the page size 0 (the check names the frame size) */
+    if (!g->page_size && g->frame_size <= MLXD_CAPTURE_MAX_FRAME_SIZE)
         g->page_size = mlxd_hsb_min_page_size(g->frame_size);
     g->base_va = f0->va - (uint64_t)f0->page * g->page_size;
     g->first_page = f0->page;
@@ -234,6 +248,7 @@ int mlxd_capture_load(const char *path, struct mlxd_capture **out)
     const u_char *data;
     int r;
     while ((r = pcap_next_ex(pc, &ph, &data)) == 1) {
+        c->records++;
         long off = ip_offset(dlt, data, ph->caplen);
         if (off < 0) {
             c->skipped++;
@@ -283,9 +298,14 @@ int mlxd_capture_load(const char *path, struct mlxd_capture **out)
         offs[c->npackets++] = used;
         used += len;
     }
-    if (r == -1) {
+    if (r == -1 && c->records == 0) {
         rc = mlxd_err(EIO, "mlxd_capture_load: %s: %s", path, pcap_geterr(pc));
         goto fail;
+    }
+    if (r == -1) {
+        /* the file ends inside a record (a recording cut off mid-write): keep what came whole */
+        c->cut_short = true;
+        snprintf(c->cut_why, sizeof c->cut_why, "%s", pcap_geterr(pc));
     }
     if (c->npackets == 0) {
         rc = mlxd_err(ENODATA, "mlxd_capture_load: %s: no RoCE v2 packet (UDP port 4791) among %zu packet%s",
@@ -324,6 +344,65 @@ void mlxd_capture_free(struct mlxd_capture *c)
     free(c->frames);
     free(c->storage);
     free(c);
+}
+
+uint64_t mlxd_capture_buffer_bound(const struct mlxd_capture *c)
+{
+    if (!c)
+        return 0;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < c->npackets; i++)
+        bytes += c->pkts[i].len;
+    uint64_t b = bytes > UINT64_MAX / MLXD_CAPTURE_BUFFER_FACTOR ? UINT64_MAX : bytes * MLXD_CAPTURE_BUFFER_FACTOR;
+    return b > MLXD_CAPTURE_MIN_BUFFER_BOUND ? b : MLXD_CAPTURE_MIN_BUFFER_BOUND;
+}
+
+int mlxd_capture_geometry_check(const struct mlxd_capture *c)
+{
+#define BAD(...) return mlxd_err(ERANGE, "mlxd_capture_geometry_check: " __VA_ARGS__)
+    if (!c)
+        return mlxd_err(EINVAL, "mlxd_capture_geometry_check: NULL capture");
+    const struct mlxd_capture_geometry *g = &c->geo;
+    const char *from = g->has_metadata ? "frame 0's metadata bytes_written" : "the bytes of frame 0";
+    if (!c->nframes)
+        from = "the span of the written addresses";
+    uint64_t payload = 0;
+    for (size_t i = 0; i < c->npackets; i++)
+        payload += c->pkts[i].hdr.payload_len;
+    if (g->frame_size == 0 || g->frame_size > MLXD_CAPTURE_MAX_FRAME_SIZE)
+        BAD("frame size %llu (%s) is out of range 1..2^40", (unsigned long long)g->frame_size, from);
+    if (g->frame_size > payload)
+        BAD("frame size %llu (%s) exceeds the %llu payload bytes of the whole capture",
+            (unsigned long long)g->frame_size, from, (unsigned long long)payload);
+    if (g->page_size < MLXD_HSB_ALIGN || g->page_size > MLXD_CAPTURE_MAX_PAGE_SIZE ||
+        g->page_size % MLXD_HSB_ALIGN)
+        BAD("page size %llu (VA difference of two frames / their page difference) is not a "
+            "multiple of 128 in 128..2^41", (unsigned long long)g->page_size);
+    uint64_t minpage = mlxd_hsb_min_page_size(g->frame_size);
+    if (g->page_size < minpage)
+        BAD("page size %llu is below round_up(frame size %llu, 128) + 128 = %llu",
+            (unsigned long long)g->page_size, (unsigned long long)g->frame_size,
+            (unsigned long long)minpage);
+    if (g->metadata_offset > g->page_size - MLXD_HSB_METADATA_SIZE)
+        BAD("metadata offset %llu + 128 exceeds the page size %llu",
+            (unsigned long long)g->metadata_offset, (unsigned long long)g->page_size);
+    if (g->pages > MLXD_HSB_MAX_PAGES)
+        BAD("%u pages exceed %u", g->pages, MLXD_HSB_MAX_PAGES);
+    if (c->nframes && (unsigned __int128)g->first_page * g->page_size > c->frames[0].va)
+        BAD("frame 0 in page %u at 0x%llx puts page 0 below address 0 (page size %llu)",
+            g->first_page, (unsigned long long)c->frames[0].va, (unsigned long long)g->page_size);
+    /* every frame begins where its page does (the device writes a frame from its page's base):
+     * a frame elsewhere would be replayed to an address the geometry cannot tell */
+    for (size_t i = 0; i < c->nframes; i++) {
+        const struct mlxd_capture_frame *f = &c->frames[i];
+        uint64_t at = g->base_va + (uint64_t)f->page * g->page_size;
+        if (f->va != at)
+            BAD("frame %zu at 0x%llx is not where its page %u begins (0x%llx: page 0 at 0x%llx, "
+                "page size %llu)", i, (unsigned long long)f->va, f->page, (unsigned long long)at,
+                (unsigned long long)g->base_va, (unsigned long long)g->page_size);
+    }
+    return 0;
+#undef BAD
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -367,6 +446,10 @@ ssize_t mlxd_capture_rewrite(const struct mlxd_capture *c, size_t i, const struc
     if (!c || !m || !out || i >= c->npackets || !m->page_size)
         return mlxd_err(EINVAL, "mlxd_capture_rewrite: bad arguments (packet %zu of %zu)", i,
                         c ? c->npackets : 0);
+    if (!c->geo.page_size)
+        return mlxd_err(ERANGE, "mlxd_capture_rewrite: the capture's page size is 0 (its frame "
+                        "size %llu is out of range: mlxd_capture_geometry_check)",
+                        (unsigned long long)c->geo.frame_size);
     struct mlxd_roce_pkt p = c->pkts[i].hdr;
     p.dest_qp = m->qpn & MLXD_ROCE_QPN_MASK;
     if (p.hdrs & MLXD_ROCE_HAS_RETH) {
@@ -493,17 +576,71 @@ static uint64_t now_ns(clockid_t clk)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void sleep_until(uint64_t t)
+static bool stopped(volatile int *stop)
 {
-    struct timespec ts = { .tv_sec = (time_t)(t / 1000000000u), .tv_nsec = (long)(t % 1000000000u) };
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
+    return stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE);
 }
 
-static void sleep_us(unsigned us)
+/* Sleeps until CLOCK_MONOTONIC time t, in slices of at most STOP_SLICE_NS so that a stop set
+ * meanwhile (a signal handler's) ends the wait within one slice: a signal that lands on another
+ * thread does not interrupt this one's sleep.  Returns false when stopped. */
+#define STOP_SLICE_NS 10000000u
+static bool sleep_until(uint64_t t, volatile int *stop)
+{
+    for (;;) {
+        if (stopped(stop))
+            return false;
+        uint64_t now = now_ns(CLOCK_MONOTONIC);
+        if (now >= t)
+            return true;
+        uint64_t until = t - now > STOP_SLICE_NS ? now + STOP_SLICE_NS : t;
+        struct timespec ts = { .tv_sec = (time_t)(until / 1000000000u),
+                               .tv_nsec = (long)(until % 1000000000u) };
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+    }
+}
+
+static void sleep_us(unsigned us, volatile int *stop)
 {
     if (us)
-        sleep_until(now_ns(CLOCK_MONOTONIC) + (uint64_t)us * 1000u);
+        sleep_until(now_ns(CLOCK_MONOTONIC) + (uint64_t)us * 1000u, stop);
+}
+
+/* The recorded wait before packet i (ns after the capture's first packet, divided by speed);
+ * 0 when its timestamp is before the first packet's. */
+static uint64_t recorded_offset(const struct mlxd_capture *c, size_t i, double speed)
+{
+    if (c->pkts[i].ts_ns < c->pkts[0].ts_ns)
+        return 0;
+    double d = (double)(c->pkts[i].ts_ns - c->pkts[0].ts_ns) / speed;
+    return d >= 0x1p63 ? UINT64_MAX / 2 : (uint64_t)d;   /* no float-to-integer overflow */
+}
+
+/* MLXD_PACE_RECORDED: every wait between two packets within MLXD_CAPTURE_MAX_GAP_NS. */
+static int check_gaps(const struct mlxd_capture *c, double speed, const char *fn)
+{
+    uint64_t prev = 0;
+    for (size_t i = 1; i < c->npackets; i++) {
+        uint64_t t = recorded_offset(c, i, speed);
+        if (t > prev && t - prev > MLXD_CAPTURE_MAX_GAP_NS)
+            return mlxd_err(ERANGE, "%s: packet %zu comes %.0f s after packet %zu at the recorded "
+                            "pace (speed %g): over the %llu s a recorded pace waits",
+                            fn, i + 1, (double)(t - prev) / 1e9, i, speed,
+                            MLXD_CAPTURE_MAX_GAP_NS / 1000000000ull);
+        if (t > prev)
+            prev = t;
+    }
+    return 0;
+}
+
+int mlxd_capture_pace_check(const struct mlxd_capture *c, double speed)
+{
+    if (!c || !c->npackets)
+        return mlxd_err(EINVAL, "mlxd_capture_pace_check: %s capture", c ? "empty" : "NULL");
+    if (!isfinite(speed) || speed < 0)
+        return mlxd_err(EINVAL, "mlxd_capture_pace_check: speed %g is not 0 (= 1.0) or a finite "
+                        "number > 0", speed);
+    return check_gaps(c, speed > 0 ? speed : 1.0, "mlxd_capture_pace_check");
 }
 
 int mlxd_capture_replay(const struct mlxd_capture *c, const struct mlxd_replay_map *m,
@@ -527,6 +664,10 @@ int mlxd_capture_replay(const struct mlxd_capture *c, const struct mlxd_replay_m
     unsigned loops = o && o->loops ? o->loops : 1;
     double speed = o && o->speed > 0 ? o->speed : 1.0;
     uint32_t pacing = o ? o->pacing : MLXD_PACE_FAST;
+    if (pacing == MLXD_PACE_RECORDED && (rc = check_gaps(c, speed, "mlxd_capture_replay")) < 0) {
+        close(s.fd);
+        return rc;
+    }
     uint8_t *buf = malloc(65536);
     if (!buf) {
         close(s.fd);
@@ -540,14 +681,17 @@ int mlxd_capture_replay(const struct mlxd_capture *c, const struct mlxd_replay_m
     m = &lm;
     for (unsigned loop = 0; loop < loops && !done; loop++) {
         lm.psn_offset = (uint32_t)(base + (uint64_t)loop * span) & 0xFFFFF;
-        uint64_t t0 = now_ns(CLOCK_MONOTONIC), c0 = c->pkts[0].ts_ns;
+        uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+        volatile int *stop = o ? o->stop : NULL;
         for (size_t i = 0; i < c->npackets && !done; i++) {
-            if (o && o->stop && __atomic_load_n(o->stop, __ATOMIC_ACQUIRE)) {
+            if (stopped(stop)) {
                 done = true;
                 break;
             }
-            if (pacing == MLXD_PACE_RECORDED && c->pkts[i].ts_ns >= c0)
-                sleep_until(t0 + (uint64_t)((double)(c->pkts[i].ts_ns - c0) / speed));
+            if (pacing == MLXD_PACE_RECORDED && !sleep_until(t0 + recorded_offset(c, i, speed), stop)) {
+                done = true;
+                break;
+            }
             ssize_t n = mlxd_capture_rewrite(c, i, m, s.src_ip, s.src_port, s.dst_ip, s.dst_port,
                                              buf, 65536);
             if (n < 0) {
@@ -561,7 +705,7 @@ int mlxd_capture_replay(const struct mlxd_capture *c, const struct mlxd_replay_m
                 op == MLXD_ROCE_OP_SEND_ONLY_IMM || op == MLXD_ROCE_OP_SEND_LAST_IMM) {
                 st->frames++;
                 if (pacing == MLXD_PACE_FAST && o)
-                    sleep_us(o->frame_gap_us);
+                    sleep_us(o->frame_gap_us, stop);
                 if (o && o->sent_frame && !o->sent_frame(o->ctx, frame))
                     done = true;
                 frame++;
@@ -627,7 +771,9 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
     }
     uint32_t psn = g->first_psn & psn_mask;
     uint32_t page = g->first_page % m->pages;
-    uint64_t interval = g->fps > 0 ? (uint64_t)(1e9 / g->fps) : 0;
+    /* a tiny fps (1e-300) must not overflow the conversion, nor k x interval the sum */
+    double iv = g->fps > 0 ? 1e9 / g->fps : 0;
+    uint64_t interval = iv >= 0x1p62 ? 1ull << 62 : (uint64_t)iv;
     uint64_t t0 = now_ns(CLOCK_MONOTONIC);
     struct mlxd_roce_pkt p;
     memset(&p, 0, sizeof p);
@@ -641,10 +787,12 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
     p.reth_rkey = m->rkey;
     for (uint64_t k = 0; !g->frames || k < g->frames; k++) {
         uint64_t f = g->first_frame + k;
-        if (so && so->stop && __atomic_load_n(so->stop, __ATOMIC_ACQUIRE))
+        volatile int *stop = so ? so->stop : NULL;
+        if (stopped(stop))
             break;
-        if (interval)
-            sleep_until(t0 + k * interval);
+        unsigned __int128 due = (unsigned __int128)k * interval + t0;
+        if (interval && !sleep_until(due > UINT64_MAX ? UINT64_MAX : (uint64_t)due, stop))
+            break;
         uint64_t page_va = m->base_va + (uint64_t)page * m->page_size;
         mlxd_hsb_payload_fill(frame, g->frame_size, (uint32_t)f);
         memset(frame + g->frame_size, 0, mdoff - g->frame_size);
@@ -710,7 +858,7 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
         }
         st->frames++;
         if (so && so->frame_gap_us)
-            sleep_us(so->frame_gap_us);
+            sleep_us(so->frame_gap_us, stop);
         if (so && so->sent_frame && !so->sent_frame(so->ctx, k))
             break;
         page = page + 1 == m->pages ? 0 : page + 1;

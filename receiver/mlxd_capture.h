@@ -85,17 +85,62 @@ struct mlxd_capture {
     size_t   trailing;          /* packets after the last 0x2B (a frame without completion) */
     struct mlxd_capture_geometry geo;
     uint8_t *storage;
+    size_t   records;           /* pcap records read whole (RoCE or not) */
+    bool     cut_short;         /* the file ends inside record records + 1 (its header or data is
+                                   cut short, or libpcap refused it): the records before it are
+                                   kept, cut_why says what libpcap found */
+    char     cut_why[256];
 };
+
+/* Ranges of the numbers a capture gives (the same as mlxd-capture's options): a frame of 1..2^40
+ * bytes (mlxd_receiver_start's bound), a page of 128..2^41 bytes in steps of 128. */
+#define MLXD_CAPTURE_MAX_FRAME_SIZE (1ull << 40)
+#define MLXD_CAPTURE_MAX_PAGE_SIZE  (1ull << 41)
+/* The receive buffer a capture may ask for (pages x page size of its geometry):
+ * max(MLXD_CAPTURE_MIN_BUFFER_BOUND, MLXD_CAPTURE_BUFFER_FACTOR x the bytes of its RoCE packets)
+ * (mlxd_capture_buffer_bound). */
+#define MLXD_CAPTURE_MIN_BUFFER_BOUND (256ull << 20)
+#define MLXD_CAPTURE_BUFFER_FACTOR 4u
+/* The longest wait between two packets a recorded pace makes (after dividing by speed): 2^32 - 1
+ * ms, the range of mlxd-capture's millisecond options. */
+#define MLXD_CAPTURE_MAX_GAP_NS (4294967295ull * 1000000ull)
 
 /* Loads path into a new capture and stores it in *out.  The capture belongs to the caller:
  * free it with mlxd_capture_free() (which frees its packets, frames and storage: every pointer
  * into it, such as mlxd_capture_packet.ip, becomes invalid).  *out is written only on success.
+ * A file that ends inside a record (cut short, or a record libpcap refuses) keeps the records
+ * before it: cut_short and cut_why say so (the caller should warn).
+ * Memory: about twice the bytes of the RoCE packets kept plus 2 x (sizeof(struct
+ * mlxd_capture_packet) + 8) + sizeof(struct mlxd_capture_frame) per packet.
  * Errors: -EINVAL NULL; -ENOENT/-EIO etc. when libpcap cannot open it (the message
- * carries libpcap's text); -EPROTONOSUPPORT an unsupported link type; -ENODATA no RoCE v2
- * packet in it; -ENOMEM. */
+ * carries libpcap's text) or the first record is already cut short; -EPROTONOSUPPORT an
+ * unsupported link type; -ENODATA no RoCE v2 packet in it; -ENOMEM. */
 int mlxd_capture_load(const char *path, struct mlxd_capture **out);
 /* Frees a capture made by mlxd_capture_load.  NULL: nothing. */
 void mlxd_capture_free(struct mlxd_capture *c);
+
+/* Checks the geometry mlxd_capture_load inferred from c's packets, which are input like any
+ * option: frame size 1..MLXD_CAPTURE_MAX_FRAME_SIZE and at most the payload bytes of the whole
+ * capture (every byte of a frame travels in it); page size a multiple of 128 in
+ * 128..MLXD_CAPTURE_MAX_PAGE_SIZE and at least round_up(frame size, 128) + 128; metadata offset
+ * + 128 within the page; at most MLXD_HSB_MAX_PAGES pages; page 0 not below address 0; every
+ * frame starting where its page does (page 0's address + page x page size).
+ * Returns 0, -EINVAL (c NULL) or -ERANGE with a message ("mlxd_capture_geometry_check: ")
+ * naming the number, its value and where it came from.  mlxd_capture_load does not refuse such
+ * a capture (its packets can still be inspected); replaying it needs a map of one's own. */
+int mlxd_capture_geometry_check(const struct mlxd_capture *c);
+
+/* The largest receive buffer (bytes) a replay of c should allocate on the capture's word:
+ * max(MLXD_CAPTURE_MIN_BUFFER_BOUND, MLXD_CAPTURE_BUFFER_FACTOR x the bytes of c's RoCE
+ * packets).  mlxd-capture refuses an inferred geometry whose pages x page size exceeds it
+ * (the options --pages and --page-size override).  0 for NULL. */
+uint64_t mlxd_capture_buffer_bound(const struct mlxd_capture *c);
+
+/* Checks that a replay of c at MLXD_PACE_RECORDED and speed (0 = 1.0) waits no more than
+ * MLXD_CAPTURE_MAX_GAP_NS between two packets, as mlxd_capture_replay does before it sends.
+ * Returns 0, -EINVAL (c NULL or without packets, speed negative, NaN or infinite) or -ERANGE
+ * naming the packet and its gap (messages start "mlxd_capture_pace_check: "). */
+int mlxd_capture_pace_check(const struct mlxd_capture *c, double speed);
 
 /* Where the receiver wants the traffic: the values a sensor bridge's registers are programmed
  * with (mlxd_receiver_qp_number, _rkey, _external_frame_memory, _page_size, _pages). */
@@ -114,7 +159,8 @@ struct mlxd_replay_map {
  * and PSNs shifted by m->psn_offset.  Everything else (opcode, immediate page, payload, pad) is
  * kept.  Writes the whole packet (from its IPv4 header) to out (cap bytes); returns its length,
  * or -EINVAL (c, m or out NULL, i >= c->npackets, m->page_size 0), -ENOSPC (cap is smaller than
- * the packet; the message gives both sizes), -ERANGE (a VA below the capture's page 0).
+ * the packet; the message gives both sizes), -ERANGE (a VA below the capture's page 0, or the
+ * capture's page size is 0: its frame size is out of range, see mlxd_capture_geometry_check).
  * Messages start "mlxd_capture_rewrite: ". */
 ssize_t mlxd_capture_rewrite(const struct mlxd_capture *c, size_t i, const struct mlxd_replay_map *m,
                              uint32_t src_ip, uint16_t src_port, uint32_t dst_ip, uint16_t dst_port,
@@ -163,8 +209,12 @@ struct mlxd_send_stats {
  *   -EINVAL: c or m NULL; o->sz below sizeof(struct mlxd_send_opts), or larger with non-zero
  *            unknown bytes; o->pacing not an enum mlxd_pacing; o->speed negative, NaN or
  *            infinite; m->page_size or m->pages 0; dst_ip/src_ip not an IPv4 address;
+ *   -ERANGE: MLXD_PACE_RECORDED and a gap between two packets, divided by speed, exceeds
+ *            MLXD_CAPTURE_MAX_GAP_NS (checked before the first packet is sent; timestamps that
+ *            go backwards wait nothing);
  *   -ENOMEM; -errno of socket/bind/connect;
- *   a rewrite error (-ERANGE, -ENOSPC: see mlxd_capture_rewrite) ends the replay. */
+ *   a rewrite error (-ERANGE, -ENOSPC: see mlxd_capture_rewrite) ends the replay.
+ * Every wait (recorded pace, frame_gap_us) wakes within 10 ms of o->stop being set. */
 int mlxd_capture_replay(const struct mlxd_capture *c, const struct mlxd_replay_map *m,
                         const struct mlxd_send_opts *o, struct mlxd_send_stats *st);
 

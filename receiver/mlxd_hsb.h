@@ -110,25 +110,41 @@ static inline bool mlxd_hsb_psn_match(uint32_t md_psn, uint32_t imm_psn, enum ml
     return (md_psn & mask) == (imm_psn & mask);
 }
 
-/* Extends a 16-bit counter to 64 bits across wraps (hololink ExtendedCounter, widened).
- * The counter only moves forward: each update adds (uint16_t)(new - previous), so a wrap from
- * 0xFFFF to 0 adds 1; a backwards step of d is read as a forward step of 65536 - d. */
+/* Extends a 16-bit counter to 64 bits across wraps (hololink ExtendedCounter, widened), in
+ * serial-number arithmetic (RFC 1982): a step of (uint16_t)(new - previous) below 32768 moves
+ * forward (a wrap from 0xFFFF to 0 adds 1, lost frames add more); a larger one is a step back by
+ * 65536 minus it: an older frame's number (a stale or replayed block), which is reported as that
+ * older value and leaves the state where it was, so the frames after it extend as before.  (The
+ * old rule read every step back d as a forward jump of 65536 - d, and the one stale block moved
+ * every later number up by about 65536.) */
 struct mlxd_hsb_counter16 {
-    uint64_t value;   /* the extended value of the last update */
+    uint64_t value;   /* the extended value of the newest number */
     uint16_t last;
     bool     started;
 };
 
+/* The extended value of v against c, without changing c. */
+static inline uint64_t mlxd_hsb_counter16_peek(const struct mlxd_hsb_counter16 *c, uint16_t v)
+{
+    if (!c->started)
+        return v;
+    uint16_t step = (uint16_t)(v - c->last);
+    if (step < 0x8000u)
+        return c->value + step;
+    uint64_t back = 0x10000u - step;
+    return back <= c->value ? c->value - back : 0;
+}
+
+/* The extended value of v; c moves forward with it (a step back leaves c as it was). */
 static inline uint64_t mlxd_hsb_counter16_update(struct mlxd_hsb_counter16 *c, uint16_t v)
 {
-    if (!c->started) {
+    uint64_t x = mlxd_hsb_counter16_peek(c, v);
+    if (!c->started || (uint16_t)(v - c->last) < 0x8000u) {
         c->started = true;
-        c->value = v;
-    } else {
-        c->value += (uint16_t)(v - c->last);
+        c->value = x;
+        c->last = v;
     }
-    c->last = v;
-    return c->value;
+    return x;
 }
 
 /* round_up(frame_size, 128): where the device puts the metadata (HSB dp_pkt_top.sv

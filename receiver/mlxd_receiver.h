@@ -129,6 +129,12 @@ int mlxd_receiver_replay_progress(const struct mlxd_receiver *r, uint64_t *writt
                                         the metadata is then not this frame's.  Without the flag
                                         the metadata is this frame's own block, never a mix */
 #define MLXD_FRAME_NO_METADATA  0x2u /* started with no_metadata: metadata fields are 0 */
+#define MLXD_FRAME_STALE        0x4u /* the completion wrote nothing into its page: a WRITE with
+                                        immediate of 0 bytes (which needs no rkey: IB spec
+                                        o9-21), or the page's metadata block is still the one
+                                        delivered with its previous frame (or held at start).
+                                        Set with MLXD_FRAME_PSN_MISMATCH when there is metadata;
+                                        counted in stats.overwritten.  The frame is not a new one */
 
 /* One frame (RoceReceiverFrameInfoV1 + the decoded metadata). */
 struct mlxd_receiver_frame {
@@ -140,8 +146,10 @@ struct mlxd_receiver_frame {
     uint64_t frame_number;       /* metadata.frame_number (16 bits) extended to 64 across wraps,
                                     over every completion in arrival order, dropped ones included.
                                     With MLXD_FRAME_PSN_MISMATCH the metadata is the rewriting
-                                    frame's (as far as its write had landed), and it does not
-                                    advance the extension */
+                                    frame's (as far as its write had landed), or (with
+                                    MLXD_FRAME_STALE) an older frame's, and it does not advance
+                                    the extension; a number older than the newest (by less than
+                                    32768) does not either (mlxd_hsb_counter16) */
     uint32_t imm_data;           /* the immediate, host order */
     uint32_t imm_psn;            /* PSN from the immediate */
     int64_t  received_s;         /* CLOCK_REALTIME when the monitor saw the completion */
@@ -158,7 +166,8 @@ struct mlxd_receiver_stats {
     uint64_t dropped;            /* oldest frames dropped because the queue was full */
     uint64_t replaced;           /* frames replaced before the consumer's first get_next_frame */
     uint64_t overwritten;        /* frames flagged MLXD_FRAME_PSN_MISMATCH: metadata PSN not the
-                                    immediate's, or the block rewritten while it was copied */
+                                    immediate's, or the block rewritten while it was copied, or
+                                    stale (MLXD_FRAME_STALE) */
     uint64_t overwritten_after_read; /* mlxd_receiver_frame_check() verdicts OVERWRITTEN */
     uint64_t bad_page;           /* completions whose page index was >= pages (no frame made) */
     uint64_t errors;             /* error completions (not counting flushes at close) */

@@ -81,6 +81,9 @@ struct mlxd_receiver {
     _Atomic uint64_t *page_gen;    /* received_frame_number of the newest frame of each page */
     _Atomic uint32_t last_page;    /* page of the newest frame */
     struct mlxd_hsb_counter16 fn;  /* monitor only */
+    uint8_t (*page_md)[48];        /* monitor only: each page's metadata as last delivered (at
+                                      start: as the buffer held it), to tell a completion that
+                                      wrote nothing (stale_frame) */
 
     /* statistics (written by the monitor, read anywhere) */
     _Atomic uint64_t frames, consumed, overwritten, overwritten_after_read, bad_page, errors,
@@ -395,11 +398,15 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
     }
     free(r->page_gen);
     r->page_gen = calloc(r->o.pages, sizeof *r->page_gen);
+    free(r->page_md);
+    r->page_md = calloc(r->o.pages, sizeof *r->page_md);
     r->recvs = calloc(r->o.recv_depth, sizeof *r->recvs);
-    if (!r->page_gen || !r->recvs) {
+    if (!r->page_gen || !r->page_md || !r->recvs) {
         rc = mlxd_err(ENOMEM, "mlxd_receiver_start: out of memory");
         goto fail;
     }
+    for (unsigned i = 0; i < r->o.pages && r->host; i++)
+        memcpy(r->page_md[i], r->host + (size_t)i * r->o.page_size + r->o.metadata_offset, 48);
     for (unsigned i = 0; i < r->o.recv_depth; i++)
         r->recvs[i].wr_id = 0x1000 + i;
     atomic_store(&r->last_page, r->o.pages - 1);   /* the device's next page is 0 */
@@ -580,6 +587,25 @@ static inline bool snapshot_metadata(struct mlxd_receiver *r, uint64_t page_off,
     return !memcmp(again, md + MLXD_HSB_MD_PSN, 4);
 }
 
+/* A completion that wrote nothing into its page: a WRITE with immediate of no bytes (the IB
+ * specification lets it through without an rkey, o9-21: emu/nic/nic_resp.c as a ConnectX), or
+ * whose page still holds the very metadata block delivered with that page's previous frame (or
+ * the one it held at start).  A sensor bridge's frame always writes its metadata block (PSN and
+ * timestamps differ from frame to frame), so such a frame is not a new one: its metadata is
+ * stale.  Monitor only. */
+static inline bool stale_frame(struct mlxd_receiver *r, const struct mlxd_completion *c, uint32_t page,
+                               const uint8_t *md)
+{
+    if (c->byte_len == 0)
+        return true;
+    if (!md)
+        return false;
+    if (!memcmp(r->page_md[page], md, 48))
+        return true;
+    memcpy(r->page_md[page], md, 48);
+    return false;
+}
+
 static inline void handle_frame(struct mlxd_receiver *r, const struct mlxd_completion *c,
                                 const struct timespec *now)
 {
@@ -597,6 +623,10 @@ static inline void handle_frame(struct mlxd_receiver *r, const struct mlxd_compl
     uint64_t fnum = 0;
     if (r->o.no_metadata) {
         flags |= MLXD_FRAME_NO_METADATA;
+        if (stale_frame(r, c, page, NULL)) {
+            flags |= MLXD_FRAME_STALE;
+            atomic_fetch_add_explicit(&r->overwritten, 1, memory_order_relaxed);
+        }
     } else {
         uint8_t md[48];
         bool whole = snapshot_metadata(r, page_off, md);
@@ -612,7 +642,13 @@ static inline void handle_frame(struct mlxd_receiver *r, const struct mlxd_compl
              * advancing the state with it. */
             flags |= MLXD_FRAME_PSN_MISMATCH;
             atomic_fetch_add_explicit(&r->overwritten, 1, memory_order_relaxed);
-            fnum = r->fn.started ? r->fn.value + (uint16_t)(fn16 - r->fn.last) : fn16;
+            fnum = mlxd_hsb_counter16_peek(&r->fn, fn16);
+        } else if (stale_frame(r, c, page, md)) {
+            /* not this completion's block: reported as the old frame's number, without
+             * advancing the state with it */
+            flags |= MLXD_FRAME_PSN_MISMATCH | MLXD_FRAME_STALE;
+            atomic_fetch_add_explicit(&r->overwritten, 1, memory_order_relaxed);
+            fnum = mlxd_hsb_counter16_peek(&r->fn, fn16);
         } else {
             fnum = mlxd_hsb_counter16_update(&r->fn, fn16);
             atomic_store_explicit(&r->last_fn, fnum, memory_order_relaxed);
@@ -844,6 +880,7 @@ void mlxd_receiver_destroy(struct mlxd_receiver *r)
     if (r->q_ready)
         frameq_fini(&r->q);
     free(r->page_gen);
+    free(r->page_md);
     free(r->recvs);
     pthread_cond_destroy(&r->cond);
     pthread_mutex_destroy(&r->lock);

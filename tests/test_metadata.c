@@ -126,6 +126,18 @@ START_TEST(frame_counter_wraps)
     ck_assert_uint_eq(mlxd_hsb_counter16_update(&c, 0x0003), 65539);   /* 2 frames lost */
     for (uint32_t i = 0; i < 3 * 65536; i++) mlxd_hsb_counter16_update(&c, (uint16_t)(4 + i));
     ck_assert_uint_eq(c.value, 65539 + 3 * 65536);
+    /* serial-number arithmetic (RFC 1982): a step back (a stale block's number) is reported as
+     * the older value and leaves the state alone, so the next numbers extend as before */
+    struct mlxd_hsb_counter16 d = { 0 };
+    ck_assert_uint_eq(mlxd_hsb_counter16_update(&d, 12), 12);
+    ck_assert_uint_eq(mlxd_hsb_counter16_update(&d, 10), 10);
+    ck_assert_uint_eq(mlxd_hsb_counter16_update(&d, 13), 13);
+    ck_assert_uint_eq(mlxd_hsb_counter16_peek(&d, 14), 14);
+    ck_assert_uint_eq(d.value, 13);
+    ck_assert_uint_eq(mlxd_hsb_counter16_update(&d, 0x7FFF + 13), 0x7FFF + 13);  /* forward jump */
+    ck_assert_uint_eq(mlxd_hsb_counter16_update(&d, 14), 14);                  /* older: no move */
+    ck_assert_uint_eq(mlxd_hsb_counter16_update(&d, 0x8000 + 13), 0x8000 + 13);
+    ck_assert_uint_eq(mlxd_hsb_counter16_peek(&d, 5), 0x8000 + 13 + 32760);   /* 32760 ahead mod 2^16 */
 }
 END_TEST
 

@@ -3,8 +3,14 @@
  * get_next_frame waits"; start, close and destroy are serialised internally).
  *
  * Each iteration: thread S starts the receiver and runs the monitor on it; thread C waits in
- * get_next_frame; the main thread, after a random delay (0..3 ms: before, during or after start;
- * sometimes after sending a frame so that the monitor and the consumer are busy), calls close.
+ * get_next_frame; the main thread, after a random delay, calls close.  The delays follow the
+ * start: they are drawn from 0..1.5 x the mean time start took so far (measured, so the window
+ * is as wide under TSan, where start is some ten times slower, as without it: a fixed 0..3 ms
+ * window sent 0 frames in 1,000 iterations there), so a close lands before, during or after
+ * start.  In one iteration of three the main thread waits for start to return, sends a frame,
+ * and closes after a random delay of 0..1.5 x the mean time a frame took to complete: the close
+ * races with the monitor and the consumer handling traffic.  The test fails when no frame
+ * completed in those iterations (the race with traffic did not happen).
  * Checked per iteration: start returns 0 (a close that wins the race is a no-op on a stopped
  * receiver, so start still succeeds and the main thread closes again); close returns 0; the
  * monitor returns 0, or -EINVAL when close came between start and the monitor; get_next_frame
@@ -35,7 +41,8 @@
 
 static struct mlxd_receiver *rx;
 static struct mlxd_receiver_opts opts;
-static _Atomic bool s_done, c_stop;
+static _Atomic bool s_done, s_started, c_stop;
+static _Atomic uint64_t start_ns;     /* how long the last start took */
 static _Atomic int start_rc, mon_rc;
 static _Atomic unsigned frames_got;
 static unsigned na, nb;
@@ -49,11 +56,21 @@ static int count_fds(void)
     return n;
 }
 
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void *starter(void *arg)
 {
     (void)arg;
+    uint64_t t0 = mono_ns();
     int rc = mlxd_receiver_start(rx, &opts);
+    atomic_store(&start_ns, mono_ns() - t0);
     atomic_store(&start_rc, rc);
+    atomic_store(&s_started, true);
     atomic_store(&mon_rc, rc == 0 ? mlxd_receiver_blocking_monitor(rx) : 1);
     atomic_store(&s_done, true);
     return NULL;
@@ -189,22 +206,37 @@ START_TEST(close_at_random_points)
     int sfd = peer_socket();
     uint64_t rng = 0x9e3779b97f4a7c15ull ^ v;
     unsigned mon_einval = 0, closes_before_start = 0, with_frame = 0;
+    uint64_t frames_completed = 0;
+    /* running means of how long start and a frame's completion take (us), from a first guess */
+    double start_us = 1000, frame_us = 200;
     for (unsigned i = 0; i < iterations; i++) {
         set_opts(peer, (i & 1) ? MLXD_RECEIVER_EVENT : MLXD_RECEIVER_BUSY_POLL);
         rng ^= rng >> 12; rng ^= rng << 25; rng ^= rng >> 27;
         uint64_t r = rng * 0x2545f4914f6cdd1dull;
-        unsigned delay = (unsigned)(r % 3000);
+        double u = (double)(r & 0xFFFF) / 65536.0;     /* uniform in [0, 1) */
         atomic_store(&s_done, false);
+        atomic_store(&s_started, false);
         atomic_store(&c_stop, false);
         pthread_t ts, tc;
         ck_assert_int_eq(pthread_create(&tc, NULL, consumer, NULL), 0);
         ck_assert_int_eq(pthread_create(&ts, NULL, starter, NULL), 0);
         if ((r >> 32) % 3 == 0) {
-            sleep_us(delay / 2);
-            if (mlxd_receiver_started(rx)) { send_frame(sfd, (uint32_t)(i * 2) & 0xFFFFF); with_frame++; }
-            sleep_us(delay - delay / 2);
+            /* traffic: once start returned, a frame, then close while it is handled */
+            while (!atomic_load(&s_started)) sleep_us(20);
+            if (mlxd_receiver_started(rx)) {
+                uint64_t t0 = mono_ns();
+                send_frame(sfd, (uint32_t)(i * 2) & 0xFFFFF);
+                with_frame++;
+                sleep_us((unsigned)(u * 1.5 * frame_us));
+                struct mlxd_receiver_stats st;
+                mlxd_receiver_stats(rx, &st);
+                if (st.frames)      /* it completed within the delay: learn how long that takes */
+                    frame_us = 0.9 * frame_us + 0.1 * (double)(mono_ns() - t0) / 1e3;
+                else
+                    frame_us *= 1.05;
+            }
         } else {
-            sleep_us(delay);
+            sleep_us((unsigned)(u * 1.5 * start_us));
         }
         ck_assert_int_eq(mlxd_receiver_close(rx), 0);
         /* a close that came before start took the receiver's lock: start ran after it */
@@ -219,6 +251,10 @@ START_TEST(close_at_random_points)
         }
         closes_before_start += again;
         pthread_join(ts, NULL);
+        start_us = 0.9 * start_us + 0.1 * (double)atomic_load(&start_ns) / 1e3;
+        struct mlxd_receiver_stats st;
+        mlxd_receiver_stats(rx, &st);       /* kept through close */
+        frames_completed += st.frames;
         atomic_store(&c_stop, true);
         pthread_join(tc, NULL);
         ck_assert_msg(atomic_load(&start_rc) == 0, "iteration %u: start %d: %s", i, atomic_load(&start_rc),
@@ -233,9 +269,13 @@ START_TEST(close_at_random_points)
     close(sfd);
     mlxd_receiver_destroy(rx);
     ck_assert_int_eq(count_fds(), fds0);
-    fprintf(stderr, "races: %u iterations, %u with a frame sent, %u closes before start finished, "
-            "%u monitors that found the receiver closed, %u frames taken\n", iterations, with_frame,
-            closes_before_start, mon_einval, atomic_load(&frames_got));
+    fprintf(stderr, "races: %u iterations, %u with a frame sent, %llu frames completed, %u frames taken, "
+            "%u closes before start finished, %u monitors that found the receiver closed; mean start "
+            "%.0f us, frame %.0f us\n", iterations, with_frame, (unsigned long long)frames_completed,
+            atomic_load(&frames_got), closes_before_start, mon_einval, start_us, frame_us);
+    /* the close raced with traffic: frames were sent into running receivers and completed */
+    ck_assert_msg(with_frame == 0 || frames_completed > 0, "%u frames sent, none completed", with_frame);
+    ck_assert_uint_gt(with_frame, iterations / 10);
 }
 END_TEST
 

@@ -689,6 +689,90 @@ START_TEST(frame_check_after_close)
 }
 END_TEST
 
+/* A WRITE with immediate of 0 bytes from the peer's address: the IB specification lets it
+ * through without an rkey (emu/nic/nic_resp.c checks none for a zero-length RETH), so anyone who
+ * can send as the peer can complete a receive naming any page and any PSN.  Here it names page 0
+ * and the PSN of page 0's metadata (frame 11's, delivered before): the page was not written since,
+ * so the frame must not come as a good one (MLXD_FRAME_STALE | MLXD_FRAME_PSN_MISMATCH, counted
+ * overwritten), its number is the old one (11) and the frames after it extend as before (13, not
+ * 11 + 65536 + 2, as when a step back was read as a forward wrap). */
+static void send_zero_length_imm(struct live *l, uint32_t page, uint32_t imm_psn)
+{
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in src = { .sin_family = AF_INET }, d = { .sin_family = AF_INET, .sin_port = htons(4791) };
+    inet_pton(AF_INET, "127.0.0.1", &src.sin_addr);     /* the connected peer (live_start) */
+    ck_assert_int_eq(bind(s, (struct sockaddr *)&src, sizeof src), 0);
+    inet_pton(AF_INET, l->dst, &d.sin_addr);
+    ck_assert_int_eq(connect(s, (struct sockaddr *)&d, sizeof d), 0);
+    struct sockaddr_in me;
+    socklen_t ml = sizeof me;
+    getsockname(s, (struct sockaddr *)&me, &ml);
+    uint8_t pkt[256];
+    struct mlxd_roce_pkt p = { .src_ip = ntohl(me.sin_addr.s_addr), .dst_ip = ntohl(d.sin_addr.s_addr),
+        .src_port = ntohs(me.sin_port), .dst_port = 4791, .opcode = 0x2b, .pkey = 0xffff,
+        .dest_qp = mlxd_receiver_qp_number(l->r), .psn = l->next_psn,
+        .reth_va = 0, .reth_rkey = 0, .reth_len = 0,     /* no address, no rkey */
+        .imm = htonl(mlxd_hsb_imm_make(page, imm_psn, MLXD_HSB_IMM_12_20)) };
+    l->next_psn++;
+    ssize_t n = mlxd_roce_build(pkt, sizeof pkt, &p, NULL, 0);
+    ck_assert_int_gt(n, 0);
+    ck_assert_int_eq(send(s, pkt + 28, (size_t)n - 28, 0), n - 28);
+    close(s);
+}
+
+START_TEST(zero_length_write_is_stale)
+{
+    CHILD_ONLY("zero_length_write_is_stale");
+    struct live l;
+    live_start(&l, "mlx5_0", 1024, 2, 2, MLXD_RECEIVER_BUSY_POLL, false);
+    live_monitor(&l);
+    struct mlxd_receiver_frame f;
+    uint32_t page0_psn = 0;
+    for (uint64_t k = 0; k < 3; k++) {          /* frames 10, 11, 12 in pages 1, 0, 1 */
+        gen(&l, 10 + k, 1, (uint32_t)(1 + k) % 2, MLXD_GEN_MD_SEPARATE, true, k);
+        ck_assert(mlxd_receiver_get_next_frame(l.r, 2000, &f));
+        expect_frame(&l, &f, 10 + k, (uint32_t)(1 + k) % 2);
+        if (f.page == 0) page0_psn = f.metadata.psn;
+    }
+    send_zero_length_imm(&l, 0, page0_psn);
+    ck_assert(wait_frames(&l, 4, 5));
+    ck_assert(mlxd_receiver_get_next_frame(l.r, 2000, &f));
+    ck_assert_uint_eq(f.page, 0);
+    ck_assert_uint_eq(f.flags, MLXD_FRAME_STALE | MLXD_FRAME_PSN_MISMATCH);
+    ck_assert_uint_eq(f.frame_number, 11);
+    struct mlxd_receiver_stats st;
+    mlxd_receiver_stats(l.r, &st);
+    ck_assert_uint_eq(st.overwritten, 1);
+    ck_assert_uint_eq(st.last_frame_number, 12);
+    gen(&l, 13, 1, 0, MLXD_GEN_MD_SEPARATE, true, 4);
+    ck_assert(mlxd_receiver_get_next_frame(l.r, 2000, &f));
+    expect_frame(&l, &f, 13, 0);
+    mlxd_receiver_stats(l.r, &st);
+    ck_assert_uint_eq(st.last_frame_number, 13);
+    live_stop(&l);
+}
+END_TEST
+
+/* The same without metadata (md_disable): a completion of 0 bytes wrote nothing into its page. */
+START_TEST(zero_length_write_is_stale_no_metadata)
+{
+    CHILD_ONLY("zero_length_write_is_stale_no_metadata");
+    struct live l;
+    live_start(&l, "mlx5_0", 1024, 2, 2, MLXD_RECEIVER_BUSY_POLL, true);
+    live_monitor(&l);
+    struct mlxd_receiver_frame f;
+    gen(&l, 0, 1, 1, MLXD_GEN_MD_NONE, true, 0);
+    ck_assert(mlxd_receiver_get_next_frame(l.r, 2000, &f));
+    ck_assert_uint_eq(f.flags, MLXD_FRAME_NO_METADATA);
+    send_zero_length_imm(&l, 0, 0);
+    ck_assert(wait_frames(&l, 2, 5));
+    ck_assert(mlxd_receiver_get_next_frame(l.r, 2000, &f));
+    ck_assert_uint_eq(f.page, 0);
+    ck_assert_uint_eq(f.flags, MLXD_FRAME_NO_METADATA | MLXD_FRAME_STALE);
+    live_stop(&l);
+}
+END_TEST
+
 Suite *receiver_live_suite(void)
 {
     Suite *s = suite_create(SUITE);
@@ -708,6 +792,8 @@ Suite *receiver_live_suite(void)
     CASE(fast_run);
     CASE(busy_poll_no_wakeups);
     CASE(legacy_immediate);
+    CASE(zero_length_write_is_stale);
+    CASE(zero_length_write_is_stale_no_metadata);
 #undef CASE
     return s;
 }

@@ -123,7 +123,7 @@ struct cfg {
     unsigned port;
     uint64_t frame_size, page_size, metadata_offset;
     unsigned pages, queue_size;
-    bool frame_size_set, page_size_set, pages_set, md_off_set;
+    bool frame_size_set, page_size_set, pages_set, md_off_set, queue_size_set;
     const char *peer_ip;
     uint64_t frames;
     double duration;
@@ -294,6 +294,15 @@ static void retry_next_addresses(void)
     /* the emulator of the new image builds its own sysfs tree for the new addresses (this one
      * is swept once this process is gone, emu/kernel/sysfs_tree.c) */
     unsetenv("SYSFS_PATH");
+    /* by its path, not /proc/self/exe: the kernel names the process after the file executed,
+     * and ps or pgrep must still see mlxd-capture (the emulator of the new image removes this
+     * image's tree: same pid, emu/kernel/sysfs_tree.c) */
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0) {
+        exe[len] = 0;
+        execv(exe, g_argv);
+    }
     execv("/proc/self/exe", g_argv);
 }
 
@@ -435,8 +444,10 @@ static int check_image(const struct mlxd_capture *cap, const struct mlxd_replay_
         const struct mlxd_roce_pkt *h = &cap->pkts[i].hdr;
         if (!(h->hdrs & MLXD_ROCE_HAS_RETH) || h->reth_va < cap->geo.base_va) continue;
         uint64_t rel = h->reth_va - cap->geo.base_va;
-        uint64_t off = rel / cap->geo.page_size * m->page_size + rel % cap->geo.page_size;
-        if (off + h->payload_len > size) { free(img); free(mask); return -1; }
+        unsigned __int128 off128 = (unsigned __int128)(rel / cap->geo.page_size) * m->page_size +
+                                   rel % cap->geo.page_size;
+        if (off128 > size || h->payload_len > size - (size_t)off128) { free(img); free(mask); return -1; }
+        size_t off = (size_t)off128;
         memcpy(img + off, h->payload, h->payload_len);
         memset(mask + off, 1, h->payload_len);
     }
@@ -511,8 +522,11 @@ static int check_port_mtu(const struct cfg *c, const struct mlxd_capture *cap)
     struct mlxd_nic *nic = NULL;
     struct mlxd_port_info pi;
     struct mlxd_open_opts oo = { .sz = sizeof oo, .port = c->port };
-    if (mlxd_open(c->device, &oo, &nic) < 0)
+    if (mlxd_open(c->device, &oo, &nic) < 0) {
+        fprintf(stderr, "mlxd-capture: warning: cannot check the port MTU (%s): a port MTU below "
+                "the %u-byte packets would lose every frame\n", mlxd_errmsg(), need);
         return 0;
+    }
     int rc = mlxd_port_info(nic, &pi);
     mlxd_close(nic);
     if (rc < 0 || pi.active_mtu_bytes >= need)
@@ -537,6 +551,35 @@ static int check_port_mtu(const struct cfg *c, const struct mlxd_capture *cap)
     }
     fprintf(stderr, "\n");
     return 1;
+}
+
+/* A capture's numbers are input like the options: its geometry in the options' ranges, and a
+ * receive buffer bounded by the capture's size (mlxd_capture_buffer_bound) unless --pages and
+ * --page-size both say otherwise.  Returns 0, or 1 after the message (the capture is wrong,
+ * not an option: not a usage error). */
+static int check_capture(const struct cfg *c, const struct mlxd_capture *cap)
+{
+    if (mlxd_capture_geometry_check(cap) < 0) {
+        fprintf(stderr, "mlxd-capture: %s: %s\n", c->replay, mlxd_errmsg() + strlen("mlxd_capture_geometry_check: "));
+        return 1;
+    }
+    if (!strcmp(c->pace, "recorded") && mlxd_capture_pace_check(cap, 1.0) < 0) {
+        fprintf(stderr, "mlxd-capture: %s: %s (use --pace lockstep or fast)\n", c->replay,
+                mlxd_errmsg() + strlen("mlxd_capture_pace_check: "));
+        return 1;
+    }
+    uint64_t bound = mlxd_capture_buffer_bound(cap);
+    unsigned __int128 want = (unsigned __int128)(c->pages_set ? c->pages : cap->geo.pages) *
+                             (c->page_size_set ? c->page_size : cap->geo.page_size);
+    if (!(c->pages_set && c->page_size_set) && want > bound) {
+        fprintf(stderr, "mlxd-capture: %s: its geometry asks for %u pages x %" PRIu64 " bytes, more than "
+                "the %" PRIu64 " bytes a capture of this size may (max(256 MiB, 4 x its RoCE bytes)); "
+                "give --pages and --page-size to allocate that much\n", c->replay,
+                c->pages_set ? c->pages : cap->geo.pages,
+                c->page_size_set ? c->page_size : cap->geo.page_size, bound);
+        return 1;
+    }
+    return 0;
 }
 
 static const char *state_name(int s)
@@ -590,6 +633,26 @@ static bool from_gpu(const struct cfg *c, uint8_t *buf, uint64_t dbuf, uint64_t 
     return false;
 }
 
+/* --consumer-delay-ms: sleeps ms in 10 ms slices, so that a Ctrl-C ends even a long delay at once. */
+static void consumer_delay(unsigned ms)
+{
+    for (unsigned done = 0; done < ms && !__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE);) {
+        unsigned step = ms - done < 10 ? ms - done : 10;
+        struct timespec ts = { 0, (long)step * 1000000L };
+        nanosleep(&ts, NULL);
+        done += step;
+    }
+}
+
+/* The exit status when mlxd_receiver_start refuses: a usage error (2) when an option is at
+ * fault; a geometry that came from the capture alone is the capture's fault (1). */
+static int start_failure_status(const struct cfg *c, int rc)
+{
+    bool from_capture = c->replay && !c->frame_size_set && !c->page_size_set && !c->pages_set &&
+                        !c->md_off_set && !c->queue_size_set;
+    return rc == -EINVAL && !from_capture ? 2 : 1;
+}
+
 /* A capture that is not sensor frame traffic: an RC or UC SEND stream is replayed into a QP set
  * up to receive it, and what arrived is reported; anything else (READs, WRITEs of another
  * conversation, atomics ...) is refused with one line naming what it holds and why
@@ -637,8 +700,17 @@ static int load_replay(struct cfg *c, struct run *R)
         fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
         return 1;
     }
+    if (R->cap->cut_short)
+        fprintf(stderr, "mlxd-capture: warning: %s is cut short in record %zu (%s): replaying the %zu "
+                "whole records before it (%zu frames)\n", c->replay, R->cap->records + 1, R->cap->cut_why,
+                R->cap->records, R->cap->nframes);
     int fc = foreign_capture(c, R->cap);
     if (fc >= 0) { R->cap = NULL; return fc; }
+    if (check_capture(c, R->cap)) {
+        mlxd_capture_free(R->cap);
+        R->cap = NULL;
+        return 1;
+    }
     const struct mlxd_capture_geometry *g = &R->cap->geo;
     if (!c->frame_size_set) c->frame_size = g->frame_size;
     if (!c->page_size_set) c->page_size = g->page_size;
@@ -726,7 +798,7 @@ static int run(struct cfg *c)
         retry_next_addresses();
     if (rc < 0) {
         fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
-        status = rc == -EINVAL ? 2 : 1;
+        status = start_failure_status(c, rc);
         goto out;
     }
     uint32_t lip = mlxd_receiver_local_ipv4(R.rx);
@@ -803,7 +875,8 @@ static int run(struct cfg *c)
             if (now_s() - last_frame_t > c->timeout_ms / 1000.0 && !mlxd_receiver_frames_ready(R.rx)) break;
         }
         struct mlxd_receiver_frame f;
-        if (!mlxd_receiver_get_next_frame(R.rx, 100, &f)) {
+        /* 20 ms: a Ctrl-C ends the run within 100 ms */
+        if (!mlxd_receiver_get_next_frame(R.rx, 20, &f)) {
             /* nothing yet */
         } else {
             got++;
@@ -848,10 +921,7 @@ static int run(struct cfg *c)
             }
             if (c->save && !save_frame(c, f.received_frame_number - 1, data, nbytes, save_failed == 0))
                 save_failed++;
-            if (c->consumer_delay_ms) {
-                struct timespec ts = { c->consumer_delay_ms / 1000, (long)(c->consumer_delay_ms % 1000) * 1000000L };
-                nanosleep(&ts, NULL);
-            }
+            consumer_delay(c->consumer_delay_ms);
             int state = mlxd_receiver_frame_check(R.rx, &f);
             atomic_fetch_add(&g_taken, 1);
             if (pay == 0) {
@@ -1075,7 +1145,7 @@ int main(int argc, char **argv)
             c.metadata_offset = v; c.md_off_set = true; break;
         case O_PEER: c.peer_ip = optarg; break;
         /* 1..pages (mlxd_receiver_start checks against the pages in use) */
-        case O_QUEUE: NUM("--queue-size", 1, MLXD_HSB_MAX_PAGES); c.queue_size = (unsigned)v; break;
+        case O_QUEUE: NUM("--queue-size", 1, MLXD_HSB_MAX_PAGES); c.queue_size = (unsigned)v; c.queue_size_set = true; break;
         /* 0 would mean "no count", which the option is not asked for */
         case 'n': NUM("--frames", 1, UINT64_MAX); c.frames = v; break;
         case O_DURATION: REAL("--duration", 0, false, "> 0 seconds", &c.duration); break;

@@ -250,7 +250,9 @@ void emu_sysfs_publish_counters(struct emu_device *dev)
  * tree stays behind; the next tree builder removes such trees: those in the same directory
  * named mlxd-emu.*, real directories (lstat, never a symlink) owned by our uid, whose
  * .mlxd-owner names a process that no longer exists (or a pid reused by a process with another
- * start time).  Trees without .mlxd-owner are never touched. */
+ * start time), or this very pid on a tree other than the current one (made before an execve of
+ * this process, such as mlxd-capture's re-execution with other addresses).  Trees without
+ * .mlxd-owner are never touched. */
 /* start time of pid (0: unknown); *zombie: it has exited but is not yet reaped */
 static unsigned long long proc_start_time(pid_t pid, bool *zombie)
 {
@@ -303,9 +305,15 @@ static void sweep_stale(const char *tmp)
         buf[n] = 0;
         long pid;
         unsigned long long start;
-        if (sscanf(buf, "%ld %llu", &pid, &start) != 2 || pid <= 0 || pid == (long)getpid())
+        if (sscanf(buf, "%ld %llu", &pid, &start) != 2 || pid <= 0)
             continue;
-        if (!owner_alive((pid_t)pid, start))
+        /* Our own pid on a tree other than the one just made: an image of this process before
+         * an execve (which keeps the pid and start time) made it, and that image is gone: one
+         * image has one tree at a time (emu_sysfs_build removes the previous one first). */
+        bool mine = pid == (long)getpid();
+        if (mine && !strcmp(root, emu_g.sysfs_root))
+            continue;
+        if (mine || !owner_alive((pid_t)pid, start))
             nftw(root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     }
     closedir(d);

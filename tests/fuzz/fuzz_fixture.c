@@ -3,17 +3,54 @@
  * (docs/fixture-format.md: version 1, cqe_size 64/128, ring_size a power of two <= 2^24, cqn 24
  * bits, a non-empty one-line source); every record carries the header's cqe_size and a line
  * number that grows; after an error every later call gives the same error; and what was read
- * survives a write + re-read unchanged. */
+ * survives a write + re-read unchanged.
+ * Input: the fixture text when it starts with "mlxd-cqe-fixture" (the seeds); otherwise the bytes
+ * describe one (build below: the magic line, a header whose numbers the bytes choose, then records
+ * of the bytes in hex, some with a delay, some lines broken when the bytes say so), so that an
+ * empty corpus gets past the header at once (from an empty corpus the raw text took more than
+ * 30 s to find even the second header line). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "mlxd_fixture.h"
+#include "structured.h"
 
 #define MAXREC 64
 
+/* A fixture text from the fuzzer's bytes into out (cap bytes); returns its length. */
+static size_t build(struct fz *z, char *out, size_t cap)
+{
+    unsigned ctl = (unsigned)fz_take(z, 1);
+    unsigned cqe = (ctl & 1) ? 128 : 64;
+    unsigned ring_log = (unsigned)fz_take(z, 1) % 26;          /* 2^0 .. 2^25: one too many */
+    int n = snprintf(out, cap, "mlxd-cqe-fixture %u\ncqe_size %u%s\nring_size %s%lu\ncqn 0x%06x\nsource %s\n",
+                     (ctl & 2) ? 2 : 1, (ctl & 4) ? 96 : cqe, (ctl & 8) ? " # c" : "",
+                     (ctl & 16) ? "0x" : "", 1ul << ring_log, (unsigned)fz_take(z, 3) & ((ctl & 32) ? 0xFFFFFFF : 0xFFFFFF),
+                     (ctl & 64) ? "" : "fuzz #1");
+    size_t at = n > 0 ? (size_t)n : 0;
+    unsigned recs = (unsigned)fz_take(z, 1) % 8;
+    for (unsigned k = 0; k < recs && at + 600 < cap; k++) {
+        unsigned rc = (unsigned)fz_take(z, 1);
+        if (rc & 1)
+            at += (size_t)snprintf(out + at, cap - at, "+%luns ", (unsigned long)fz_take(z, 4));
+        unsigned digits = cqe / 8 * 2 * 8 - ((rc & 2) ? 1 : 0);  /* 2 x cqe hex digits, or one short */
+        for (unsigned d = 0; d < digits; d += 2)
+            at += (size_t)snprintf(out + at, cap - at, "%02x", (unsigned)fz_take(z, 1));
+        if (rc & 4) out[at++] = (char)fz_take(z, 1);              /* a stray byte */
+        at += (size_t)snprintf(out + at, cap - at, "%s\n", (rc & 8) ? "   # comment" : "");
+    }
+    return at;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    static char built[8192];
+    if (size < 16 || memcmp(data, "mlxd-cqe-fixture", 16)) {
+        struct fz z = { data, size };
+        size = build(&z, built, sizeof built);
+        data = (const uint8_t *)built;
+    }
     struct mlxd_fixture_reader *r = NULL;
     int rc = mlxd_fixture_open_mem((const char *)data, size, "fuzz", &r);
     if (rc) {

@@ -11,7 +11,10 @@
  * bits), so that valid in/out buffers are reachable; every other pointer stays raw, as hostile
  * (unmapped, kernel-half, misaligned, wrapping) as the fuzzer makes it.
  * ctl bit 0: do GET_CONTEXT first (most methods need a ucontext); bit 1: keep B's tail from the
- * previous call (handles written back by one call feed the next).
+ * previous call (handles written back by one call feed the next); bit 2: make the header
+ * consistent (length = header + num_attrs attributes that fit the call's bytes, reserved fields 0,
+ * driver id mlx5, object id mod 32 and method id mod 16: the kernel's objects and methods are
+ * small numbers), so that an empty corpus gets past the header checks at once.
  *
  * Every input runs on a fresh fd of /dev/infiniband/uverbs0; afterwards the fd and any fd a call
  * made (async/completion event fds: fds that were not open before the input) are closed.  A second NIC opened by the real driver keeps the
@@ -155,17 +158,28 @@ static void defuse(size_t len)
     }
 }
 
-static void call(int fd, const uint8_t *d, size_t len, bool keep)
+static void call(int fd, const uint8_t *d, size_t len, bool keep, bool fix_header)
 {
     if (len > BSZ) len = BSZ;
     if (!keep) memset(B, 0, BSZ);
     memcpy(B, d, len);
     defuse(keep ? BSZ : len);
+    if (fix_header && len < sizeof(struct ib_uverbs_ioctl_hdr))
+        len = sizeof(struct ib_uverbs_ioctl_hdr);
     if (len >= sizeof(struct ib_uverbs_ioctl_hdr)) {
         struct ib_uverbs_ioctl_hdr *h = (void *)B;
         size_t n = h->num_attrs;
         if (n > (len - sizeof *h) / sizeof(struct ib_uverbs_attr))
             n = (len - sizeof *h) / sizeof(struct ib_uverbs_attr);
+        if (fix_header) {
+            h->num_attrs = (uint16_t)n;
+            h->length = (uint16_t)(sizeof *h + n * sizeof(struct ib_uverbs_attr));
+            h->reserved1 = 0;
+            h->reserved2 = 0;
+            h->driver_id = RDMA_DRIVER_MLX5;
+            h->object_id %= 32;
+            h->method_id %= 16;
+        }
         for (size_t i = 0; i < n; i++) {
             struct ib_uverbs_attr *a = &h->attrs[i];
             if ((a->data >> 48) == 0xffff)
@@ -212,7 +226,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t len = (size_t)data[off] | (size_t)data[off + 1] << 8;
         off += 2;
         if (len > size - off) len = size - off;
-        call(fd, data + off, len, (ctl & 2) && k);
+        call(fd, data + off, len, (ctl & 2) && k, ctl & 4);
         off += len;
     }
     for (int f = 0; f < 64; f++)

@@ -1,5 +1,8 @@
 /* libFuzzer target: the RoCE v2 packet parser (abi/mlxd_roce.h, mlxd_roce_parse).
- * The input is a packet from its IPv4 header, as a hostile network sends it.
+ * The input is a packet from its IPv4 header, as a hostile network sends it, when its first byte
+ * is 0x45 (IPv4 without options: the seeds); otherwise the bytes describe one (structured.h:
+ * consistent IPv4/UDP/BTH headers around the fields the bytes choose, then a bad iCRC or a
+ * changed header byte when they say so), so that an empty corpus gets past the length checks.
  * Oracle: no crash or sanitizer report (the parser reads nothing past len); an accepted packet's
  * lengths are consistent (headers + payload + pad + iCRC = IP total length <= len, the payload
  * pointer inside the input); the iCRC verdict agrees with mlxd_roce_icrc_ok(); and rebuilding the
@@ -10,6 +13,7 @@
 #include <string.h>
 #include "mlxd_roce.h"
 #include "seeds.h"
+#include "structured.h"
 
 /* seeds: every packet of fixtures/roce-pcaps, from its IPv4 header */
 static void emit(const struct mlxd_capture *c, const char *dir, unsigned *n)
@@ -46,6 +50,12 @@ static void same(const struct mlxd_roce_pkt *a, const struct mlxd_roce_pkt *b)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    static uint8_t built[8192];
+    if (!size || data[0] != 0x45) {
+        struct fz z = { data, size };
+        size = fz_packet(&z, built, sizeof built);
+        data = built;
+    }
     /* a private copy of exactly size bytes, so that ASan sees any read past the end */
     uint8_t *buf = malloc(size ? size : 1);
     if (!buf) return 0;

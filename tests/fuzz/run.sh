@@ -16,7 +16,7 @@ for t in "$@"; do
   maxlen=4096
   case $t in
     fuzz_cqe_dump) cp "$SRC"/fixtures/cqe-dumps/*.txt "$seeds"/ ;;
-    fuzz_pcap) for p in "$SRC"/fixtures/roce-pcaps/*.pcap; do
+    fuzz_pcap|fuzz_capture) for p in "$SRC"/fixtures/roce-pcaps/*.pcap "$SRC"/fixtures/crafted-pcaps/*.pcap; do
                  [ "$(wc -c < "$p")" -le 32768 ] && cp "$p" "$seeds"/; done; maxlen=32768 ;;
     fuzz_roce|fuzz_hsb|fuzz_wire|fuzz_ioctl|fuzz_poll)
       MLXD_FUZZ_MKSEEDS="$seeds" "$bin" >/dev/null 2>"$B/fuzz-seeds/$t.log" ||
