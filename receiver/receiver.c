@@ -308,6 +308,13 @@ static int start_recording(struct mlxd_receiver *r)
     return rc;
 }
 
+/* page_md as the host buffer holds it at start (device memory: zeros). */
+static void page_md_init(struct mlxd_receiver *r)
+{
+    for (unsigned i = 0; i < r->o.pages && r->host; i++)
+        memcpy(r->page_md[i], r->host + (size_t)i * r->o.page_size + r->o.metadata_offset, 48);
+}
+
 /* opts.replay_fixture: a detached CQ fed from the fixture instead of a NIC: no device, QP or
  * memory region; the monitor busy-polls it. */
 static int start_replay(struct mlxd_receiver *r)
@@ -405,8 +412,6 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
         rc = mlxd_err(ENOMEM, "mlxd_receiver_start: out of memory");
         goto fail;
     }
-    for (unsigned i = 0; i < r->o.pages && r->host; i++)
-        memcpy(r->page_md[i], r->host + (size_t)i * r->o.page_size + r->o.metadata_offset, 48);
     for (unsigned i = 0; i < r->o.recv_depth; i++)
         r->recvs[i].wr_id = 0x1000 + i;
     atomic_store(&r->last_page, r->o.pages - 1);   /* the device's next page is 0 */
@@ -435,6 +440,7 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
     }
 
     if (r->o.replay_fixture) {
+        page_md_init(r);
         rc = start_replay(r);
         if (rc < 0)
             goto fail;
@@ -498,6 +504,8 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
     }
     if (rc < 0)
         goto fail;
+    page_md_init(r);   /* after the kernel took the buffer: a GPU pointer taken for host memory
+                          is refused there (EFAULT, explained), not read here */
     struct mlxd_remote rem = mlxd_region_remote(r->mr);
     r->rkey = rem.rkey;
     r->iova = rem.addr;
