@@ -212,7 +212,8 @@ demo: all
 # mlxd-bench (docs/performance.md); mlxd-bench-verbs is the one program that links libibverbs
 # (rdma-core's libmlx5 on the same emulated rings, for the ratios).
 $(BUILD)/bin/mlxd-bench-verbs: private LIBS += -libverbs
-bench: all
+bench: all $(RUNNER)
+	@sh scripts/deps.sh bench
 	@sh scripts/bench.sh $(BUILD)
 
 cross-aarch64:

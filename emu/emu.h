@@ -106,6 +106,10 @@ struct emu_cq {
     uint32_t ncqe;                /* power of two */
     uint32_t cqe_size;            /* 64 or 128 */
     volatile uint32_t *dbrec;     /* [0] SET_CI BE32 (ci & 0xffffff), [1] ARM BE32 word */
+    bool     real_time_ts;        /* MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS: CQE timestamps in the
+                                     real-time format (emu_nic_cqe_timestamp) */
+    bool     ignore_overrun;      /* IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN (k: hw/mlx5/cq.c sets cqc.oi):
+                                     the NIC never reads [0] and never stops on an overrun */
     struct emu_uar *uar;          /* the UAR whose +0x20 takes the arm doorbell */
     struct emu_comp_channel *channel;  /* may be NULL */
     int      async_fd;            /* where CQ errors go (EVENT_FD or the default async fd) */
@@ -197,10 +201,19 @@ void emu_nic_qpn_release(struct emu_device *dev, uint32_t slot);
 /* The port's state changed (fault injection): the engine raises PORT_ACTIVE/PORT_ERR. */
 void emu_nic_port_event(struct emu_device *dev, bool up);
 
-/* Added by the NIC half: the clock the engine stamps CQEs with (mlx5_cqe64.timestamp):
- * CLOCK_MONOTONIC in nanoseconds, i.e. a free-running 1 GHz counter (hca_core_clock 1000000 kHz
- * if the kernel half exposes it through the core-clock page). */
-uint64_t emu_nic_clock_ns(void);
+/* Added by the NIC half (emu/nic/nic_clock.c): the device clocks that stamp CQEs
+ * (mlx5_cqe64.timestamp).  The free-running internal timer: its value now (what the core-clock
+ * page shows), its frequency (hca_core_clock, kHz) and wrap mask (timestamp_mask); whether the
+ * device has the real-time (PTP) format; the real-time value now (seconds << 32 | ns); and the
+ * timestamp a CQE of cq gets now (real time for a CQ created with REAL_TIME_TS). */
+uint64_t emu_nic_clock_cycles(void);
+uint32_t emu_nic_clock_khz(void);
+uint64_t emu_nic_clock_mask(void);
+bool     emu_nic_clock_real_time(void);
+uint64_t emu_nic_real_time_ts(void);
+uint64_t emu_nic_cqe_timestamp(const struct emu_cq *cq);
+/* Changes with every mlxd_emu_clock_set (the kernel half restarts its clock-info time base). */
+unsigned emu_nic_clock_generation(void);
 
 /* ---- services the kernel half offers the NIC half. */
 /* Queue an async event (struct ib_uverbs_async_event_desc) on fd; element = user_handle or port. */

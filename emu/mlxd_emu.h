@@ -59,6 +59,20 @@ bool mlxd_emu_active(void);
  * string belongs to the emulator and changes with mlxd_emu_configure(). */
 const char *mlxd_emu_sysfs_path(void);
 
+/* The emulated devices' clock (every device of the process; emu/nic/nic_clock.c):
+ *   khz        the free-running timer's frequency, reported as hca_core_clock (1000..10^7;
+ *              default 156250);
+ *   bits       its width: it wraps at 2^bits, reported as timestamp_mask (32..64; default 64);
+ *   start      its value now (< 2^bits), e.g. just below the wrap (default: 0 at boot, the
+ *              timer counting CLOCK_MONOTONIC_RAW, the same in every process);
+ *   real_time  whether the devices have the real-time (PTP) CQE timestamp format
+ *              (MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS; default true).
+ * The timer runs on CLOCK_MONOTONIC_RAW, the real-time format on CLOCK_REALTIME.  Takes effect
+ * at once, in the calling process only (processes sharing a device then disagree: a test
+ * facility), for CQEs, the core-clock page and the clock-info page (which restarts its time
+ * base); contexts opened before see the old caps.  Returns 0 or -EINVAL (a value out of range). */
+int mlxd_emu_clock_set(uint32_t khz, unsigned bits, uint64_t start, bool real_time);
+
 /* Number of emulated devices; device N is /dev/infiniband/uverbsN. */
 int mlxd_emu_num_devices(void);
 

@@ -21,7 +21,8 @@ extern "C" {
 /* On emulated device `dev` (the N of /dev/infiniband/uverbsN), for the QP numbered qpn (RC or
  * UC, in RTR, RTS or SQD, with a receive ring and a receive CQ): consumes the QP's next posted
  * receive and writes a MLX5_CQE_RESP_WR_IMM CQE into its receive CQ: srqn_uidx = the QP's user
- * index, immediate = htobe32(imm), byte_cnt = byte_len, timestamp = the emulator's clock (ns),
+ * index, immediate = htobe32(imm), byte_cnt = byte_len, timestamp = the device clock (cycles of
+ * the free-running timer, or the real-time format for a REAL_TIME_TS CQ: emu/nic/nic_clock.c),
  * sop_drop_qpn = qpn (no drops), wqe_counter = the receive's index; 63 bytes first, then op_own
  * (opcode 1 << 4 | owner bit of the pass) as a release store.  If the CQ is armed (an arm
  * doorbell rung before this call is taken into account at once, as the hardware sees it) the
@@ -30,8 +31,10 @@ extern "C" {
  * the CQE becomes visible to a poller no earlier than that.
  * Nothing of the wire is involved (no packet, no PSN): the RDMA payload, if any, is the caller's
  * to write into the registered memory before calling, as the NIC's DMA precedes its CQE.
- * Returns 0; -EAGAIN no receive is posted or the CQ holds ncqe unconsumed CQEs (nothing written:
- * call again later; the NIC would drop a UC message / overrun, a benchmark producer waits);
+ * Returns 0; -EAGAIN no receive is posted or the CQ holds ncqe unconsumed CQEs by its consumer
+ * index (nothing written: call again later; the NIC would drop a UC message / overrun, a
+ * benchmark producer waits; never for a CQ created with IGNORE_OVERRUN, which the NIC does not
+ * check);
  * -ENODEV the device is not open (or dev >= 16); -ENOENT no such QP; -EINVAL the QP is in
  * another state or has no receive ring or receive CQ.
  * Threads: any thread; takes the device's lock (the engine's), so calls are serialised with the

@@ -503,7 +503,7 @@ int mlxd_cq_arm(struct mlxd_cq *cq, bool solicited_only)
     uint32_t word = sn << MLXD_CQ_ARM_SN_SHIFT |
                     (solicited_only ? MLXD_CQ_DB_REQ_NOT_SOL : MLXD_CQ_DB_REQ_NOT) |
                     (cq->ci & MLXD_CQ_CI_MASK);
-    mlxd_shared_store(&cq->dbrec[MLXD_CQ_ARM_DB], htobe32(word));
+    mlxd_shared_store(cq->arm_rec, htobe32(word));
     mlxd_wc_start();
     mlxd_shared_store(cq->arm_db, htobe64((uint64_t)word << 32 | cq->cqn));
     mlxd_wc_flush();

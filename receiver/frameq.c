@@ -9,7 +9,10 @@
 
 #include "frameq.h"
 
-#define FRAMEQ_SPIN_NS 50000u   /* 50 us */
+/* Spin-then-sleep (frameq.h): a waiting consumer spins for spin_ns before it sleeps; spin_ns
+ * adapts between these bounds to the waits it sees. */
+#define FRAMEQ_SPIN_MIN_NS 50000u     /* 50 us */
+#define FRAMEQ_SPIN_MAX_NS 2000000u   /* 2 ms: streams above 1,000 frames/s never sleep */
 
 int frameq_init(struct frameq *q, unsigned cap)
 {
@@ -30,12 +33,13 @@ int frameq_init(struct frameq *q, unsigned cap)
     atomic_init(&q->head, 0);
     atomic_init(&q->tail, 0);
     atomic_init(&q->seq, 0);
-    atomic_init(&q->waiters, 0);
+    atomic_init(&q->sleepers, 0);
     atomic_init(&q->consumer_ready, false);
     atomic_init(&q->closed, false);
     atomic_init(&q->dropped, 0);
     atomic_init(&q->replaced, 0);
     atomic_init(&q->wakeups, 0);
+    atomic_init(&q->spin_ns, FRAMEQ_SPIN_MIN_NS);
     return 0;
 }
 
@@ -54,6 +58,7 @@ void frameq_reset(struct frameq *q)
     atomic_store(&q->dropped, 0);
     atomic_store(&q->replaced, 0);
     atomic_store(&q->wakeups, 0);
+    atomic_store(&q->spin_ns, FRAMEQ_SPIN_MIN_NS);
     atomic_store(&q->consumer_ready, false);
     atomic_store(&q->closed, false);
 }
@@ -83,7 +88,12 @@ void frameq_push(struct frameq *q, const uint64_t w[FRAMEQ_WORDS])
         atomic_store_explicit(&s->w[k], w[k], memory_order_relaxed);
     atomic_store_explicit(&q->tail, t + 1, memory_order_release);
     atomic_fetch_add_explicit(&q->seq, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&q->waiters, memory_order_seq_cst)) {
+    /* One FUTEX_WAKE per sleep, not per push: the first push that sees sleepers clears the flag
+     * and wakes them all; pushes made while they are still waking find it clear.  A consumer
+     * sets the flag before it reads seq and sleeps on it (frameq_wait_pop), so either this load
+     * sees the flag or that consumer's futex_wait sees the new seq and returns at once. */
+    if (atomic_load_explicit(&q->sleepers, memory_order_seq_cst) &&
+        atomic_exchange_explicit(&q->sleepers, 0, memory_order_seq_cst)) {
         futex_wake_all(&q->seq);
         atomic_fetch_add_explicit(&q->wakeups, 1, memory_order_relaxed);
     }
@@ -127,6 +137,46 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* After a wait of `waited` ns that had to sleep: the next waits spin through such a gap (twice
+ * it, up to the maximum) so that a consumer keeping up with a steady stream stops sleeping; each
+ * gap longer than the maximum (a slow stream, an idle one, or a hiccup of the scheduler) halves
+ * the spin, so one hiccup does not send a fast stream's consumer back to sleeping per frame
+ * while a slow stream is back at the short spin after a few frames. */
+static void adapt_spin(struct frameq *q, uint64_t waited)
+{
+    uint32_t cur = atomic_load_explicit(&q->spin_ns, memory_order_relaxed);
+    uint32_t spin = waited <= FRAMEQ_SPIN_MAX_NS / 2 ? (uint32_t)(2 * waited)
+                  : waited <= FRAMEQ_SPIN_MAX_NS   ? FRAMEQ_SPIN_MAX_NS : cur / 2;
+    if (spin < FRAMEQ_SPIN_MIN_NS)
+        spin = FRAMEQ_SPIN_MIN_NS;
+    if (waited <= FRAMEQ_SPIN_MAX_NS && spin < cur)
+        spin = cur;      /* a short gap never shortens the spin: only long gaps (halving) do */
+    atomic_store_explicit(&q->spin_ns, spin, memory_order_relaxed);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* The spin phase: true with w filled, false when it ended (spin time over, or closed). */
+static bool spin_pop(struct frameq *q, uint64_t w[FRAMEQ_WORDS], uint64_t spin_end)
+{
+    for (unsigned i = 0;; i++) {
+        if (frameq_pop(q, w))
+            return true;
+        if (atomic_load_explicit(&q->closed, memory_order_relaxed))
+            return false;
+        if ((i & 63) == 63 && now_ns() >= spin_end)
+            return false;
+        cpu_relax();
+    }
+}
+
 bool frameq_wait_pop(struct frameq *q, uint64_t w[FRAMEQ_WORDS], unsigned timeout_ms)
 {
     if (atomic_load_explicit(&q->closed, memory_order_acquire))
@@ -138,43 +188,32 @@ bool frameq_wait_pop(struct frameq *q, uint64_t w[FRAMEQ_WORDS], unsigned timeou
         return false;
     uint64_t start = now_ns();
     uint64_t deadline = start + (uint64_t)timeout_ms * 1000000u;
-    /* Spin a little first: at high frame rates the next frame is microseconds away, and a
-     * consumer that does not sleep costs the producer no FUTEX_WAKE. */
-    uint64_t spin_end = start + FRAMEQ_SPIN_NS < deadline ? start + FRAMEQ_SPIN_NS : deadline;
-    for (unsigned i = 0;; i++) {
-        if (frameq_pop(q, w))
-            return true;
-        if (atomic_load_explicit(&q->closed, memory_order_relaxed))
-            return false;
-        if ((i & 63) == 63 && now_ns() >= spin_end)
-            break;
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#elif defined(__aarch64__)
-        __asm__ __volatile__("yield");
-#endif
-    }
+    /* Spin first: a consumer that does not sleep costs the producer no FUTEX_WAKE. */
+    uint64_t spin = atomic_load_explicit(&q->spin_ns, memory_order_relaxed);
+    if (spin_pop(q, w, start + spin < deadline ? start + spin : deadline))
+        return true;
     for (;;) {
         if (atomic_load(&q->closed))
             return false;
-        atomic_fetch_add_explicit(&q->waiters, 1, memory_order_seq_cst);
+        /* set before seq is read (see frameq_push); a flag left set costs at most one spare
+         * FUTEX_WAKE at the next push */
+        atomic_store_explicit(&q->sleepers, 1, memory_order_seq_cst);
         uint32_t seq = atomic_load_explicit(&q->seq, memory_order_seq_cst);
-        if (frameq_pop(q, w)) {
-            atomic_fetch_sub(&q->waiters, 1);
+        if (frameq_pop(q, w))
             return true;
-        }
         uint64_t now = now_ns();
         if (now >= deadline || atomic_load(&q->closed)) {
-            atomic_fetch_sub(&q->waiters, 1);
+            adapt_spin(q, now - start);
             return false;
         }
         uint64_t left = deadline - now;
         struct timespec rel = { .tv_sec = (time_t)(left / 1000000000u),
                                 .tv_nsec = (long)(left % 1000000000u) };
         syscall(SYS_futex, (uint32_t *)&q->seq, FUTEX_WAIT_PRIVATE, seq, &rel, NULL, 0);
-        atomic_fetch_sub(&q->waiters, 1);
-        if (frameq_pop(q, w))
+        if (frameq_pop(q, w)) {
+            adapt_spin(q, now_ns() - start);
             return true;
+        }
     }
 }
 

@@ -18,8 +18,15 @@
  * race even for the copies that are thrown away.
  *
  * Per push: no lock, no system call, no allocation, no division.  A consumer that must wait
- * spins for up to 50 us, then sleeps on a futex; the producer calls FUTEX_WAKE only while some
- * consumer is asleep (waiters != 0), so a consumer that keeps up costs the producer nothing.
+ * spins first, then sleeps on a futex; the producer calls FUTEX_WAKE only when a consumer went to
+ * sleep (sleepers != 0) and once per sleep, not once per push while the sleeper wakes, so a
+ * consumer that keeps up costs the producer nothing (issue 18).  The
+ * spin adapts (spin_ns, as glibc's adaptive mutexes learn their spin count): after a wait that
+ * had to sleep for a gap of g <= 2 ms, later waits spin for at least 2g (at least 50 us, at most
+ * 2 ms), so at a steady 10,000 frames/s the consumer spins through the 100 us gaps and stops
+ * sleeping; each gap over 2 ms (a stream below ~500 frames/s, an idle one) halves the spin, so
+ * a slow stream is back at 50 us within a few frames and costs one sleep and one FUTEX_WAKE per
+ * frame and little CPU.
  */
 #ifndef MLXD_FRAMEQ_H
 #define MLXD_FRAMEQ_H
@@ -47,10 +54,11 @@ struct frameq_slot {
 };
 
 struct frameq {
-    _Alignas(64) _Atomic uint64_t head;
+    _Alignas(64) _Atomic uint64_t head;   /* written by consumers (and by drops) */
+    _Atomic uint32_t spin_ns;      /* consumers' spin before sleeping (adaptive, see above) */
     _Alignas(64) _Atomic uint64_t tail;
     _Atomic uint32_t seq;          /* futex word: bumped on every push and on close */
-    _Atomic uint32_t waiters;      /* consumers inside futex_wait */
+    _Atomic uint32_t sleepers;     /* set by a consumer about to sleep, cleared by the push that wakes it */
     _Atomic bool consumer_ready;
     _Atomic bool closed;
     _Atomic uint64_t dropped;      /* full-queue drops of the oldest entry */

@@ -157,6 +157,14 @@ struct mlxd_receiver_frame {
     uint64_t received_frame_number; /* completions with a frame since start, this one included
                                        (1 for the first frame) */
     uint64_t dropped;            /* frames dropped from the queue so far (queue full) */
+    uint64_t nic_ns;             /* when the NIC completed the frame's last packet, ns since the
+                                    epoch on the NIC's clock: the real-time (PTP) CQE timestamp
+                                    where the device has one, else the free-running timer converted
+                                    through the kernel's clock-info page (mlxd_ts_to_ns), whose time
+                                    base is the PHC's; 0 when the device gives neither.  With the
+                                    NIC's clock synchronised to the host's, received - nic_ns is
+                                    the NIC-to-host delay (mlxd-capture prints it).  Not in the
+                                    original (issue 18) */
 };
 
 /* Statistics since start (the counters are kept through close until the next start). */

@@ -39,6 +39,7 @@ enum {
     W_RX_COUNT = 4,
     W_FRAME_NUMBER = 5,
     W_MD = 6,           /* 6 words: the first 48 bytes of the metadata block */
+    W_NIC_NS = 12,      /* the NIC's arrival time (ns), 0 when unknown */
 };
 
 struct mlxd_receiver {
@@ -66,6 +67,8 @@ struct mlxd_receiver {
     struct mlxd__rx_replay *replay;/* opts.replay_fixture: the feeder of the detached CQ */
     struct mlxd_region *mr;
     struct mlxd_qp *qp;
+    bool nic_real_time;            /* the CQ stamps in real time (else the clock-info page) */
+    bool nic_clock_info;           /* the clock-info page converts free-running stamps */
     uint32_t qpn, rkey;
     uint64_t iova;
     uint32_t local_ip;             /* host order */
@@ -85,10 +88,13 @@ struct mlxd_receiver {
                                       start: as the buffer held it), to tell a completion that
                                       wrote nothing (stale_frame) */
 
-    /* statistics (written by the monitor, read anywhere) */
-    _Atomic uint64_t frames, consumed, overwritten, overwritten_after_read, bad_page, errors,
-        flushed, hw_drops, last_fn;
-    _Atomic uint64_t by_syndrome[256];
+    /* statistics (written by the monitor, read anywhere); `consumed`, written by the consumers,
+     * has a cache line of its own so that taking a frame does not pull the monitor's counters
+     * away from it (and the monitor's `frames` stays off the consumers' line) */
+    _Alignas(64) _Atomic uint64_t frames;
+    _Atomic uint64_t overwritten, overwritten_after_read, bad_page, errors, flushed, hw_drops, last_fn;
+    _Alignas(64) _Atomic uint64_t consumed;
+    _Alignas(64) _Atomic uint64_t by_syndrome[256];
 
     /* frame-ready callback: kept across starts */
     _Atomic(mlxd_receiver_frame_ready_fn) cb;
@@ -97,7 +103,13 @@ struct mlxd_receiver {
 
 struct mlxd_receiver *mlxd_receiver_new(void)
 {
-    struct mlxd_receiver *r = calloc(1, sizeof *r);
+    /* 64-byte aligned: the frame queue's and the counters' cache lines (_Alignas(64)) are real
+     * cache lines only if the struct is; calloc guarantees 16 bytes */
+    struct mlxd_receiver *r = NULL;
+    if (posix_memalign((void **)&r, _Alignof(struct mlxd_receiver), sizeof *r))
+        r = NULL;
+    if (r)
+        memset(r, 0, sizeof *r);
     if (!r) {
         mlxd_err(ENOMEM, "mlxd_receiver_new: out of memory");
         return NULL;
@@ -481,8 +493,14 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
     memcpy(&r->local_ip, gid.raw + 12, 4);
     r->local_ip = ntohl(r->local_ip);
 
+    /* NIC arrival times: real-time CQE stamps where the device has them, else the free-running
+     * timer through the kernel's clock-info page (mlxd_uverbs.h, CQE timestamps) */
+    struct mlxd_port_info pi;
+    mlxd_port_info(r->nic, &pi);
+    r->nic_real_time = pi.real_time_ts;
+    r->nic_clock_info = pi.clock_info;
     struct mlxd_cq_opts co = { .sz = sizeof co, .events = r->o.mode == MLXD_RECEIVER_EVENT,
-                               .user_data = (uintptr_t)r };
+                               .user_data = (uintptr_t)r, .real_time_ts = r->nic_real_time };
     rc = mlxd_cq_create(r->nic, r->o.recv_depth, &co, &r->cq);
     if (rc < 0)
         goto fail;
@@ -615,7 +633,7 @@ static inline bool stale_frame(struct mlxd_receiver *r, const struct mlxd_comple
 }
 
 static inline void handle_frame(struct mlxd_receiver *r, const struct mlxd_completion *c,
-                                const struct timespec *now)
+                                const struct timespec *now, uint64_t nic_ns)
 {
     uint32_t imm = c->imm;
     uint32_t layout = r->o.imm_layout;
@@ -669,6 +687,7 @@ static inline void handle_frame(struct mlxd_receiver *r, const struct mlxd_compl
     w[W_RX_NS] = (uint64_t)now->tv_nsec;
     w[W_RX_COUNT] = count;
     w[W_FRAME_NUMBER] = fnum;
+    w[W_NIC_NS] = nic_ns;
     atomic_store_explicit(&r->page_gen[page], count, memory_order_release);
     atomic_store_explicit(&r->last_page, page, memory_order_release);
     atomic_store_explicit(&r->frames, count, memory_order_release);
@@ -683,6 +702,8 @@ static inline int handle_batch(struct mlxd_receiver *r, const struct mlxd_comple
 {
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);   /* one timestamp per batch, as the original */
+    struct mlxd_clock_info ci;             /* free-running stamps: one clock-info read per batch */
+    bool conv = !r->nic_real_time && r->nic_clock_info && mlxd_clock_info(r->nic, &ci) == 0;
     for (int i = 0; i < n; i++) {
         if (r->posted)
             r->posted--;
@@ -693,7 +714,8 @@ static inline int handle_batch(struct mlxd_receiver *r, const struct mlxd_comple
         }
         if (c[i].hw_drops)
             atomic_fetch_add_explicit(&r->hw_drops, c[i].hw_drops, memory_order_relaxed);
-        handle_frame(r, &c[i], &now);
+        uint64_t ts = c[i].timestamp;
+        handle_frame(r, &c[i], &now, r->nic_real_time ? mlxd_real_time_ts_to_ns(ts) : conv ? mlxd_ts_to_ns(&ci, ts) : 0);
     }
     return 0;
 }
@@ -788,8 +810,10 @@ static int loop_event(struct mlxd_receiver *r)
         if (p[1].revents || atomic_load(&r->stop))
             return 0;
         if (p[0].revents) {
-            struct mlxd_event ev[8];
-            rc = mlxd_wait(r->nic, 0, ev, 8);   /* consumes the completion event(s) */
+            /* one read of the one event an armed CQ raises: with the poll above, the two system
+             * calls per wake-up that the kernel's interface needs (issue 18) */
+            struct mlxd_event ev;
+            rc = mlxd_read_completion_event(r->nic, &ev);
             if (rc < 0)
                 return rc;
             rc = mlxd_cq_arm(r->cq, false);
@@ -926,6 +950,7 @@ bool mlxd_receiver_get_next_frame(struct mlxd_receiver *r, unsigned timeout_ms,
     if (!(info->flags & MLXD_FRAME_NO_METADATA))
         mlxd_hsb_metadata_decode(&w[W_MD], 48, &info->metadata);
     info->dropped = atomic_load_explicit(&r->q.dropped, memory_order_relaxed);
+    info->nic_ns = w[W_NIC_NS];
     atomic_fetch_add_explicit(&r->consumed, 1, memory_order_relaxed);
     return true;
 }

@@ -11,6 +11,7 @@ OUT=${MLXD_BENCH_OUT:-$B/bench}
 BIN="$B/bin/mlxd-bench"
 [ -x "$BIN" ] || { echo "bench.sh: $BIN is missing (make BUILD=$B)" >&2; exit 1; }
 mkdir -p "$OUT"
+status=0
 echo "machine: $(nproc) CPUs; $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1); $(uname -sr)"
 # shellcheck disable=SC2086
 "$BIN" -q --plot-dir "$OUT" --json-out "$OUT/bench.json" --csv-out "$OUT/bench.csv" $MLXD_BENCH_ARGS \
@@ -18,9 +19,52 @@ echo "machine: $(nproc) CPUs; $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p'
 echo
 echo "bench.sh: wrote $OUT/bench.txt, $OUT/bench.json, $OUT/bench.csv"
 
+# The spread over repeated runs (issue 18: every figure with its spread, not only one run):
+# MLXD_BENCH_RUNS runs in all (default 3), the first being the one above; per figure the
+# smallest, middle and largest of the runs' typical values (t_typical: the median of a run).
+RUNS=${MLXD_BENCH_RUNS:-3}
+cp "$OUT/bench.csv" "$OUT/run1.csv"
+i=2
+while [ "$i" -le "$RUNS" ]; do
+    # shellcheck disable=SC2086
+    "$BIN" -q --csv $MLXD_BENCH_ARGS > "$OUT/run$i.csv" 2>/dev/null || status=1
+    i=$((i + 1))
+done
+echo
+echo "spread over $RUNS runs of the typical value (t_typical) of each figure: min / middle / max  (max/min)"
+for f in "$OUT"/run*.csv; do
+    awk -F, '$1 == "e2e" { if ($2 != "mode") print "e2e_" $2 "_" $3 ",Gb/s," $8; next }
+             NR > 1 && $5 != "" && $5 != "t_typical" { print $1 "," $2 "," $5 }' "$f"
+done |
+    sort -t, -k1,1 -k3,3g | awk -F, '
+        { v[$1, ++n[$1]] = $3; u[$1] = $2; if (!($1 in seen)) { seen[$1] = 1; order[++k] = $1 } }
+        END { for (j = 1; j <= k; j++) { t = order[j]; c = n[t]; lo = v[t, 1]; hi = v[t, c]; mid = v[t, int((c + 1) / 2)]
+                  printf "  %-24s %10.3f / %10.3f / %10.3f %-7s (%.2fx)\n", t, lo, mid, hi, u[t], (lo > 0 ? hi / lo : 0) } }' |
+    tee "$OUT/spread.txt"
+
+# System calls per frame for each consumer style (issue 18): the test runner's counting cases
+# (tests/test_bench.c: seccomp user notification per thread), which print their counts.
+if [ -x "$B/tests/mlxd-tests" ]; then
+    echo
+    echo "system calls per frame, per thread (tests/test_bench.c; make test asserts the bounds):"
+    for c in zero_syscalls_allocs_busy syscalls_waiting_consumer_busy syscalls_waiting_consumer_event; do
+        CK_RUN_SUITE=bench CK_RUN_CASE=$c CK_VERBOSITY=silent MLXD_BUILD="$B" "$B/tests/mlxd-tests" 2>&1 \
+            | sed -n 's/^bench: /  /p' || status=1
+    done | tee "$OUT/syscalls.txt"
+fi
+
+# The NIC-to-host delay distribution: mlxd-capture receiving generated frames on the emulator
+# (the receiver's frame info nic_ns; docs/receiver.md).
+echo
+LD_PRELOAD= "$B/bin/mlxd-capture" --generate -n 2000 --frame-size 65536 --pages 16 --fps 2000 -q 2>&1 \
+    | grep -E '^NIC-to-host|^summary' | tee "$OUT/nic_to_host.txt"
+
+# The plot, then the instruction counts: a missing tool skips its part only (and makes the exit
+# status non-zero at the end), never the other part.
+plot() {
 if ! command -v gnuplot >/dev/null 2>&1; then
-    echo "bench.sh: gnuplot is missing: no plot (Debian: sh scripts/deps.sh all installs gnuplot-nox)" >&2
-    exit 1
+    echo "bench.sh: gnuplot is missing: no plot (Debian: sh scripts/deps.sh bench installs gnuplot-nox; make bench runs it)" >&2
+    return 1
 fi
 plots=""
 for m in busy event; do
@@ -28,7 +72,7 @@ for m in busy event; do
 done
 if [ -z "$plots" ]; then
     echo "bench.sh: no hand-off samples to plot (the hand-off tests did not run)" >&2
-    exit 1
+    return 1
 fi
 # CDF (log x) of both modes, and a histogram of the busy-poll samples (5 ns bins up to 1.5 x p99)
 {
@@ -53,14 +97,18 @@ fi
 if ! gnuplot "$OUT/handoff.gp" 2>"$OUT/gnuplot.err"; then
     # pngcairo is in gnuplot-nox on Debian; fall back to the plain png terminal
     sed -i 's/pngcairo size 1200,500 noenhanced font .,10./png size 1200,500/' "$OUT/handoff.gp"
-    gnuplot "$OUT/handoff.gp" || { cat "$OUT/gnuplot.err" >&2; exit 1; }
+    gnuplot "$OUT/handoff.gp" || { cat "$OUT/gnuplot.err" >&2; return 1; }
 fi
 echo "bench.sh: wrote $OUT/handoff.png (hand-off latency CDF and histogram)"
+}
+plot || status=1
 
 # instruction counts (noise-free ratios against libmlx5), when valgrind is there
 if command -v valgrind >/dev/null 2>&1; then
     echo
-    MLXD_CALLGRIND_OUT="$OUT/callgrind" sh "$(dirname "$0")/callgrind.sh" "$B"
+    MLXD_CALLGRIND_OUT="$OUT/callgrind" sh "$(dirname "$0")/callgrind.sh" "$B" || status=1
 else
-    echo "bench.sh: valgrind is missing: no instruction counts (sh scripts/deps.sh all)" >&2
+    echo "bench.sh: valgrind is missing: no instruction counts (sh scripts/deps.sh bench)" >&2
+    status=1
 fi
+exit $status

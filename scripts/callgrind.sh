@@ -43,6 +43,35 @@ run verbs "$((n + 1))" $toggles_verbs "$B/bin/mlxd-bench-verbs" --csv --passes 3
 # fairest comparison with a poll loop that has no lock
 st_ok=1
 MLX5_SINGLE_THREADED=1 run verbs-st "$((n + 2))" $toggles_verbs "$B/bin/mlxd-bench-verbs" --csv --passes 3 --samples 100 || st_ok=0
+# libmlx5's valgrind annotation (Debian builds rdma-core with valgrind client requests): the
+# executions, in the drain loops only, of the client-request special instruction (the rol
+# $3,$13,$61,$51 %rdi + xchg %rbx,%rbx preamble of valgrind.h, which callgrind counts as one
+# instruction at the first rol) in libmlx5, from a profile with --dump-instr=yes.
+ann_ok=0
+dtoggles=""
+for b in 1 4 16 64; do dtoggles="$dtoggles --toggle-collect=verbs_drain_$b --toggle-collect=verbs_xdrain_$b"; done
+LIBMLX5=$(readlink -f "$(ldconfig -p 2>/dev/null | awk '/libmlx5\.so\.1 .*x86-64|libmlx5\.so\.1 .*AArch64/ { print $NF; exit }')" 2>/dev/null || true)
+if [ $verbs_ok = 1 ] && [ -n "$LIBMLX5" ] && command -v objdump >/dev/null 2>&1; then
+    # shellcheck disable=SC2086
+    if run verbs-ann "$((n + 3))" --dump-instr=yes $dtoggles "$B/bin/mlxd-bench-verbs" --csv --passes 3 --samples 100; then
+        objdump -d "$LIBMLX5" | awk '/rol +\$0x3,%rdi/ { a = $1; sub(":", "", a); print a }' > "$OUT/libmlx5-client-requests.txt"
+        reqs=$(awk -v obj="$(basename "$LIBMLX5")" -v sites="$OUT/libmlx5-client-requests.txt" '
+            function hex(s,    i, c, v) { v = 0; s = tolower(s); sub(/^0x/, "", s)
+                for (i = 1; i <= length(s); i++) { c = index("0123456789abcdef", substr(s, i, 1)) - 1; v = v * 16 + c }
+                return v }
+            BEGIN { while ((getline a < sites) > 0) want[a] = 1 }
+            /^ob=/ { id = $1; sub(/^ob=/, "", id); if (NF > 1) name[id] = $2; inobj = index(name[id], obj) > 0; next }
+            /^calls=/ { skip = 1; next }
+            /^(0x|\+|-|\*)/ { a = $1
+                if (a ~ /^0x/) addr = hex(a); else if (a ~ /^\+/) addr += substr(a, 2) + 0; else if (a ~ /^-/) addr -= substr(a, 2) + 0
+                if (skip) { skip = 0; next }
+                if (inobj && (sprintf("%x", addr) in want)) n += $NF
+                next }
+            END { print n + 0 }' "$OUT/verbs-ann.cg")
+        ann_ok=1
+    fi
+fi
+
 if grep -q '^unavailable,' "$OUT/verbs.log" 2>/dev/null; then
     echo "callgrind.sh: libmlx5 side unavailable: $(grep '^unavailable,' "$OUT/verbs.log" | head -1 | cut -d, -f2-)"
 fi
@@ -71,5 +100,26 @@ line "empty poll (per call)" bench_empty_poll verbs_empty_poll verbs_empty_start
 for b in 1 4 16 64; do
     line "batch $b (per CQE)" bench_drain_$b verbs_drain_$b verbs_xdrain_$b $CQES
 done
+if [ $ann_ok = 1 ]; then
+    # 8 drain functions x 5 x 1024 CQEs; a request of Debian's build costs ANN_IR instructions:
+    # its 6 argument stores, the two register set-ups, the special instruction and the store of
+    # its result (objdump -d libmlx5.so.1: the VALGRIND_MAKE_MEM_DEFINED of each CQE's 64 bytes)
+    ANN_IR=10
+    per_cqe=$(awk -v r="$reqs" -v c=$((8 * CQES)) 'BEGIN { printf "%.2f", r / c }')
+    ann=$(awk -v p="$per_cqe" -v k=$ANN_IR 'BEGIN { printf "%.1f", p * k }')
+    echo "# libmlx5's valgrind annotation: $per_cqe client requests per CQE in the drains, ~$ann instructions per CQE"
+    echo "# ratios without it (libmlx5 per CQE minus $ann):"
+    printf "%-22s %8s %8s %8s %8s\n" "#what" "r_pc" "r_np" "r_pc_st" "r_np_st"
+    for b in 1 4 16 64; do
+        m=$(per "$(ir "$OUT/mlxd.cg" bench_drain_$b)" $CQES)
+        printf "%-22s" "batch $b (per CQE)"
+        for f in "verbs.cg verbs_drain_$b" "verbs.cg verbs_xdrain_$b" "verbs-st.cg verbs_drain_$b" "verbs-st.cg verbs_xdrain_$b"; do
+            set -- $f
+            v=$(per "$(ir "$OUT/$1" "$2")" $CQES)
+            printf " %8s" "$(awk -v a="$m" -v b="$v" -v k="$ann" 'BEGIN { if (b == "-" || b - k <= 0) print "-"; else printf "%.2f", a / (b - k) }')"
+        done
+        echo
+    done
+fi
 } | tee "$OUT/instructions.txt"
 echo "callgrind.sh: wrote $OUT/instructions.txt (raw: $OUT/*.cg, callgrind_annotate --inclusive=yes)"

@@ -1,17 +1,21 @@
 #!/bin/sh
 # Installs the Debian packages mlx5direct needs, if any is missing.
 #   deps.sh build   what `make` needs        deps.sh test   + what `make test` runs
+#   deps.sh bench   what `make bench` runs: + libmlx5 (ibverbs-providers) for the comparison,
+#                   valgrind for the instruction counts, gnuplot-nox for the plots
 #   deps.sh all     everything (CI, benchmarks, cross build)
 # As root it runs apt-get itself; otherwise it prints the exact command and fails.
 set -e
 BUILD_PKGS="gcc make check pkg-config libibverbs-dev libpcap-dev zlib1g-dev"
 TEST_PKGS="tshark ibverbs-utils ibverbs-providers perftest iproute2"
-ALL_PKGS="gcc-aarch64-linux-gnu libc6-dev-arm64-cross clang libclang-rt-14-dev valgrind gnuplot-nox"
+BENCH_PKGS="ibverbs-providers valgrind gnuplot-nox"
+ALL_PKGS="gcc-aarch64-linux-gnu libc6-dev-arm64-cross clang libclang-rt-14-dev $BENCH_PKGS"
 case "${1:-build}" in
   build) want="$BUILD_PKGS" ;;
   test)  want="$BUILD_PKGS $TEST_PKGS" ;;
+  bench) want="$BUILD_PKGS $BENCH_PKGS" ;;
   all)   want="$BUILD_PKGS $TEST_PKGS $ALL_PKGS" ;;
-  *) echo "usage: deps.sh build|test|all" >&2; exit 2 ;;
+  *) echo "usage: deps.sh build|test|bench|all" >&2; exit 2 ;;
 esac
 command -v dpkg-query >/dev/null 2>&1 || exit 0   # not Debian: the user installs by hand
 missing=""

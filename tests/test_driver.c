@@ -5,6 +5,7 @@
  * (mlx5dv.h MLX5_CQE_SYNDROME_*, rdma-core providers/mlx5/cq.c mlx5_handle_error_cqe) and the
  * emulator's documented configuration. */
 #include <arpa/inet.h>
+#include <poll.h>
 #include <pthread.h>
 #include <check.h>
 #include <endian.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 #include "mlxd_abi.h"
 #include "mlxd_emu.h"
+#include "mlxd_emu_bench.h"
 #include "mlxd_error.h"
 #include "mlxd_mlx5.h"
 #include "mlxd_uverbs.h"
@@ -36,14 +38,20 @@ struct side {
     uint8_t *buf;
 };
 
+static uint8_t g_blueflame;   /* the QPs' enum mlxd_blueflame (blueflame_off_transfers) */
+static bool g_cq_oi;          /* the CQs ignore overruns (ignore_overrun_wire) */
+
 static void side_open(struct side *s, const char *dev, uint32_t type, bool events)
 {
     memset(s, 0, sizeof *s);
     mlxd_test_open_region(dev, BUF, &s->nic, &s->buf, &s->reg);
-    struct mlxd_cq_opts co = { .sz = sizeof co, .events = events };
+    struct mlxd_cq_opts co = { .sz = sizeof co, .events = events, .ignore_overrun = g_cq_oi };
     ck_assert_msg(mlxd_cq_create(s->nic, 64, &co, &s->cq) == 0, "%s", mlxd_errmsg());
-    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = type, .send_depth = 32, .recv_depth = 32, .max_inline = 64 };
+    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = type, .send_depth = 32, .recv_depth = 32, .max_inline = 64,
+                               .blueflame = g_blueflame };
     ck_assert_msg(mlxd_qp_create(s->cq, &qo, &s->qp) == 0, "%s", mlxd_errmsg());
+    /* the emulated device has BlueFlame registers (bf_reg_size 512, docs/emulator.md) */
+    ck_assert(mlxd_qp_blueflame(s->qp) == (g_blueflame != MLXD_BLUEFLAME_OFF));
 }
 
 static void side_connect(struct side *s, const struct mlxd_endpoint *peer, uint32_t type)
@@ -370,6 +378,62 @@ static void transfers(uint32_t type)
 }
 
 START_TEST(rc_transfers) { transfers(MLXD_QP_RC); }
+
+/* The same transfers with every ring a doorbell only (no BlueFlame copy): the NIC fetches each
+ * WQE from the send ring. */
+START_TEST(blueflame_off_transfers)
+{
+    g_blueflame = MLXD_BLUEFLAME_OFF;
+    transfers(MLXD_QP_RC);
+    transfers(MLXD_QP_UC);
+    g_blueflame = MLXD_BLUEFLAME_DEFAULT;
+}
+END_TEST
+
+/* BlueFlame on/off per QP and libmlx5's environment switch (rdma-core providers/mlx5/mlx5.c
+ * get_shut_up_bf: MLX5_SHUT_UP_BF set and not "0" turns it off). */
+START_TEST(blueflame_switch)
+{
+    struct mlxd_nic *nic;
+    struct mlxd_cq *cq;
+    ck_assert_int_eq(mlxd_open("mlx5_0", NULL, &nic), 0);
+    struct mlxd_port_info pi;
+    ck_assert_int_eq(mlxd_port_info(nic, &pi), 0);
+    ck_assert_uint_eq(pi.bf_reg_size, 512);
+    ck_assert_int_eq(mlxd_cq_create(nic, 64, NULL, &cq), 0);
+    static const struct { const char *env; uint8_t bf; bool want; } cases[] = {
+        { NULL, MLXD_BLUEFLAME_DEFAULT, true },  { NULL, MLXD_BLUEFLAME_ON, true },   { NULL, MLXD_BLUEFLAME_OFF, false },
+        { "1", MLXD_BLUEFLAME_DEFAULT, false },  { "1", MLXD_BLUEFLAME_ON, true },    { "1", MLXD_BLUEFLAME_OFF, false },
+        { "yes", MLXD_BLUEFLAME_DEFAULT, false }, { "0", MLXD_BLUEFLAME_DEFAULT, true }, { "", MLXD_BLUEFLAME_DEFAULT, false },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].env) setenv("MLX5_SHUT_UP_BF", cases[i].env, 1); else unsetenv("MLX5_SHUT_UP_BF");
+        struct mlxd_qp *qp;
+        struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_RC, .send_depth = 8, .recv_depth = 8,
+                                   .blueflame = cases[i].bf };
+        ck_assert_msg(mlxd_qp_create(cq, &qo, &qp) == 0, "%s", mlxd_errmsg());
+        ck_assert_msg(mlxd_qp_blueflame(qp) == cases[i].want, "case %zu: env %s, blueflame %u", i,
+                      cases[i].env ? cases[i].env : "(unset)", cases[i].bf);
+        ck_assert_int_eq(mlxd_qp_destroy(qp), 0);
+        ck_assert(!mlxd_qp_blueflame(qp));                 /* destroyed */
+    }
+    unsetenv("MLX5_SHUT_UP_BF");
+    /* no send ring: nothing to ring */
+    struct mlxd_qp *rq;
+    struct mlxd_qp_opts ro = { .sz = sizeof ro, .type = MLXD_QP_UC, .recv_depth = 8, .blueflame = MLXD_BLUEFLAME_ON };
+    ck_assert_int_eq(mlxd_qp_create(cq, &ro, &rq), 0);
+    ck_assert(!mlxd_qp_blueflame(rq));
+    ck_assert_int_eq(mlxd_qp_destroy(rq), 0);
+    /* an unknown value is misuse: EINVAL, nothing created */
+    struct mlxd_qp *bad = NULL;
+    struct mlxd_qp_opts bo = { .sz = sizeof bo, .type = MLXD_QP_RC, .send_depth = 8, .blueflame = 3 };
+    ck_assert_int_eq(mlxd_qp_create(cq, &bo, &bad), -EINVAL);
+    ck_assert_ptr_null(bad);
+    ck_assert_msg(strstr(mlxd_errmsg(), "blueflame 3 is not DEFAULT (0), ON (1) or OFF (2)"), "%s", mlxd_errmsg());
+    ck_assert(!mlxd_qp_blueflame(NULL));
+    ck_assert_int_eq(mlxd_close(nic), 0);
+}
+END_TEST
 END_TEST
 START_TEST(uc_transfers) { transfers(MLXD_QP_UC); }
 END_TEST
@@ -448,6 +512,27 @@ START_TEST(arm_and_wait_one_event)
     ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
     ck_assert_int_eq(mlxd_wait(b.nic, 5000, ev, 4), 1);
     ck_assert_uint_eq(ev[0].kind, MLXD_EVENT_COMPLETION);
+
+    /* the same with the application's own poll + mlxd_read_completion_event: one read, one event */
+    ck_assert_int_eq(mlxd_read_completion_event(NULL, ev), -EINVAL);
+    ck_assert_int_eq(mlxd_read_completion_event(b.nic, NULL), -EINVAL);
+    ck_assert_int_eq(mlxd_read_completion_event(a.nic, ev), -EINVAL);   /* A has no CQ with events */
+    ck_assert_msg(strstr(mlxd_errmsg(), "no completion channel"), "%s", mlxd_errmsg());
+    for (int t = 0; t < 1000 && mlxd_cq_poll(b.cq, wc, 4) == 0; t++) usleep(1000);
+    ck_assert_int_eq(mlxd_cq_arm(b.cq, false), 0);
+    ck_assert_int_eq(mlxd_qp_receive(b.qp, r, 1), 1);
+    e.imm = 10;
+    ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
+    ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+    int comp_fd = -1;
+    ck_assert_int_eq(mlxd_event_fds(b.nic, NULL, &comp_fd), 0);
+    struct pollfd pf = { .fd = comp_fd, .events = POLLIN };
+    ck_assert_int_eq(poll(&pf, 1, 5000), 1);
+    memset(ev, 0, sizeof ev);
+    ck_assert_int_eq(mlxd_read_completion_event(b.nic, &ev[0]), 1);
+    ck_assert_uint_eq(ev[0].kind, MLXD_EVENT_COMPLETION);
+    ck_assert_ptr_eq(ev[0].cq, b.cq);
+    ck_assert_int_eq(poll(&pf, 1, 0), 0);                 /* consumed: the fd is no longer readable */
     side_close(&a);
     side_close(&b);
 }
@@ -761,6 +846,113 @@ START_TEST(post_while_another_thread_polls)
 }
 END_TEST
 
+/* Overrun-ignoring CQs (IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN): the poll loop never writes the
+ * consumer-index doorbell record, the emulated NIC never reads it (5 passes over an 8-entry ring
+ * with dbrec[0] left 0 would stop a checking NIC at the 9th CQE with a CQ error), and a QP whose
+ * depths do not fit the CQ is refused. */
+static void oi_rounds(bool oi, uint32_t want_dbrec0)
+{
+    struct mlxd_nic *nic;
+    struct mlxd_cq *cq;
+    struct mlxd_qp *qp;
+    struct mlxd_endpoint me;
+    ck_assert_int_eq(mlxd_open("mlx5_0", NULL, &nic), 0);
+    struct mlxd_cq_opts co = { .sz = sizeof co, .ignore_overrun = oi };
+    ck_assert_msg(mlxd_cq_create(nic, 8, &co, &cq) == 0, "%s", mlxd_errmsg());
+    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_UC, .recv_depth = 8 };
+    ck_assert_int_eq(mlxd_qp_create(cq, &qo, &qp), 0);
+    if (oi) {   /* 8 + 1 receives outstanding could exceed the 8 entries: refused, nothing changed */
+        struct mlxd_qp *more = NULL;
+        struct mlxd_qp_opts q1 = { .sz = sizeof q1, .type = MLXD_QP_UC, .recv_depth = 1 };
+        ck_assert_int_eq(mlxd_qp_create(cq, &q1, &more), -EINVAL);
+        ck_assert_ptr_null(more);
+        ck_assert_msg(strstr(mlxd_errmsg(), "overrun-ignoring CQ") && strstr(mlxd_errmsg(), "has 8 entries, its QPs' "
+                      "depths would need 9"), "%s", mlxd_errmsg());
+    }
+    ck_assert_int_eq(mlxd_qp_endpoint(qp, &me), 0);
+    struct mlxd_connect_opts cn = { .sz = sizeof cn, .peer_access = MLXD_ACCESS_REMOTE_WRITE, .receive_only = true };
+    ck_assert_int_eq(mlxd_qp_connect(qp, &me, &cn), 0);
+    for (uint32_t round = 0; round < 5; round++) {
+        struct mlxd_recv rv[8];
+        for (int i = 0; i < 8; i++) rv[i] = (struct mlxd_recv){ .wr_id = 100 * round + (uint64_t)i };
+        ck_assert_int_eq(mlxd_qp_receive(qp, rv, 8), 8);
+        for (uint32_t i = 0; i < 8; i++)
+            ck_assert_int_eq(mlxd_emu_bench_write_imm(0, me.qpn, round * 8 + i, i, NULL), 0);
+        struct mlxd_completion wc[8];
+        int got = 0;
+        while (got < 8) {      /* batches of 3, 3, 2: the store is made (or not) per batch */
+            int n = mlxd_cq_poll(cq, wc + got, 3);
+            ck_assert_int_gt(n, 0);
+            got += n;
+        }
+        for (uint32_t i = 0; i < 8; i++) {
+            ck_assert_uint_eq(wc[i].status, MLXD_WC_SUCCESS);
+            ck_assert_uint_eq(wc[i].imm, round * 8 + i);
+            ck_assert_uint_eq(wc[i].wr_id, 100 * round + i);
+        }
+    }
+    volatile uint32_t *dbrec = NULL;
+    ck_assert_int_eq(mlxd_cq_ring(cq, NULL, NULL, &dbrec), 0);
+    ck_assert_uint_eq(dbrec[0], want_dbrec0);
+    struct mlxd_event ev[4];
+    ck_assert_int_eq(mlxd_wait(nic, 0, ev, 4), 0);          /* no CQ error */
+    ck_assert_int_eq(mlxd_qp_destroy(qp), 0);
+    if (oi) {   /* the destroyed QP's depth is free again */
+        qo.recv_depth = 8;
+        ck_assert_int_eq(mlxd_qp_create(cq, &qo, &qp), 0);
+        ck_assert_int_eq(mlxd_qp_destroy(qp), 0);
+    }
+    ck_assert_int_eq(mlxd_close(nic), 0);
+}
+
+START_TEST(ignore_overrun_cq)
+{
+    oi_rounds(true, 0);                      /* never written */
+    oi_rounds(false, htobe32(40));           /* a checking CQ: the consumer index of 40 CQEs */
+}
+END_TEST
+
+/* The same through the wire and the NIC's responder: 3 x 32 WRITE_IMMs into B's 64-entry CQ,
+ * whose consumer index stays 0 in the record: a NIC that checked it would stop at the 65th. */
+START_TEST(ignore_overrun_wire)
+{
+    g_cq_oi = true;
+    struct side a, b;
+    pair(&a, &b, MLXD_QP_UC);
+    g_cq_oi = false;
+    struct mlxd_remote rb = mlxd_region_remote(b.reg);
+    struct mlxd_local la = mlxd_region_local(a.reg);
+    for (uint32_t round = 0; round < 3; round++) {
+        struct mlxd_recv rv[32];
+        for (int i = 0; i < 32; i++) rv[i] = (struct mlxd_recv){ .wr_id = 1000 * round + (uint64_t)i };
+        ck_assert_int_eq(mlxd_qp_receive(b.qp, rv, 32), 32);
+        for (uint32_t i = 0; i < 32; i++) {
+            struct mlxd_entry e = { .wr_id = i, .op = MLXD_OP_WRITE_IMM, .imm = round * 32 + i, .num_local = 1,
+                                    .flags = MLXD_SIGNALED, .local = { la.addr, 8, la.lkey }, .remote = { rb.addr, 0, rb.rkey, 0 } };
+            ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
+        }
+        ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+        for (uint32_t i = 0; i < 32; i++) {
+            struct mlxd_completion wc = wait_one(b.cq);
+            ck_assert_uint_eq(wc.status, MLXD_WC_SUCCESS);
+            ck_assert_uint_eq(wc.imm, round * 32 + i);
+            ck_assert_uint_eq(wc.wr_id, 1000 * round + i);
+            ck_assert_uint_eq(wait_one(a.cq).status, MLXD_WC_SUCCESS);
+        }
+    }
+    volatile uint32_t *da = NULL, *db = NULL;
+    ck_assert_int_eq(mlxd_cq_ring(a.cq, NULL, NULL, &da), 0);
+    ck_assert_int_eq(mlxd_cq_ring(b.cq, NULL, NULL, &db), 0);
+    ck_assert_uint_eq(da[0], 0);
+    ck_assert_uint_eq(db[0], 0);
+    struct mlxd_event ev[4];
+    ck_assert_int_eq(mlxd_wait(b.nic, 0, ev, 4), 0);        /* no CQ error */
+    ck_assert_int_eq(mlxd_wait(a.nic, 0, ev, 4), 0);
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
 Suite *driver_suite(void)
 {
     Suite *s = suite_create("driver");
@@ -772,11 +964,15 @@ Suite *driver_suite(void)
     tcase_add_test(tc, option_misuse_changes_nothing);
     tcase_add_test(tc, rc_transfers);
     tcase_add_test(tc, uc_transfers);
+    tcase_add_test(tc, blueflame_off_transfers);
+    tcase_add_test(tc, blueflame_switch);
     tcase_add_test(tc, error_completions);
     tcase_add_test(tc, arm_and_wait_one_event);
     tcase_add_test(tc, qp_to_error_flushes);
     tcase_add_test(tc, dmabuf_region);
     tcase_add_test(tc, cq_overrun_events);
+    tcase_add_test(tc, ignore_overrun_cq);
+    tcase_add_test(tc, ignore_overrun_wire);
     tcase_add_test(tc, post_while_another_thread_polls);
     tcase_add_test(tc, destroyed_qp_completions_removed);
     tcase_add_test(tc, two_processes_rc_write_imm);

@@ -120,6 +120,52 @@ static void mismatch(const char *server_args, const char *client_args, const cha
     ck_assert_msg(r.secs < PROMPT_S, "[%s] vs [%s]: %.1f s", server_args, client_args, r.secs);
 }
 
+/* -o fetch_add: 500 fetch-and-adds of 1 on the server's counter, which starts at 0xfffffffe (past
+ * 2^32 after two: a 32-bit add would show); the client checks each original value, the server
+ * the final one: 0xfffffffe + 500 = 0x1000001f2 (IB spec vol. 1 9.4.5, modulo 2^64). */
+START_TEST(rc_fetch_add)
+{
+    struct pair r;
+    pair_run(&r, "-o fetch_add -n 500", "-o fetch_add -n 500", NULL);
+    ck_assert_msg(r.server_rc == 0 && r.client_rc == 0, "server exit %d, client exit %d; client said: %s; server said: %s",
+                  r.server_rc, r.client_rc, r.client_out, r.server_out);
+    ck_assert_msg(strstr(r.server_out, "RC FETCH_ADD, 8 bytes x 500\n"), "server output: %s", r.server_out);
+    ck_assert_msg(strstr(r.server_out, "counter 0x00000001000001f2 after 500 fetch-and-adds of 1 from 0x00000000fffffffe: verified\n"),
+                  "server output: %s", r.server_out);
+    ck_assert_msg(strstr(r.client_out, "500 iterations of 8 bytes, RC FETCH_ADD, ") && strstr(r.client_out, "data verified") &&
+                  strstr(r.client_out, "median"), "client output: %s", r.client_out);
+}
+END_TEST
+
+START_TEST(fetch_add_mismatch)
+{
+    mismatch("-o fetch_add -n 10", "-o send -s 8 -n 10",
+             "mlxd-pingpong: the peer uses -o send, this side -o fetch_add\n",
+             "mlxd-pingpong: the peer uses -o fetch_add, this side -o send\n");
+}
+END_TEST
+
+/* Atomics are RC only and move 8 bytes: other settings are usage errors (exit 2, one line). */
+START_TEST(fetch_add_usage)
+{
+    char exe[PATH_MAX], cmd[PATH_MAX + 128], out[4096];
+    tool_path(exe);
+    const char *args[] = { "-c uc -o fetch_add", "-o fetch_add -s 16" };
+    const char *line[] = { "mlxd-pingpong: -o fetch_add needs -c rc (atomics are an RC operation)\n",
+                           "mlxd-pingpong: -o fetch_add moves 8 bytes: leave -s out or give -s 8\n" };
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' %s 2>&1 >/dev/null", exe, args[i]);
+        FILE *f = popen(cmd, "r");
+        ck_assert(f);
+        size_t n = fread(out, 1, sizeof out - 1, f);
+        out[n] = 0;
+        int st = pclose(f);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2, "%s: status 0x%x", args[i], st);
+        ck_assert_str_eq(out, line[i]);
+    }
+}
+END_TEST
+
 /* Was: the client's WRITE_IMM of 8192 bytes into a 4096-byte region, REM_ACCESS_ERR / WR_FLUSH_ERR. */
 START_TEST(size_mismatch)
 {
@@ -353,11 +399,14 @@ Suite *driver_pingpong_suite(void)
     tcase_add_test(tc, uc_write_imm);
     tcase_add_test(tc, rc_send);
     tcase_add_test(tc, uc_send);
+    tcase_add_test(tc, rc_fetch_add);
     suite_add_tcase(s, tc);
     TCase *bad = tcase_create("disagreements");
     tcase_set_timeout(bad, 120);
     tcase_add_test(bad, size_mismatch);
     tcase_add_test(bad, transport_mismatch);
+    tcase_add_test(bad, fetch_add_mismatch);
+    tcase_add_test(bad, fetch_add_usage);
     tcase_add_test(bad, op_and_iters_mismatch);
     tcase_add_test(bad, peer_failure_reported);
     tcase_add_test(bad, foreign_peer);

@@ -250,6 +250,8 @@ START_TEST(context_rules)
     ck_assert_uint_eq(resp.log_uar_size, 12);
     ck_assert_uint_eq(resp.response_length, sizeof resp);
     ck_assert(resp.comp_mask & MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_CORE_CLOCK_OFFSET);
+    ck_assert(resp.comp_mask & MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS);   /* both clock modes */
+    ck_assert_uint_eq(resp.clock_info_versions, 1u << MLX5_IB_CLOCK_INFO_V1);
     /* one context per file -> EINVAL */
     ck_assert_int_eq(tk_run(fd, &c), -EINVAL);
     close(fd);
@@ -365,7 +367,8 @@ START_TEST(invoke_write_rules)
     struct mlx5_ib_query_device_resp mr;
     ck_assert_int_eq(tk_invoke(fd, IB_USER_VERBS_EX_CMD_QUERY_DEVICE | IB_USER_VERBS_CMD_FLAG_EXTENDED,
                                &exq, sizeof exq, &exr, sizeof exr, NULL, 0, &mr, sizeof mr), 0);
-    ck_assert_uint_eq(exr.hca_core_clock, 1000000);
+    ck_assert_uint_eq(exr.hca_core_clock, 156250);            /* emu/nic/nic_clock.c default */
+    ck_assert_uint_eq(exr.timestamp_mask, ~0ull);             /* a 64-bit timer */
     exq.comp_mask = 1;
     ck_assert_int_eq(tk_invoke(fd, IB_USER_VERBS_EX_CMD_QUERY_DEVICE | IB_USER_VERBS_CMD_FLAG_EXTENDED,
                                &exq, sizeof exq, &exr, sizeof exr, NULL, 0, &mr, sizeof mr), -EINVAL);
@@ -688,10 +691,22 @@ START_TEST(mmap_uar_and_clock)
         t1 = ((uint64_t)be32toh(w[0]) << 32) | be32toh(w[1]);
     }
     ck_assert_uint_gt(t1, t0);
-    ck_assert_uint_gt(t1 - t0, 5000000);      /* >= 5 ms of nanoseconds in 20 ms */
-    /* CLOCK_INFO (cmd 7) is not offered (clock_info_versions 0) -> EOPNOTSUPP */
-    ck_assert(mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 7 << 20) == MAP_FAILED);
-    ck_assert_int_eq(errno, EOPNOTSUPP);
+    ck_assert_uint_gt(t1 - t0, 781250);       /* >= 5 ms of 156.25 MHz cycles */
+    /* CLOCK_INFO (cmd 7, index MLX5_IB_CLOCK_INFO_V1 = 0): writable -> EPERM, another index ->
+     * EINVAL; the page: struct mlx5_ib_clock_info with the kernel's 41-bit mask and
+     * clocksource_khz2mult's rounding: mult = (10^6 << shift + khz / 2) / khz, the largest
+     * shift with mult < 2^31: 28 at 156250 kHz (6.4 ns per cycle) */
+    ck_assert(mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 7 << 20) == MAP_FAILED);
+    ck_assert_int_eq(errno, EPERM);
+    ck_assert(mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, (7 << 20) + (1 << 12)) == MAP_FAILED);
+    ck_assert_int_eq(errno, EINVAL);
+    const volatile struct mlx5_ib_clock_info *ci = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 7 << 20);
+    ck_assert(ci != MAP_FAILED);
+    ck_assert_uint_eq(ci->shift, 28);
+    ck_assert_uint_eq(ci->mult, 1717986918u);
+    ck_assert_uint_eq(ci->mask, (1ull << 41) - 1);
+    ck_assert_uint_eq(ci->sign & MLX5_IB_CLOCK_INFO_KERNEL_UPDATING, 0);
+    munmap((void *)ci, 4096);
     close(fd);
     ck_assert_uint_eq(tk_counts().mappings, 0);
     ck_assert_uint_eq(tk_counts().uar, 0);

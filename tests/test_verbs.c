@@ -480,6 +480,93 @@ START_TEST(list_misuse_is_refused)
 }
 END_TEST
 
+/* Zero-based regions (IOVA 0, as Holoscan Sensor Bridge registers its rings with
+ * ibv_reg_mr_iova(pd, addr, len, 0, access)): b's second region is addressed from 0 by peers and
+ * a's from 0 in its own work entries; the NIC translates IOVA - region IOVA + the pages' VA. */
+static struct mlxd_region *zero_based(struct side *s, uint8_t *mem, uint32_t access)
+{
+    struct mlxd_region_opts ro = { .sz = sizeof ro, .access = MLXD_ACCESS_LOCAL_WRITE | access,
+                                   .iova = 0, .flags = MLXD_REGION_IOVA_EXACT };
+    struct mlxd_region *r;
+    ck_assert_msg(mlxd_region_register(s->nic, mem, BUF, &ro, &r) == 0, "%s", mlxd_errmsg());
+    return r;
+}
+
+START_TEST(zero_based_regions)
+{
+    struct side a, b;
+    pair(&a, &b, 0, 1);
+    uint8_t *am = aligned_alloc(4096, BUF), *bm = aligned_alloc(4096, BUF);
+    fill(am, BUF, 3);
+    fill(bm, BUF, 101);
+    struct mlxd_region *az = zero_based(&a, am, 0);
+    struct mlxd_region *bz = zero_based(&b, bm, MLXD_ACCESS_REMOTE_WRITE | MLXD_ACCESS_REMOTE_READ |
+                                                    MLXD_ACCESS_REMOTE_ATOMIC);
+    struct mlxd_remote rb = mlxd_region_remote(bz);
+    ck_assert_uint_eq(rb.addr, 0);
+    ck_assert_uint_eq(rb.length, BUF);
+    struct mlxd_local la;
+    ck_assert_int_eq(mlxd_region_slice(az, 16, 100, &la), 0);
+    ck_assert_uint_eq(la.addr, 16);
+    /* WRITE 100 bytes from a's IOVA 16 to b's IOVA 1000 */
+    struct mlxd_entry e = { .wr_id = 1, .op = MLXD_OP_WRITE, .flags = MLXD_SIGNALED, .num_local = 1,
+                            .local = la, .remote = { 1000, 0, rb.rkey, 0 } };
+    post_ring_wait(&a, &e);
+    ck_assert_mem_eq(bm + 1000, am + 16, 100);
+    ck_assert_uint_eq(bm[999], (uint8_t)(101 + 999 * 7));
+    ck_assert_uint_eq(bm[1100], (uint8_t)(101 + 1100 * 7));
+    /* READ b's IOVA 3000..3099 into a's IOVA 200 */
+    ck_assert_int_eq(mlxd_region_slice(az, 200, 100, &la), 0);
+    e = (struct mlxd_entry){ .wr_id = 2, .op = MLXD_OP_READ, .flags = MLXD_SIGNALED, .num_local = 1,
+                             .local = la, .remote = { 3000, 0, rb.rkey, 0 } };
+    post_ring_wait(&a, &e);
+    ck_assert_mem_eq(am + 200, bm + 3000, 100);
+    /* fetch-and-add at b's IOVA 64 */
+    wr64(bm + 64, 40);
+    ck_assert_int_eq(mlxd_region_slice(az, 512, 8, &la), 0);
+    e = (struct mlxd_entry){ .wr_id = 3, .op = MLXD_OP_FETCH_ADD, .flags = MLXD_SIGNALED, .num_local = 1,
+                             .local = la, .remote = { 64, 0, rb.rkey, 0 }, .swap_add = 2 };
+    post_ring_wait(&a, &e);
+    ck_assert_uint_eq(rd64(am + 512), 40);
+    ck_assert_uint_eq(rd64(bm + 64), 42);
+    /* the region's VA is not its address: a WRITE there is outside it, remote access error */
+    ck_assert_int_eq(mlxd_region_slice(az, 0, 8, &la), 0);
+    e = (struct mlxd_entry){ .wr_id = 4, .op = MLXD_OP_WRITE, .flags = MLXD_SIGNALED, .num_local = 1,
+                             .local = la, .remote = { (uintptr_t)bm, 0, rb.rkey, 0 } };
+    ck_assert_int_eq(mlxd_qp_post(a.qp[0], &e), 0);
+    ck_assert_int_eq(mlxd_qp_ring(a.qp[0]), 0);
+    struct mlxd_completion wc = wait_one(a.cq);
+    ck_assert_uint_eq(wc.wr_id, 4);
+    ck_assert_uint_eq(wc.syndrome, 0x13);                     /* MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR */
+    ck_assert_uint_eq(wc.status, 10);                         /* IBV_WC_REM_ACCESS_ERR */
+    side_close(&a);
+    side_close(&b);
+    free(am);
+    free(bm);
+}
+END_TEST
+
+START_TEST(zero_based_misuse)
+{
+    struct side a;
+    side_open(&a, "mlx5_0", 0, 0);
+    struct mlxd_region_opts ro = { .sz = sizeof ro, .iova = 0, .flags = MLXD_REGION_IOVA_EXACT };
+    struct mlxd_region *r = NULL;
+    /* iova 0 needs the first byte on a page boundary (the kernel's in-page offset rule) */
+    ck_assert_int_eq(mlxd_region_register(a.nic, a.buf + 8, 64, &ro, &r), -EINVAL);
+    ck_assert_ptr_null(r);
+    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "different offsets in their page"));
+    ro.flags = 2;
+    ck_assert_int_eq(mlxd_region_register(a.nic, a.buf, 64, &ro, &r), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "unknown flags 0x2"));
+    /* without the flag, iova 0 keeps meaning "the VA" */
+    ro.flags = 0;
+    ck_assert_int_eq(mlxd_region_register(a.nic, a.buf + 8, 64, &ro, &r), 0);
+    ck_assert_uint_eq(mlxd_region_remote(r).addr, (uintptr_t)(a.buf + 8));
+    side_close(&a);
+}
+END_TEST
+
 Suite *verbs_suite(void)
 {
     Suite *s = suite_create("verbs");
@@ -503,5 +590,12 @@ Suite *verbs_suite(void)
     tcase_add_test(sg, lists_wrap_the_ring);
     tcase_add_test(sg, list_misuse_is_refused);
     suite_add_tcase(s, sg);
+
+    TCase *zb = tcase_create("zero_based");
+    tcase_set_timeout(zb, 60);
+    tcase_add_checked_fixture(zb, emu_setup, NULL);
+    tcase_add_test(zb, zero_based_regions);
+    tcase_add_test(zb, zero_based_misuse);
+    suite_add_tcase(s, zb);
     return s;
 }

@@ -141,7 +141,9 @@ __attribute__((noinline)) int verbs_empty_start_poll(struct ibv_cq_ex *cq)
             int k = 0;                                                                            \
             do {                                                                                  \
                 *sink += cqx->wr_id + cqx->status + ibv_wc_read_opcode(cqx) +                     \
-                         ibv_wc_read_byte_len(cqx) + ibv_wc_read_imm_data(cqx);                   \
+                         ibv_wc_read_byte_len(cqx) + ibv_wc_read_imm_data(cqx) +                  \
+                         ibv_wc_read_qp_num(cqx) + ibv_wc_read_wc_flags(cqx) +                    \
+                         ibv_wc_read_completion_ts(cqx);                                          \
                 got++;                                                                            \
             } while (++k < B && ibv_next_poll(cqx) == 0);                                         \
             ibv_end_poll(cqx);                                                                    \
@@ -258,7 +260,8 @@ int main(int argc, char **argv)
     }
 
     /* the extended CQ: ibv_start_poll / ibv_next_poll / ibv_end_poll */
-    struct ibv_cq_init_attr_ex ca = { .cqe = RING, .wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM,
+    struct ibv_cq_init_attr_ex ca = { .cqe = RING, .wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM |
+        IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
                                       .comp_mask = 0 };
     struct ibv_cq_ex *cqx = ibv_create_cq_ex(ctx, &ca);
     if (!cqx) {

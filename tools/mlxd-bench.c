@@ -241,13 +241,16 @@ struct cfg {
     const char *e2e_sizes;
     const char *e2e_modes;
     int e2e_window;              /* frames in flight; -1 = pages / 2; 0 = no pacing */
+    /* e2e receiver geometry (0 = by frame size / the receiver's defaults) */
+    unsigned e2e_pages, e2e_queue, e2e_recv_depth;
+    unsigned e2e_packet;         /* RDMA payload bytes per packet (the generator's payload_size) */
     int ncpus;
 };
 
 static struct cfg C = {
     .cpu_monitor = -2, .cpu_consumer = -2, .cpu_producer = -2,
     .empty_samples = 20000, .ring_passes = 400, .emu_samples = 5000, .emu_passes = 100, .handoff_iters = 100000, .handoff_event_iters = 20000,
-    .e2e_mb = 192, .e2e_sizes = "4096,65536,1048576,8388608", .e2e_modes = "busy", .e2e_window = 0,
+    .e2e_mb = 192, .e2e_sizes = "4096,65536,1048576,8388608", .e2e_modes = "busy", .e2e_window = 0, .e2e_packet = 4096,
 };
 
 static bool want(const char *t)
@@ -924,7 +927,7 @@ static void bench_e2e_one(uint64_t fsize, bool event)
     row->mode = event ? "event" : "busy";
     struct e2e e;
     memset(&e, 0, sizeof e);
-    unsigned pages = fsize >= (4u << 20) ? 4 : fsize >= (1u << 20) ? 8 : 16;
+    unsigned pages = C.e2e_pages ? C.e2e_pages : fsize >= (4u << 20) ? 4 : fsize >= (1u << 20) ? 8 : 16;
     size_t page = mlxd_hsb_min_page_size(fsize);
     size_t size = page * pages;
     uint8_t *buf = NULL;
@@ -936,7 +939,8 @@ static void bench_e2e_one(uint64_t fsize, bool event)
     e.r = mlxd_receiver_new();
     struct mlxd_receiver_opts o = { .sz = sizeof o, .device = "mlx5_0", .port = 1, .buffer = (uintptr_t)buf,
         .buffer_size = size, .frame_size = fsize, .page_size = page, .pages = pages,
-        .metadata_offset = mlxd_hsb_metadata_offset(fsize), .peer_ip = "127.0.0.1", .queue_size = pages,
+        .metadata_offset = mlxd_hsb_metadata_offset(fsize), .peer_ip = "127.0.0.1",
+        .queue_size = C.e2e_queue ? C.e2e_queue : pages, .recv_depth = C.e2e_recv_depth,
         .mode = event ? MLXD_RECEIVER_EVENT : MLXD_RECEIVER_BUSY_POLL };
     if (mlxd_receiver_start(e.r, &o) < 0) {
         snprintf(row->reason, sizeof row->reason, "mlxd_receiver_start: %s", mlxd_errmsg());
@@ -953,7 +957,8 @@ static void bench_e2e_one(uint64_t fsize, bool event)
     e.window = C.e2e_window < 0 ? pages / 2 : (uint64_t)C.e2e_window;
     e.so = (struct mlxd_send_opts){ .sz = sizeof e.so, .dst_ip = dst, .sent_frame = e.window ? e2e_window : NULL,
                                     .ctx = &e };
-    e.g = (struct mlxd_gen_opts){ .sz = sizeof e.g, .frame_size = fsize, .frames = frames, .first_page = 1 };
+    e.g = (struct mlxd_gen_opts){ .sz = sizeof e.g, .frame_size = fsize, .frames = frames, .first_page = 1,
+                                  .payload_size = C.e2e_packet };
     pthread_t mon, gen;
     pthread_create(&mon, NULL, e2e_monitor, &e);
     pin_self(C.cpu_consumer);
@@ -1400,6 +1405,11 @@ static void usage(FILE *f)
 "  --e2e-sizes LIST     frame sizes for e2e (default 4096,65536,1048576,8388608)\n"
 "  --e2e-modes LIST     busy,event (default busy)\n"
 "  --e2e-mb N           MiB sent per frame size (default 192)\n"
+"  --e2e-packet N       RDMA payload bytes per packet of the e2e generator (128..4096, multiple of 128;\n"
+"                       default 4096: the emulated ports' MTU)\n"
+"  --e2e-pages N        e2e receiver geometry: pages (1..4096; default 16, 8 from 1 MiB, 4 from 4 MiB frames),\n"
+"  --e2e-queue N        queue_size (1..pages; default pages), --e2e-recv-depth N (2..32768; default\n"
+"  --e2e-recv-depth N   the receiver's); the mode is --e2e-modes\n"
 "  --e2e-window N       frames the generator may have in flight before it waits for the consumer\n"
 "                       (-1 = pages/2); default 0: no pacing, as fast as the generator goes, and what\n"
 "                       overruns the emulated UC wire is lost (sent - received)\n"
@@ -1472,6 +1482,20 @@ int main(int argc, char **argv)
             if (!strcmp(v, "-1")) C.e2e_window = -1;
             else if (!opt_u64(a, v, 0, 1u << 20, &x)) return 2;
             else C.e2e_window = (int)x;
+        }
+        else if (!strcmp(a, "--e2e-packet")) {      /* mlxd_gen_opts.payload_size; the ports' MTU is 4096 */
+            NEEDV(); uint64_t x; if (!opt_u64(a, v, 128, 4096, &x)) return 2;
+            if (x % 128) { fprintf(stderr, "mlxd-bench: --e2e-packet %s: not a multiple of 128\n", v); return 2; }
+            C.e2e_packet = (unsigned)x;
+        }
+        else if (!strcmp(a, "--e2e-pages")) {       /* the receiver's limits (mlxd_receiver.h) */
+            NEEDV(); uint64_t x; if (!opt_u64(a, v, 1, 4096, &x)) return 2; C.e2e_pages = (unsigned)x;
+        }
+        else if (!strcmp(a, "--e2e-queue")) {
+            NEEDV(); uint64_t x; if (!opt_u64(a, v, 1, 4096, &x)) return 2; C.e2e_queue = (unsigned)x;
+        }
+        else if (!strcmp(a, "--e2e-recv-depth")) {
+            NEEDV(); uint64_t x; if (!opt_u64(a, v, 2, 32768, &x)) return 2; C.e2e_recv_depth = (unsigned)x;
         }
         else if (!strcmp(a, "--cpus")) {
             NEEDV();

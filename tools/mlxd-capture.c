@@ -35,6 +35,7 @@
 #include "mlxd_receiver.h"
 #include "mlxd_names.h"
 #include "mlxd_uverbs.h"
+#include "stats.h"
 
 #define EMU_REEXEC_ENV "MLXD_CAPTURE_EMULATED"
 /* Bounds of the size options: mlxd_receiver_start takes frame_size up to 2^40; pages (<= 4096
@@ -588,22 +589,22 @@ static const char *state_name(int s)
          : s == MLXD_FRAME_OVERWRITTEN ? "overwritten" : "unknown";
 }
 
-/* --save: writes frame `index`'s bytes to DIR/frame-NNNNNN.bin; false when it could not (the
- * first failure says why: a full disk fails every frame after it, which the summary counts). */
-static bool save_frame(const struct cfg *c, uint64_t index, const uint8_t *data, uint64_t n, bool first)
+/* Writes a consumed frame to dir/frame-NNNNNN.bin; false when it cannot (the first failure says
+ * why; the others, as a full disk fails every frame after it, are counted in the summary). */
+static bool save_frame(const char *dir, uint64_t index, const uint8_t *data, uint64_t nbytes)
 {
+    static bool told;
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/frame-%06" PRIu64 ".bin", c->save, index);
+    snprintf(path, sizeof path, "%s/frame-%06" PRIu64 ".bin", dir, index);
     errno = 0;
     FILE *fp = fopen(path, "wb");
     int err = fp ? 0 : errno;
-    if (fp && fwrite(data, 1, n, fp) != n) err = errno ? errno : EIO;
+    if (fp && fwrite(data, 1, nbytes, fp) != nbytes) err = errno ? errno : EIO;
     /* a full disk shows only when the buffered bytes are flushed */
     if (fp && fclose(fp) && !err) err = errno ? errno : EIO;
-    if (!err)
-        return true;
-    if (first)
-        fprintf(stderr, "mlxd-capture: cannot write %s: %s\n", path, strerror(err));
+    if (!err) return true;
+    if (!told) fprintf(stderr, "mlxd-capture: cannot write %s: %s\n", path, strerror(err));
+    told = true;
     if (fp) unlink(path);       /* no truncated frame file */
     return false;
 }
@@ -631,6 +632,40 @@ static bool from_gpu(const struct cfg *c, uint8_t *buf, uint64_t dbuf, uint64_t 
         return true;
     fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
     return false;
+}
+
+/* The NIC-to-host delay of each frame: received (CLOCK_REALTIME when the monitor saw the
+ * completion) - nic_ns (the NIC's clock when it completed the frame; mlxd_receiver.h).  The
+ * distribution covers the first DELAYS_MAX frames (8 MiB), the count says how many had one. */
+#define DELAYS_MAX (1u << 20)
+struct delays { double *us; size_t n, seen; };
+
+/* The frame's delay in us (NAN when the NIC gave no time), kept for the summary. */
+static double delay_add(struct delays *d, const struct mlxd_receiver_frame *f)
+{
+    if (!f->nic_ns) return NAN;
+    int64_t host = f->received_s * 1000000000ll + f->received_ns;
+    double us = (double)(host - (int64_t)f->nic_ns) / 1e3;
+    d->seen++;
+    if (!d->us && !(d->us = malloc(DELAYS_MAX * sizeof *d->us))) return us;
+    if (d->n < DELAYS_MAX) d->us[d->n++] = us;
+    return us;
+}
+
+/* Text: one line.  JSON: the summary's "nic_to_host_delay_us" member, written into j. */
+static void delay_report(struct delays *d, bool json, char *j, size_t jlen)
+{
+    struct bench_stats s = bench_stats_of(d->us, d->n);
+    if (json)
+        snprintf(j, jlen, ",\"nic_to_host_delay_us\":{\"frames\":%zu,\"min\":%.3f,\"median\":%.3f,\"avg\":%.3f,"
+                 "\"p99\":%.3f,\"p99_9\":%.3f,\"max\":%.3f}", d->n, s.min, s.typical, s.avg, s.p99, s.p999, s.max);
+    else if (d->n)
+        printf("NIC-to-host delay over %zu frames (us): min %.3f  median %.3f  avg %.3f  p99 %.3f  p99.9 %.3f  "
+               "max %.3f\n", d->n, s.min, s.typical, s.avg, s.p99, s.p999, s.max);
+    else
+        printf("NIC-to-host delay: the NIC gave no arrival times\n");
+    free(d->us);
+    d->us = NULL;
 }
 
 /* --consumer-delay-ms: sleeps ms in 10 ms slices, so that a Ctrl-C ends even a long delay at once. */
@@ -862,6 +897,7 @@ static int run(struct cfg *c)
     double t0 = now_s(), last_status = t0, last_frame_t = t0;
     uint64_t got = 0, bad_payload = 0, bad_overwritten = 0, checked = 0, bytes = 0, last_fn = 0, overwritten_read = 0;
     uint64_t save_failed = 0;   /* consumed frames --save could not write */
+    struct delays delays = { 0 };
     bool feeding = c->replay || c->generate;
     for (;;) {
         if (__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) break;
@@ -919,8 +955,9 @@ static int run(struct cfg *c)
                     pay = 0;
                 }
             }
-            if (c->save && !save_frame(c, f.received_frame_number - 1, data, nbytes, save_failed == 0))
+            if (c->save && !save_frame(c->save, f.received_frame_number - 1, data, nbytes))
                 save_failed++;
+            double delay_us = delay_add(&delays, &f);
             consumer_delay(c->consumer_delay_ms);
             int state = mlxd_receiver_frame_check(R.rx, &f);
             atomic_fetch_add(&g_taken, 1);
@@ -947,13 +984,13 @@ static int run(struct cfg *c)
                        "\"imm\":%u,\"bytes_written\":%" PRIu64 ",\"crc\":%u,\"flags\":%u,"
                        "\"timestamp_s\":%" PRIu64 ",\"timestamp_ns\":%u,\"metadata_s\":%" PRIu64 ","
                        "\"metadata_ns\":%u,\"received_s\":%" PRId64 ",\"received_ns\":%u,"
-                       "\"received_frame_number\":%" PRIu64 ",\"dropped\":%" PRIu64 ","
-                       "\"psn_mismatch\":%s,\"payload_ok\":%s,\"state\":\"%s\"}\n",
+                       "\"received_frame_number\":%" PRIu64 ",\"dropped\":%" PRIu64 ",\"nic_ns\":%" PRIu64 ","
+                       "\"nic_to_host_us\":%.3f,\"psn_mismatch\":%s,\"payload_ok\":%s,\"state\":\"%s\"}\n",
                        last_fn, f.metadata.frame_number, f.page, f.metadata.psn, f.imm_data,
                        nbytes, f.metadata.crc, f.metadata.flags, f.metadata.timestamp_s,
                        f.metadata.timestamp_ns, f.metadata.metadata_s, f.metadata.metadata_ns,
-                       f.received_s, f.received_ns, f.received_frame_number, f.dropped,
-                       (f.flags & MLXD_FRAME_PSN_MISMATCH) ? "true" : "false",
+                       f.received_s, f.received_ns, f.received_frame_number, f.dropped, f.nic_ns,
+                       isnan(delay_us) ? 0.0 : delay_us, (f.flags & MLXD_FRAME_PSN_MISMATCH) ? "true" : "false",
                        pay < 0 ? "null" : pay ? "true" : "false", state_name(state));
                 fflush(stdout);
             } else if (c->print_frames) {
@@ -963,6 +1000,7 @@ static int run(struct cfg *c)
                        last_fn, f.page, f.metadata.psn, f.imm_data, nbytes, f.metadata.crc, f.metadata.flags,
                        f.metadata.timestamp_s, f.metadata.timestamp_ns, f.metadata.metadata_s,
                        f.metadata.metadata_ns);
+                if (!isnan(delay_us)) printf(" nic->host %.3f us", delay_us);
                 if (f.flags & MLXD_FRAME_PSN_MISMATCH) printf(" PSN-MISMATCH(imm %u)", f.imm_psn);
                 if (pay > 0) printf("  payload verified");
                 else if (pay == 0) printf("  payload BAD (byte %ld)", bad_at);
@@ -1015,17 +1053,19 @@ static int run(struct cfg *c)
               st.frames >= R.expected && (R.expected || c->replay || got > 0) && image <= 0 &&
               save_failed == 0;
     uint64_t errors = st.errors + st.bad_page;
+    char delay_json[256] = "";
+    delay_report(&delays, c->json, delay_json, sizeof delay_json);
     if (c->json) {
         printf("{\"summary\":true,\"frames_received\":%" PRIu64 ",\"frames_consumed\":%" PRIu64
                ",\"expected\":%" PRIu64 ",\"dropped\":%" PRIu64 ",\"replaced\":%" PRIu64
                ",\"overwritten\":%" PRIu64 ",\"overwritten_after_read\":%" PRIu64 ",\"errors\":%" PRIu64
                ",\"bad_page\":%" PRIu64 ",\"payload_checked\":%" PRIu64 ",\"payload_failures\":%" PRIu64 ",\"payload_overwritten\":%" PRIu64
                ",\"packets_sent\":%" PRIu64 ",\"send_errors\":%" PRIu64 ",\"consumer_wakeups\":%" PRIu64 ",\"last_frame_number\":%" PRIu64
-               ",\"rx_write_requests\":%s%" PRIu64 "%s,\"save_failures\":%" PRIu64 ",\"seconds\":%.3f,\"ok\":%s}\n",
+               ",\"rx_write_requests\":%s%" PRIu64 "%s,\"save_failures\":%" PRIu64 "%s,\"seconds\":%.3f,\"ok\":%s}\n",
                st.frames, got, R.expected, st.dropped, st.replaced, st.overwritten, st.overwritten_after_read,
                errors, st.bad_page, checked, bad_payload, bad_overwritten, R.sst.packets, R.sst.send_errors, st.consumer_wakeups, st.last_frame_number,
                st.rx_write_requests_valid ? "" : "null", st.rx_write_requests_valid ? st.rx_write_requests : 0,
-               st.rx_write_requests_valid ? "" : "", save_failed, elapsed, ok ? "true" : "false");
+               st.rx_write_requests_valid ? "" : "", save_failed, delay_json, elapsed, ok ? "true" : "false");
     } else {
         printf("summary: %" PRIu64 " frames received (%" PRIu64 " expected), %" PRIu64 " consumed, %" PRIu64
                " dropped, %" PRIu64 " replaced before the first read, %" PRIu64 " overwritten (PSN), %" PRIu64

@@ -13,7 +13,7 @@
  * The TCP conversation (all of it text or single bytes, so it does not depend on either host's
  * byte order or struct layout):
  *   1. each side sends a hello of HELLO_LEN bytes: "mlxd-pingpong/<version> role=<server|client>
- *      size=<-s> transport=<rc|uc> op=<write_imm|send> iters=<-n>", space-padded, '\n' last.
+ *      size=<-s> transport=<rc|uc> op=<write_imm|send|fetch_add> iters=<-n>", space-padded, '\n' last.
  *      Everything both sides must agree on is in it: the message sizes (a WRITE_IMM beyond the
  *      peer's region is a remote access error, a SEND beyond its receive buffer a length error),
  *      the QP type (RC packets are dropped by a UC QP and the other way round: both sides would
@@ -24,7 +24,8 @@
  *      version of it is named as such.
  *   2. 'E' + the endpoint (QPN, PSN, GID, receive buffer address and rkey), ENDPOINT_LEN bytes;
  *   3. 'R' once the QP is connected and its receives posted;
- *   4. after the round trips, 'D' (done, every byte verified) or 'F' (failed).
+ *   4. after the round trips, 'D' (done, every byte verified) or 'F' (failed).  With -o fetch_add
+ *      the server first waits for the client's verdict, then checks its counter, then answers.
  * 'F' may also come at any point after the hello: a side that fails tells the peer before it
  * exits, and the peer stops at once saying "the peer reported a failure" instead of waiting for
  * a message that will not come.
@@ -61,7 +62,7 @@ struct cfg {
     const char *dev, *server;
     int port, gid_idx, emulate, verbose;
     uint32_t size, iters, type;
-    bool use_send;
+    bool use_send, fetch_add;
 };
 
 static void usage(const char *argv0)
@@ -70,8 +71,10 @@ static void usage(const char *argv0)
            "  -d, --dev NAME        RDMA device (default: the first mlx5 device)\n"
            "  -p, --port N          TCP port for the endpoint exchange (default 18515)\n"
            "  -c, --transport rc|uc queue pair type (default rc)\n"
-           "  -o, --op write_imm|send  the operation (default write_imm)\n"
-           "  -s, --size BYTES      message size (default 4096)\n"
+           "  -o, --op write_imm|send|fetch_add  the operation (default write_imm); fetch_add (RC only):\n"
+           "                        the client adds 1 to the server's 8-byte counter -n times, checking\n"
+           "                        every value returned, the server checks the counter at the end\n"
+           "  -s, --size BYTES      message size (default 4096; fetch_add: 8, the only size)\n"
            "  -n, --iters N         round trips (default 1000)\n"
            "  -g, --gid-idx N       local GID index (default: the RoCE v2 GID routing to the peer,\n"
            "                        else the first IPv4 RoCE v2 GID)\n"
@@ -358,16 +361,17 @@ static const char *escaped(char out[ESC_SIZE], const char *p, size_t n)
 #define HELLO_WAIT_US 10e6     /* the peer sends its hello as soon as it is connected */
 #define ENDPOINT_LEN 160
 
-struct settings { bool server, use_send; uint32_t size, iters, type; };
+struct settings { bool server, use_send, fetch_add; uint32_t size, iters, type; };
 
 static const char *transport_name(uint32_t type) { return type == MLXD_QP_RC ? "rc" : "uc"; }
-static const char *op_name(bool use_send) { return use_send ? "send" : "write_imm"; }
+static const char *op_name(bool use_send, bool fetch_add) { return fetch_add ? "fetch_add" : use_send ? "send" : "write_imm"; }
+static const char *op_label(const struct cfg *c) { return c->fetch_add ? "FETCH_ADD" : c->use_send ? "SEND" : "WRITE_IMM"; }
 
 static void hello_send(int s, const struct cfg *c)
 {
     char h[HELLO_LEN];
     int n = snprintf(h, sizeof h, HELLO_MAGIC "%d role=%s size=%u transport=%s op=%s iters=%u", PROTO_VERSION,
-                     c->server ? "client" : "server", c->size, transport_name(c->type), op_name(c->use_send), c->iters);
+                     c->server ? "client" : "server", c->size, transport_name(c->type), op_name(c->use_send, c->fetch_add), c->iters);
     memset(h + n, ' ', sizeof h - (size_t)n - 1);
     h[sizeof h - 1] = '\n';
     send_all(s, h, sizeof h);
@@ -433,7 +437,9 @@ static void hello_recv(int s, struct settings *peer)
             } else if (!strcmp(k, "transport")) {
                 bit = 4; ok = !strcmp(val, "rc") || !strcmp(val, "uc"); peer->type = !strcmp(val, "rc") ? MLXD_QP_RC : MLXD_QP_UC;
             } else if (!strcmp(k, "op")) {
-                bit = 8; ok = !strcmp(val, "send") || !strcmp(val, "write_imm"); peer->use_send = !strcmp(val, "send");
+                bit = 8; ok = !strcmp(val, "send") || !strcmp(val, "write_imm") || !strcmp(val, "fetch_add");
+                peer->use_send = !strcmp(val, "send");
+                peer->fetch_add = !strcmp(val, "fetch_add");
             } else if (!strcmp(k, "iters")) {
                 bit = 16; ok = parse_u32(val, 1, 100000000, &peer->iters);
             } else {
@@ -464,7 +470,8 @@ static void check_settings(const struct cfg *c, const struct settings *p)
     }
     DIFF(p->size != c->size, "-s %u", p->size, c->size)
     DIFF(p->type != c->type, "-c %s", transport_name(p->type), transport_name(c->type))
-    DIFF(p->use_send != c->use_send, "-o %s", op_name(p->use_send), op_name(c->use_send))
+    DIFF(p->use_send != c->use_send || p->fetch_add != c->fetch_add, "-o %s", op_name(p->use_send, p->fetch_add),
+         op_name(c->use_send, c->fetch_add))
     DIFF(p->iters != c->iters, "-n %u", p->iters, c->iters)
 #undef DIFF
     if (t) fail("the peer uses %s, this side %s", theirs, ours);
@@ -545,6 +552,115 @@ static bool emulated(void)
     return getenv(REEXEC_ENV) || (p && strstr(p, "libmlx5direct-emu"));
 }
 
+/* ---- -o fetch_add: the client's fetch-and-adds on the server's counter ---- */
+/* The counter's first value: past 2^32, so a 32-bit add anywhere would show. */
+#define COUNTER_START 0xfffffffeull
+
+/* -o fetch_add fixes the size at 8 (an atomic moves 8 bytes) and needs RC (IB spec vol. 1
+ * 9.4.5: atomics are an RC service); anything else is a usage error, exit 2. */
+static int atomic_options(struct cfg *c, bool size_given, const char *argv0)
+{
+    if (!c->fetch_add) return 0;
+    const char *why = c->type != MLXD_QP_RC ? "-o fetch_add needs -c rc (atomics are an RC operation)"
+                    : size_given && c->size != 8 ? "-o fetch_add moves 8 bytes: leave -s out or give -s 8" : NULL;
+    if (why) { fprintf(stderr, "mlxd-pingpong: %s\n", why); usage(argv0); return 2; }
+    c->size = 8;
+    return 0;
+}
+
+/* Waits for the one completion of a fetch-and-add; a late one checks the TCP connection for the
+ * peer's failure notice, as the round trips do.  Returns 0, or -1 after printing why. */
+static int atomic_wait(struct mlxd_cq *cq, int s, uint32_t it, bool yield, struct mlxd_completion *wc)
+{
+    double deadline = now_us() + 10e6, next_check = now_us() + 20e3;
+    for (;;) {
+        int n = mlxd_cq_poll(cq, wc, 1);
+        if (n < 0) die("poll", n);
+        if (n == 1) return 0;
+        if (yield) sched_yield();
+        double t = now_us();
+        if (t > next_check) {
+            next_check = t + 20e3;
+            char pb;
+            ssize_t k = recv(s, &pb, 1, MSG_PEEK | MSG_DONTWAIT);
+            if (k == 0) fail("iteration %u: the peer %s closed the connection (see its output)", it, g_peer_name);
+            if (k == 1 && pb == 'F') peer_failed();
+        }
+        if (t > deadline) {
+            fprintf(stderr, "mlxd-pingpong: iteration %u: no fetch-and-add completion within 10 s\n", it);
+            return -1;
+        }
+    }
+}
+
+/* The client: -n fetch-and-adds of 1 on the server's counter (peer->addr), one at a time, each
+ * returned original value checked against COUNTER_START + its iteration.  rtt[it]: the round
+ * trip of each.  Returns 0, or 1 after printing the first difference. */
+static int atomic_client(const struct cfg *c, struct mlxd_qp *qp, struct mlxd_cq *cq, const struct mlxd_local *old,
+                         const uint8_t *oldbuf, const struct wire *peer, int s, double *rtt)
+{
+    bool yield = emulated();
+    for (uint32_t it = 0; it < c->iters; it++) {
+        double t0 = now_us();
+        struct mlxd_entry e = { .wr_id = it, .op = MLXD_OP_FETCH_ADD, .flags = MLXD_SIGNALED, .num_local = 1,
+                                .local = *old, .remote = { peer->addr, 0, peer->rkey, 0 }, .swap_add = 1 };
+        int rc = mlxd_qp_post(qp, &e);
+        if (rc) die("post a fetch-and-add", rc);
+        mlxd_qp_ring(qp);
+        struct mlxd_completion wc;
+        if (atomic_wait(cq, s, it, yield, &wc)) return 1;
+        if (wc.status) {
+            fprintf(stderr, "mlxd-pingpong: iteration %u: fetch-and-add completion error %s (%u), syndrome %s (0x%02x)\n",
+                    it, mlxd_wc_status_name((int)wc.status), wc.status, mlxd_syndrome_name(wc.syndrome), wc.syndrome);
+            return 1;
+        }
+        uint64_t got, want = COUNTER_START + it;
+        memcpy(&got, oldbuf, 8);
+        if (wc.opcode != MLXD_WC_FETCH_ADD || wc.byte_len != 8 || got != want) {
+            fprintf(stderr, "mlxd-pingpong: iteration %u: fetch-and-add returned 0x%016llx (opcode %u, %u bytes), "
+                    "expected 0x%016llx\n", it, (unsigned long long)got, wc.opcode, wc.byte_len, (unsigned long long)want);
+            return 1;
+        }
+        rtt[it] = now_us() - t0;
+    }
+    return 0;
+}
+
+/* The server: the counter starts at COUNTER_START; it waits (without taking it) for the client's
+ * verdict byte, failing when the counter stands still for 10 s, then checks the counter is
+ * COUNTER_START + -n.  Returns 0, or 1 after printing why. */
+static int atomic_server(const struct cfg *c, volatile uint64_t *counter, int s)
+{
+    uint64_t last = *counter;
+    double still_since = now_us();
+    for (;;) {
+        struct pollfd pf = { .fd = s, .events = POLLIN };
+        if (poll(&pf, 1, 20) > 0) {
+            char pb;
+            ssize_t k = recv(s, &pb, 1, MSG_PEEK | MSG_DONTWAIT);
+            if (k == 0) fail("the peer %s closed the connection (see its output)", g_peer_name);
+            if (k == 1 && pb == 'F') peer_failed();
+            if (k == 1) break;               /* 'D': taken by the verdict exchange */
+        }
+        uint64_t v = __atomic_load_n(counter, __ATOMIC_ACQUIRE);
+        if (v != last) { last = v; still_since = now_us(); }
+        else if (now_us() - still_since > 10e6) {
+            fprintf(stderr, "mlxd-pingpong: no fetch-and-add from the peer within 10 s (counter 0x%016llx)\n",
+                    (unsigned long long)v);
+            return 1;
+        }
+    }
+    uint64_t v = __atomic_load_n(counter, __ATOMIC_ACQUIRE), want = COUNTER_START + c->iters;
+    if (v != want) {
+        fprintf(stderr, "mlxd-pingpong: the counter is 0x%016llx after %u fetch-and-adds, expected 0x%016llx\n",
+                (unsigned long long)v, c->iters, (unsigned long long)want);
+        return 1;
+    }
+    printf("counter 0x%016llx after %u fetch-and-adds of 1 from 0x%016llx: verified\n", (unsigned long long)v,
+           c->iters, (unsigned long long)COUNTER_START);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct cfg c = { .port = 18515, .gid_idx = -1, .size = 4096, .iters = 1000, .type = MLXD_QP_RC };
@@ -553,15 +669,17 @@ int main(int argc, char **argv)
         { "size", 1, 0, 's' }, { "iters", 1, 0, 'n' }, { "gid-idx", 1, 0, 'g' }, { "emulate", 0, 0, 'e' },
         { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
     int o;
+    bool size_given = false;
     while ((o = getopt_long(argc, argv, "d:p:c:o:s:n:g:eh", lo, NULL)) != -1) {
         switch (o) {
         case 'd': c.dev = optarg; break;
         case 'p': c.port = (int)num_arg(argv[0], o, optarg, 1, 65535); break;
         case 'c': if (!strcmp(optarg, "rc")) c.type = MLXD_QP_RC; else if (!strcmp(optarg, "uc")) c.type = MLXD_QP_UC;
                   else { fprintf(stderr, "mlxd-pingpong: -c '%s': expected rc or uc\n", optarg); usage(argv[0]); return 2; } break;
-        case 'o': if (!strcmp(optarg, "send")) c.use_send = true; else if (!strcmp(optarg, "write_imm")) c.use_send = false;
-                  else { fprintf(stderr, "mlxd-pingpong: -o '%s': expected write_imm or send\n", optarg); usage(argv[0]); return 2; } break;
-        case 's': c.size = (uint32_t)num_arg(argv[0], o, optarg, 1, 0x7fffffffL); break;
+        case 'o': c.use_send = !strcmp(optarg, "send"); c.fetch_add = !strcmp(optarg, "fetch_add");
+                  if (!c.use_send && !c.fetch_add && strcmp(optarg, "write_imm"))
+                  { fprintf(stderr, "mlxd-pingpong: -o '%s': expected write_imm, send or fetch_add\n", optarg); usage(argv[0]); return 2; } break;
+        case 's': c.size = (uint32_t)num_arg(argv[0], o, optarg, 1, 0x7fffffffL); size_given = true; break;
         case 'n': c.iters = (uint32_t)num_arg(argv[0], o, optarg, 1, 100000000L); break;
         case 'g': c.gid_idx = (int)num_arg(argv[0], o, optarg, 0, 0xffff); break;
         case 'e': c.emulate = 1; break;
@@ -576,6 +694,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (!c.size || !c.iters || c.port <= 0 || c.port > 65535) { usage(argv[0]); return 2; }
+    if (atomic_options(&c, size_given, argv[0])) return 2;
     if (c.emulate) maybe_emulate(argv);
     emulated_setup();
 
@@ -625,7 +744,8 @@ int main(int argc, char **argv)
     struct mlxd_region *sreg, *rreg;
     struct mlxd_region_opts ro = { .sz = sizeof ro, .access = MLXD_ACCESS_LOCAL_WRITE };
     if ((rc = mlxd_region_register(nic, sbuf, c.size, &ro, &sreg))) die("register the send buffer", rc);
-    ro.access = MLXD_ACCESS_LOCAL_WRITE | MLXD_ACCESS_REMOTE_WRITE;
+    ro.access = MLXD_ACCESS_LOCAL_WRITE | (c.fetch_add ? MLXD_ACCESS_REMOTE_ATOMIC : MLXD_ACCESS_REMOTE_WRITE);
+    if (c.fetch_add) { uint64_t v0 = COUNTER_START; memcpy(rbuf, &v0, 8); }
     if ((rc = mlxd_region_register(nic, rbuf, c.size, &ro, &rreg))) die("register the receive buffer", rc);
     struct mlxd_cq *cq;
     if ((rc = mlxd_cq_create(nic, 256, NULL, &cq))) die("create the CQ", rc);
@@ -648,13 +768,13 @@ int main(int argc, char **argv)
     for (int i = 0; i < RECV_BATCH; i++) rv[i] = (struct mlxd_recv){ .wr_id = 0x1000u + (unsigned)i, .num_local = c.use_send ? 1 : 0, .local = &rl };
     for (int k = 0; k < 4; k++) if ((rc = mlxd_qp_receive(qp, rv, RECV_BATCH)) < 0) die("post receives", rc);
     int posted = 4 * RECV_BATCH;
-    struct mlxd_connect_opts co = { .sz = sizeof co, .peer_access = MLXD_ACCESS_REMOTE_WRITE };
+    struct mlxd_connect_opts co = { .sz = sizeof co, .peer_access = c.fetch_add ? MLXD_ACCESS_REMOTE_ATOMIC : MLXD_ACCESS_REMOTE_WRITE };
     if ((rc = mlxd_qp_connect(qp, &pep, &co))) die("connect", rc);
     send_all(s, "R", 1);
     expect_byte(s, 'R', "its ready signal");
 
     if (!c.server) printf("mlxd-pingpong server: %s QP 0x%06x %s %s, %u bytes x %u\n", c.dev, ep.qpn,
-                          c.type == MLXD_QP_RC ? "RC" : "UC", c.use_send ? "SEND" : "WRITE_IMM", c.size, c.iters);
+                          c.type == MLXD_QP_RC ? "RC" : "UC", op_label(&c), c.size, c.iters);
     int dir_out = c.server ? 0 : 1, dir_in = 1 - dir_out;
     struct mlxd_local sl = mlxd_region_local(sreg);
     double *rtt = calloc(c.iters, sizeof *rtt);
@@ -663,7 +783,8 @@ int main(int argc, char **argv)
     uint32_t sends_outstanding = 0;
     int failed = 0;
     bool yield = emulated();
-    for (uint32_t it = 0; it < c.iters && !failed; it++) {
+    if (c.fetch_add) failed = c.server ? atomic_client(&c, qp, cq, &sl, sbuf, &peer, s, rtt) : atomic_server(&c, (volatile uint64_t *)rbuf, s);
+    for (uint32_t it = 0; it < c.iters && !failed && !c.fetch_add; it++) {
         double t0 = now_us();
         for (int phase = 0; phase < 2 && !failed; phase++) {
             bool sending = (phase == 0) == (c.server != NULL);   /* client sends first */
@@ -761,13 +882,13 @@ int main(int argc, char **argv)
         uint32_t n = c.iters;
         double med = rtt[n / 2] / 2, p99 = rtt[(size_t)((n - 1) * 0.99)] / 2;
         printf("%u iterations of %u bytes, %s %s, %s -> peer QP 0x%06x, data verified\n", n, c.size,
-               c.type == MLXD_QP_RC ? "RC" : "UC", c.use_send ? "SEND" : "WRITE_IMM", c.dev, peer.qpn);
+               c.type == MLXD_QP_RC ? "RC" : "UC", op_label(&c), c.dev, peer.qpn);
         printf("one-way latency (round trip / 2), usec: min %.2f  median %.2f  p99 %.2f  max %.2f\n",
                rtt[0] / 2, med, p99, rtt[n - 1] / 2);
         printf("bandwidth: %.2f MB/s (%.0f messages/s, both directions)\n",
                2.0 * c.size * n / total, 2.0 * n / (total / 1e6));
     }
-    if (!failed && !c.server) printf("%u iterations of %u bytes received and verified\n", c.iters, c.size);
+    if (!failed && !c.server && !c.fetch_add) printf("%u iterations of %u bytes received and verified\n", c.iters, c.size);
     mlxd_qp_destroy(qp);
     mlxd_cq_destroy(cq);
     mlxd_region_deregister(sreg);

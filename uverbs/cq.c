@@ -41,6 +41,7 @@ static int ring_alloc(struct mlxd_cq *cq, uint32_t ncqe)
     cq->db = db;
     cq->buf = m;
     cq->dbrec = db;
+    cq->arm_rec = (volatile uint32_t *)db + MLXD_CQ_ARM_DB;
     cq->ncqe = ncqe;
     cq->ci = 0;
     return 0;
@@ -54,7 +55,7 @@ void mlxd__cq_release(struct mlxd_cq *cq)
     if (cq->mem) munmap(cq->mem, cq->mem_len);   /* the doorbell record is in the mapping */
     cq->mem = cq->db = NULL;
     cq->buf = NULL;
-    cq->dbrec = NULL;
+    cq->dbrec = cq->arm_rec = NULL;
 }
 
 int mlxd__comp_channel(struct mlxd_nic *nic);
@@ -81,6 +82,13 @@ int mlxd_cq_create(struct mlxd_nic *nic, uint32_t entries, const struct mlxd_cq_
     if (rc) { free(cq); return mlxd_err(ENOMEM, "%s: cannot allocate a ring of %u CQEs", fn, ncqe); }
     cq->events = opts && opts->events;
     cq->user_data = opts ? opts->user_data : 0;
+    cq->ignore_overrun = opts && opts->sz > offsetof(struct mlxd_cq_opts, ignore_overrun) && opts->ignore_overrun;
+    cq->real_time = opts && opts->sz > offsetof(struct mlxd_cq_opts, real_time_ts) && opts->real_time_ts;
+    if (cq->real_time && !nic->real_time_ts) {
+        rc = mlxd_err(EOPNOTSUPP, "%s %s: real_time_ts: the device has no real-time CQE timestamps "
+                      "(MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS not reported)", fn, nic->name);
+        goto fail;
+    }
     cq->nic = nic;
     cq->cqe_version = nic->cqe_version;
     cq->qp_table = nic->qp_table;
@@ -99,9 +107,9 @@ int mlxd_cq_create(struct mlxd_nic *nic, uint32_t entries, const struct mlxd_cq_
     memset(&req, 0, sizeof req);
     memset(&resp, 0, sizeof resp);
     req.buf_addr = (uintptr_t)cq->buf;
-    req.db_addr = (uintptr_t)cq->dbrec;
+    req.db_addr = (uintptr_t)cq->db;
     req.cqe_size = MLXD_CQE_SIZE;
-    req.flags = MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX;
+    req.flags = MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX | (cq->real_time ? MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS : 0);
     req.uar_page_index = (uint16_t)nic->uar_page_id;
     uint32_t resp_cqe = 0;
     struct ioc c;
@@ -111,6 +119,8 @@ int mlxd_cq_create(struct mlxd_nic *nic, uint32_t entries, const struct mlxd_cq_
     ioc_in_u64(&c, UVERBS_ATTR_CREATE_CQ_USER_HANDLE, (uintptr_t)cq);
     if (cq->events) ioc_obj(&c, UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, (uint64_t)nic->comp_fd);
     ioc_in_u32(&c, UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, opts ? opts->comp_vector : 0);
+    if (cq->ignore_overrun)   /* k: uverbs_std_types_cq.c CQ_CREATE flags; hw/mlx5/cq.c sets cqc.oi */
+        ioc_in_u32(&c, UVERBS_ATTR_CREATE_CQ_FLAGS, IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN);
     ioc_out(&c, UVERBS_ATTR_CREATE_CQ_RESP_CQE, &resp_cqe, sizeof resp_cqe);
     ioc_in(&c, UVERBS_ATTR_UHW_IN, &req, sizeof req);
     ioc_out(&c, UVERBS_ATTR_UHW_OUT, &resp, sizeof resp);
@@ -129,6 +139,8 @@ int mlxd_cq_create(struct mlxd_nic *nic, uint32_t entries, const struct mlxd_cq_
     mlxd__pinned_add(MLXD_PIN_DBREC, 1);
     cq->handle = (uint32_t)ioc_value(&c, h);
     cq->cqn = resp.cqn;
+    if (cq->ignore_overrun)
+        cq->dbrec = cq->ci_sink;      /* the device checks no consumer index: none is written */
     cq->state = OBJ_LIVE;
     pthread_mutex_lock(&nic->lock);
     cq->next = nic->cqs;
@@ -197,6 +209,11 @@ int mlxd_cq_destroy(struct mlxd_cq *cq)
     return 0;
 }
 
+bool mlxd_cq_real_time(const struct mlxd_cq *cq)
+{
+    return cq && cq->state == OBJ_LIVE && cq->real_time;
+}
+
 uint32_t mlxd_cq_size(const struct mlxd_cq *cq)
 {
     return cq && cq->state == OBJ_LIVE ? cq->ncqe : 0;
@@ -207,6 +224,6 @@ int mlxd_cq_ring(struct mlxd_cq *cq, volatile void **ring, uint32_t *ncqe, volat
     if (!cq || cq->state != OBJ_LIVE) return mlxd_err(EINVAL, "mlxd_cq_ring: invalid or destroyed CQ");
     if (ring) *ring = cq->buf;
     if (ncqe) *ncqe = cq->ncqe;
-    if (dbrec) *dbrec = cq->dbrec;
+    if (dbrec) *dbrec = cq->db;
     return 0;
 }

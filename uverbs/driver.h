@@ -20,7 +20,9 @@ struct mlxd_cq {
     volatile uint8_t *buf;          /* ncqe CQEs of 64 bytes */
     uint32_t ci;                    /* consumer index (free-running) */
     uint32_t ncqe;                  /* power of two */
-    volatile uint32_t *dbrec;       /* [0] SET_CI BE32, [1] ARM BE32 */
+    volatile uint32_t *dbrec;       /* [0] SET_CI BE32, [1] ARM BE32; an overrun-ignoring CQ's
+                                       points at ci_sink: the poll loop's consumer-index stores
+                                       (one per batch) then never reach the doorbell record */
     struct mlxd_qp *const *qp_table;/* nic->qp_table, NULL for detached CQs */
     uint32_t state;                 /* enum obj_state */
     uint8_t  cqe_version;
@@ -39,7 +41,12 @@ struct mlxd_cq {
     void    *mem;                   /* mmap'ed ring */
     size_t   mem_len;
     uint64_t pinned_ring, pinned_db;  /* pages the kernel pinned for it (memlock.c), 0 once released */
-    void    *db;                    /* aligned_alloc'ed doorbell record (64 bytes) */
+    void    *db;                    /* the doorbell record (in the ring's mapping) */
+    volatile uint32_t *arm_rec;     /* &db[1]: the arm word mlxd_cq_arm writes */
+    bool     ignore_overrun;        /* IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN */
+    bool     real_time;             /* MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS */
+    uint32_t ci_sink[2];            /* dbrec of an overrun-ignoring CQ */
+    uint64_t committed;             /* overrun-ignoring CQ: the depths of its QPs (under nic->lock) */
     unsigned qps;                   /* QPs using this CQ (under nic->lock) */
     int      destroy_result;
     struct mlxd_cq *next;
@@ -138,6 +145,12 @@ struct mlxd_nic {
     struct mlxd_qp *qps;
     struct mlxd_qp *qp_table[MLXD_MAX_QPS];
     struct mlxd_nic *next_closed;
+    /* clocks (uverbs/clock.c) */
+    bool     real_time_ts;          /* GET_CONTEXT: MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS */
+    uint8_t  clock_info_versions;   /* GET_CONTEXT: bit MLX5_IB_CLOCK_INFO_V1 */
+    uint32_t hca_core_clock;        /* kHz (EX_QUERY_DEVICE); 0 unknown */
+    uint64_t timestamp_mask;        /* EX_QUERY_DEVICE */
+    const volatile void *clock_info;/* the kernel's struct mlx5_ib_clock_info page, or NULL */
 };
 
 /* Validity checks used by every entry point (misuse -> -EINVAL with a message). */
@@ -151,6 +164,10 @@ int  mlxd__uar_alloc(struct mlxd_nic *nic, uint32_t type, uint32_t *handle, uint
                      void **map);
 int  mlxd__uar_free(struct mlxd_nic *nic, uint32_t handle, void *map);
 void mlxd__cq_release(struct mlxd_cq *cq);      /* rings + db (no kernel call) */
+/* The NIC's clock caps and its clock-info page (uverbs/clock.c); nothing fails: a clock the
+ * kernel does not describe is reported as absent. */
+void mlxd__clock_open(struct mlxd_nic *nic);
+void mlxd__clock_close(struct mlxd_nic *nic);
 
 /* memlock.c: pages pinned through the kernel, per process, as core/umem.c counts them */
 enum mlxd_pin_kind { MLXD_PIN_REGION, MLXD_PIN_RING, MLXD_PIN_DBREC, MLXD_PIN__N };

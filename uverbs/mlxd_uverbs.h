@@ -159,6 +159,13 @@ struct mlxd_port_info {
     uint32_t max_inline;        /* largest max_inline mlxd_qp_create accepts (bytes) */
     uint32_t bf_reg_size;       /* BlueFlame register bytes; 0 = no write-combining, doorbells only */
     uint8_t  cqe_version;       /* 0 or 1 (GET_CONTEXT response) */
+    /* the NIC's clock (mlxd_clock_info below) */
+    uint32_t hca_core_clock;    /* kHz of the free-running timer that stamps CQEs (EX_QUERY_DEVICE);
+                                   0 when the kernel does not say */
+    uint64_t timestamp_mask;    /* the timer wraps at timestamp_mask + 1 (EX_QUERY_DEVICE) */
+    bool     real_time_ts;      /* CQs may stamp in real time (mlxd_cq_opts.real_time_ts):
+                                   MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS */
+    bool     clock_info;        /* the kernel's clock-info page is mapped: mlxd_clock_info works */
 };
 
 /* Fills *out.  Errors: -EINVAL nic/out NULL or closed.  Any thread.  No system call. */
@@ -224,12 +231,24 @@ struct mlxd_region_opts {
     uint32_t access;           /* OR of enum mlxd_access; 0 = local read only */
     uint32_t order;            /* enum mlxd_order; 0 = in order */
     uint64_t iova;             /* address the NIC and peers use for the first byte; 0 = default:
-                                  the VA for host memory, the offset for dma-buf memory */
+                                  the VA for host memory, the offset for dma-buf memory, unless
+                                  flags has MLXD_REGION_IOVA_EXACT */
+    uint32_t flags;            /* OR of enum mlxd_region_flags; 0 = none */
+    uint32_t reserved;         /* 0 */
+};
+
+enum mlxd_region_flags {
+    /* iova is taken as given, 0 included: iova 0 makes a zero-based region, whose first byte
+     * peers and work entries address as 0 (what ibv_reg_mr_iova(pd, addr, len, 0, access) asks
+     * for; Holoscan Sensor Bridge's gpu_roce_transceiver registers its rings so).  The kernel's
+     * rule still applies: iova and addr (offset for dma-buf) share their in-page offset, so a
+     * zero-based region starts on a page boundary (uverbs_cmd.c ib_uverbs_reg_mr). */
+    MLXD_REGION_IOVA_EXACT = 1,
 };
 
 /* Where the NIC reads or writes local bytes: the scatter/gather entry of a work entry. */
 struct mlxd_local {
-    uint64_t addr;             /* IOVA of the first byte (the VA for host regions) */
+    uint64_t addr;             /* IOVA of the first byte (the VA for host regions by default) */
     uint32_t length;           /* bytes */
     uint32_t lkey;
 };
@@ -243,9 +262,9 @@ struct mlxd_remote {
 };
 
 /* Registers [addr, addr+length) of this process (REG_MR via INVOKE_WRITE).  length > 0.
- * opts NULL = { access 0, in order, iova = addr }.
+ * opts NULL = { access 0, in order, iova = addr }; iova 0 with MLXD_REGION_IOVA_EXACT: zero-based.
  * The memory must stay mapped until deregistered; the caller keeps owning it.
- * Errors: -EINVAL misuse (NULL, length 0, unknown access bits, REMOTE_WRITE/ATOMIC without
+ * Errors: -EINVAL misuse (NULL, length 0, unknown access bits or flags, REMOTE_WRITE/ATOMIC without
  * LOCAL_WRITE (kernel rule ib_check_mr_access), iova with another in-page offset than addr);
  * -EFAULT from the kernel when [addr, addr + length) is not mapped memory of this process;
  * -ENOMEM/-EAGAIN/-EPERM from the kernel: when the locked-memory limit is the cause
@@ -285,7 +304,36 @@ struct mlxd_cq_opts {
     bool     events;           /* attach the NIC's completion channel: mlxd_cq_arm + mlxd_wait */
     uint32_t comp_vector;      /* < the device's completion vectors; 0 default */
     uint64_t user_data;        /* returned in struct mlxd_event.user_data */
+    bool     ignore_overrun;   /* IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN (see below) */
+    bool     real_time_ts;     /* CQE timestamps in real time (MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS;
+                                  see below); -EOPNOTSUPP where the device has no such clock */
 };
+
+/* CQE timestamps (struct mlxd_completion.timestamp, mlx5_cqe64.timestamp) come in one of two
+ * formats, chosen when the CQ is created:
+ *   - free-running (default): ticks of the NIC's internal timer (hca_core_clock kHz, wrapping at
+ *     timestamp_mask).  To nanoseconds: mlxd_clock_info() then mlxd_ts_to_ns(), as libmlx5's
+ *     mlx5dv_get_clock_info() / mlx5dv_ts_to_ns() (infiniband/mlx5dv.h) do.  The kernel keeps
+ *     the conversion in its clock-info page (struct mlx5_ib_clock_info, include/uapi/rdma/
+ *     mlx5-abi.h; drivers/net/ethernet/mellanox/mlx5/core/lib/clock.c), a timecounter whose time
+ *     base is the PHC's (CLOCK_REALTIME when nothing disciplines it), refreshed at least every
+ *     overflow_period;
+ *   - real time (real_time_ts = true, where mlxd_port_info.real_time_ts): the PHC's time,
+ *     seconds in bits 63..32 and nanoseconds in bits 31..0 (the kernel's REAL_TIME_TO_NS,
+ *     drivers/net/ethernet/mellanox/mlx5/core/lib/clock.h); mlxd_real_time_ts_to_ns(). */
+
+/* Overrun-ignoring CQs (ignore_overrun; the kernel's IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN,
+ * include/uapi/rdma/ib_user_verbs.h, which drivers/infiniband/hw/mlx5/cq.c turns into the CQ
+ * context's `oi` bit; UCX creates its CQs so): the device does not check the consumer index, so
+ * mlxd_cq_poll never writes the consumer-index doorbell record (dbrec[0] stays 0); a batch
+ * saves that store and, on a real NIC, the cache-line transfer to the device that follows it.
+ * The price: a CQ that does overrun is not stopped with a CQ error (MLXD_EVENT_CQ_ERROR) but
+ * has its oldest unpolled CQEs overwritten, completions lost without a trace.  Choose it only
+ * when the CQ cannot overrun: entries >= the send_depth + recv_depth of every QP completing
+ * into it (then mlxd_qp_post / mlxd_qp_receive keep the outstanding work within the CQ: the
+ * sizing rule above), as mlxd_qp_create then enforces for such a CQ (-EINVAL otherwise).
+ * mlxd_cq_arm still writes the arm word with the consumer index.  The kernel may refuse it
+ * (-EOPNOTSUPP from CQ_CREATE: the device lacks the cq_oi capability). */
 
 /* Creates a CQ of `entries` rounded up to a power of two (>= 2) CQEs of 64 bytes.  The ring
  * (page aligned, entries*64 bytes, every CQE's op_own = 0xF0: opcode INVALID, owner 0) and its
@@ -335,11 +383,31 @@ struct mlxd_qp_opts {
     uint32_t max_send_sge;     /* data entries per send entry (struct mlxd_entry sgl); 0 = 1.
                                   The send WQE is sized for this many data segments or the
                                   inline data, whichever is larger (libmlx5 mlx5_calc_send_wqe) */
+    uint8_t  blueflame;        /* enum mlxd_blueflame; 0 = MLXD_BLUEFLAME_DEFAULT */
+};
+
+/* BlueFlame: mlxd_qp_ring of a single WQE that fits half the BlueFlame register (bf_reg_size/2,
+ * mlxd_port_info) copies the whole WQE into the write-combining register, so the NIC starts
+ * without reading the WQE from host memory (lower latency for small sends); otherwise, or with
+ * BlueFlame off, it writes the 8-byte doorbell and the NIC fetches the WQE by DMA.
+ * Off suits: senders of large or batched WQEs (BlueFlame is never used for a batch anyway),
+ * hosts where write-combining stores are slow or flushed late (some virtual machines and CPUs:
+ * the DPDK mlx5 guide and libvma advise MLX5_SHUT_UP_BF=1 there), and a receive-only QP.
+ * On suits: latency-bound senders posting one small WQE per ring.
+ * MLXD_BLUEFLAME_DEFAULT is on when the device has write-combining registers, unless the
+ * environment variable MLX5_SHUT_UP_BF is set and not "0" (libmlx5's switch, read at
+ * mlxd_qp_create).  _ON and _OFF ignore the environment; _ON on a device without
+ * write-combining registers (bf_reg_size 0) is doorbell-only, as libmlx5. */
+enum mlxd_blueflame {
+    MLXD_BLUEFLAME_DEFAULT = 0,
+    MLXD_BLUEFLAME_ON = 1,
+    MLXD_BLUEFLAME_OFF = 2,
 };
 
 /* Creates a QP on cq (QP_CREATE ioctl, state RESET).  The QP buffer (receive ring, then send
  * ring, page aligned) and its doorbell record are owned by the library.
- * Errors: -EINVAL misuse (type not RC/UC, both depths 0, gid index not valid on the port);
+ * Errors: -EINVAL misuse (type not RC/UC, both depths 0, gid index not valid on the port,
+ * blueflame not an enum mlxd_blueflame value);
  * -EINVAL "exceeds the device's maximum" when a depth, the inline size or the WQE size
  * (max_sq_desc_sz) is beyond the device (the message names the bound); -ENOMEM; -ENOSPC when
  * the NIC's table of QPs (4096 per NIC) is full; the kernel's errno (message "QP_CREATE").
@@ -352,6 +420,10 @@ struct mlxd_endpoint {
     uint32_t psn;              /* 24-bit first send PSN of this QP */
     uint8_t  gid[16];          /* this QP's source GID (network order) */
 };
+
+/* Whether mlxd_qp_ring of this QP uses BlueFlame (enum mlxd_blueflame); false for NULL, a
+ * destroyed QP, or a QP without a send ring.  Any thread. */
+bool mlxd_qp_blueflame(const struct mlxd_qp *qp);
 
 /* Fills *out (the PSN is the one connect will use for sends).  -EINVAL on misuse.  Any thread. */
 int mlxd_qp_endpoint(const struct mlxd_qp *qp, struct mlxd_endpoint *out);
@@ -437,9 +509,66 @@ struct mlxd_event {
 int mlxd_wait(struct mlxd_nic *nic, int ms, struct mlxd_event *out, size_t cap);
 
 /* The fds mlxd_wait polls (for an application's own epoll): the async fd and the completion
- * channel fd (-1 until a CQ with events exists).  Read them only through mlxd_wait; they
- * belong to the NIC (closed by mlxd_close).  Returns 0 or -EINVAL.  Any thread. */
+ * channel fd (-1 until a CQ with events exists).  Read them only through mlxd_wait or
+ * mlxd_read_completion_event; they belong to the NIC (closed by mlxd_close).  Returns 0 or
+ * -EINVAL.  Any thread. */
 int mlxd_event_fds(const struct mlxd_nic *nic, int *async_fd, int *comp_fd);
+
+/* A consistent copy of the kernel's clock-info page (the fields of mlx5dv.h's struct
+ * mlx5dv_clock_info): nsec at last_cycles, and the cycles-to-ns multiplier (ns = cycles * mult
+ * >> shift, with frac the carried fraction).  Valid for timestamps within overflow_period of
+ * last_cycles: take a new copy at least that often (the kernel refreshes the page). */
+struct mlxd_clock_info {
+    uint64_t nsec;
+    uint64_t last_cycles;
+    uint64_t frac;
+    uint32_t mult;
+    uint32_t shift;
+    uint64_t mask;
+    uint64_t overflow_period;  /* as the kernel states it (the mlx5 driver: in ns, via jiffies on
+                                  some versions); informative */
+};
+
+/* Reads the page under its `sign` sequence word (the kernel sets MLX5_IB_CLOCK_INFO_KERNEL_UPDATING
+ * while it writes), as mlx5dv_get_clock_info does.  No system call, no lock: the hot path may
+ * call it once per batch.  Errors: -EINVAL nic or out NULL, nic closed; -EOPNOTSUPP the kernel
+ * offers no clock-info page (mlxd_port_info.clock_info false); -EBUSY the kernel kept updating
+ * it over 1000 reads. */
+int mlxd_clock_info(const struct mlxd_nic *nic, struct mlxd_clock_info *out);
+
+/* A free-running CQE timestamp to ns on the clock-info's time base, exactly as mlx5dv_ts_to_ns:
+ * a timestamp up to mask/2 ticks after last_cycles is later, one more than that is earlier
+ * (this is what keeps the conversion right across the timer's wrap); no division. */
+static inline uint64_t mlxd_ts_to_ns(const struct mlxd_clock_info *ci, uint64_t ts)
+{
+    uint64_t delta = (ts - ci->last_cycles) & ci->mask;
+    if (delta > ci->mask / 2) {
+        delta = (ci->last_cycles - ts) & ci->mask;
+        return ci->nsec - ((delta * ci->mult - ci->frac) >> ci->shift);
+    }
+    return ci->nsec + ((delta * ci->mult + ci->frac) >> ci->shift);
+}
+
+/* A real-time CQE timestamp (CQ created with real_time_ts) to ns since the epoch. */
+static inline uint64_t mlxd_real_time_ts_to_ns(uint64_t ts)
+{
+    return (ts >> 32) * 1000000000ull + (uint32_t)ts;
+}
+
+/* Whether cq was created with real_time_ts (false for NULL or a destroyed CQ). */
+bool mlxd_cq_real_time(const struct mlxd_cq *cq);
+
+/* For an application that waits on the completion channel fd itself (poll/epoll on
+ * mlxd_event_fds' comp_fd, e.g. together with fds of its own): exactly one read(2) of the
+ * channel, which is what the kernel's interface needs per wake-up (one wait, one read of one
+ * struct ib_uverbs_comp_event_desc: include/uapi/rdma/ib_user_verbs.h; ibv_get_cq_event does
+ * the same).  Returns 1 with ev filled (kind MLXD_EVENT_COMPLETION, cq, user_data; the CQ's
+ * arm sequence advances as mlxd_wait's does), 0 when nothing was queued (EAGAIN/EINTR) or the
+ * event was for a CQ destroyed since.  The channel is a blocking fd: call it once poll says the
+ * fd is readable, or it waits for the next event.  Errors: -EINVAL nic or ev NULL, nic closed,
+ * or no completion channel yet (no CQ with events); -errno of read.  Thread rules: as
+ * mlxd_wait (one reader of a NIC's events at a time). */
+int mlxd_read_completion_event(struct mlxd_nic *nic, struct mlxd_event *ev);
 
 #ifdef __cplusplus
 }

@@ -68,6 +68,76 @@ static const uint8_t *gid_by_index(const struct mlxd_nic *nic, uint32_t idx)
     return NULL;
 }
 
+/* Whether the QP's sends use BlueFlame: the device must have write-combining registers
+ * (bf_reg_size != 0); MLXD_BLUEFLAME_OFF never, _ON always then, _DEFAULT unless the environment
+ * says MLX5_SHUT_UP_BF (set and not "0"), as libmlx5 reads it (rdma-core providers/mlx5/mlx5.c
+ * get_shut_up_bf). */
+static bool want_blueflame(const struct mlxd_nic *nic, const struct mlxd_qp_opts *opts, uint32_t sq_wqebbs)
+{
+    if (!nic->bf_reg_size || !sq_wqebbs)
+        return false;
+    uint8_t bf = opts->sz > offsetof(struct mlxd_qp_opts, blueflame) ? opts->blueflame : MLXD_BLUEFLAME_DEFAULT;
+    if (bf != MLXD_BLUEFLAME_DEFAULT)
+        return bf == MLXD_BLUEFLAME_ON;
+    const char *env = getenv("MLX5_SHUT_UP_BF");
+    return !env || !strcmp(env, "0");
+}
+
+/* A doorbell UAR of the QP's own: BlueFlame (write-combining) when wanted, else a non-cached
+ * doorbell page (kernel drivers/infiniband/hw/mlx5/main.c UAR_OBJ_ALLOC: MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC,
+ * what libmlx5 maps with MLX5_SHUT_UP_BF).  Sets uar_handle, uar_map, uar_bf, bf_reg,
+ * bf_buf_size (0: the ring writes the doorbell only, never the BlueFlame copy). */
+static int qp_doorbell_uar(struct mlxd_nic *nic, struct mlxd_qp *qp, const struct mlxd_qp_opts *opts,
+                           uint32_t sq_wqebbs, uint32_t *page_id)
+{
+    static const char fn[] = "mlxd_qp_create";
+    int rc = -EOPNOTSUPP;
+    if (want_blueflame(nic, opts, sq_wqebbs)) {
+        rc = mlxd__uar_alloc(nic, MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF, &qp->uar_handle, page_id, &qp->uar_map);
+        qp->uar_bf = rc == 0;
+    }
+    if (rc == -EOPNOTSUPP)      /* no BlueFlame (not wanted, or the kernel has no WC UARs) */
+        rc = mlxd__uar_alloc(nic, MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC, &qp->uar_handle, page_id, &qp->uar_map);
+    if (rc == MLXD__UAR_TOO_SMALL)
+        return mlxd_err(ENOSPC, "%s %s: UAR_OBJ_ALLOC gave a doorbell register mapping smaller than a system page",
+                        fn, nic->name);
+    if (rc)
+        return mlxd_err(-rc, "%s %s: the kernel refused UAR_OBJ_ALLOC + MMAP: %s", fn, nic->name, strerror(-rc));
+    qp->bf_reg = (uint8_t *)qp->uar_map + MLXD_UAR_BF_OFFSET;
+    qp->bf_buf_size = qp->uar_bf ? nic->bf_reg_size / 2 : 0;
+    return 0;
+}
+
+bool mlxd_qp_blueflame(const struct mlxd_qp *qp)
+{
+    return qp && qp->state == OBJ_LIVE && qp->bf_buf_size != 0;
+}
+
+/* An overrun-ignoring CQ must never overrun (mlxd_uverbs.h: the device would overwrite CQEs
+ * nobody polled): the send and receive depths of the QPs completing into it must fit its
+ * entries.  Reserves them (under nic->lock) or returns -EINVAL changing nothing. */
+static int cq_depth_reserve(struct mlxd_nic *nic, struct mlxd_cq *cq, struct mlxd_cq *rcq, uint32_t sd, uint32_t rd,
+                            int sign)
+{
+    int rc = 0;
+    pthread_mutex_lock(&nic->lock);
+    if (sign > 0) {
+        uint64_t need_s = cq->committed + sd + (rcq == cq ? rd : 0), need_r = rcq->committed + rd;
+        if (cq->ignore_overrun && need_s > cq->ncqe)
+            rc = mlxd_err(EINVAL, "mlxd_qp_create: the overrun-ignoring CQ 0x%x has %u entries, its QPs' depths "
+                          "would need %llu", cq->cqn, cq->ncqe, (unsigned long long)need_s);
+        else if (rcq != cq && rcq->ignore_overrun && need_r > rcq->ncqe)
+            rc = mlxd_err(EINVAL, "mlxd_qp_create: the overrun-ignoring recv_cq 0x%x has %u entries, its QPs' "
+                          "depths would need %llu", rcq->cqn, rcq->ncqe, (unsigned long long)need_r);
+    }
+    if (!rc) {
+        cq->committed += (uint64_t)sign * sd;
+        rcq->committed += (uint64_t)sign * rd;
+    }
+    pthread_mutex_unlock(&nic->lock);
+    return rc;
+}
+
 /* QP_CREATE (mlx5 driver data: the buffer, its doorbell record, the UAR page of its own) for a
  * QP whose rings and fields are set; sets qp->handle and the kernel's QPN.  A refusal explains
  * RLIMIT_MEMLOCK when that is the cause (memlock.c); success counts the pages the kernel pinned. */
@@ -132,6 +202,8 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     int trc = mlxd__opts_tail_check(fn, "opts", opts, opts->sz, sizeof *opts);
     if (trc) return trc;
     if (opts->psn > 0xffffff) return mlxd_err(EINVAL, "%s: psn 0x%x exceeds 24 bits", fn, opts->psn);
+    if (opts->sz > offsetof(struct mlxd_qp_opts, blueflame) && opts->blueflame > MLXD_BLUEFLAME_OFF)
+        return mlxd_err(EINVAL, "%s: blueflame %u is not DEFAULT (0), ON (1) or OFF (2)", fn, opts->blueflame);
     uint32_t type = opts->type ? opts->type : MLXD_QP_RC;
     if (type != MLXD_QP_RC && type != MLXD_QP_UC) return mlxd_err(EINVAL, "%s: type %u is not RC (2) or UC (3)", fn, type);
     if (!opts->send_depth && !opts->recv_depth) return mlxd_err(EINVAL, "%s: send and receive depth are both 0", fn);
@@ -171,16 +243,24 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
         rq_cnt = bytes / stride;
         rq_shift = (uint32_t)__builtin_ctz(stride);
     }
+    int rc = cq_depth_reserve(nic, cq, rcq, opts->send_depth, opts->recv_depth, 1);
+    if (rc) return rc;
     struct mlxd_qp *qp = calloc(1, sizeof *qp);
-    if (!qp) return mlxd_err(ENOMEM, "%s: out of memory", fn);
-    int rc;
+    if (!qp) {
+        cq_depth_reserve(nic, cq, rcq, opts->send_depth, opts->recv_depth, -1);
+        return mlxd_err(ENOMEM, "%s: out of memory", fn);
+    }
     size_t rq_bytes = (size_t)rq_cnt << rq_shift;
     size_t bufl = rq_bytes + (size_t)sq_wqebbs * MLXD_SEND_WQE_BB;
     long pg = sysconf(_SC_PAGESIZE);
     bufl = (bufl + (size_t)pg - 1) & ~((size_t)pg - 1);
     size_t len = bufl + (size_t)pg;       /* + one page for the doorbell record */
     void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) { free(qp); return mlxd_err(ENOMEM, "%s: cannot allocate a %zu-byte QP buffer", fn, len); }
+    if (m == MAP_FAILED) {
+        free(qp);
+        cq_depth_reserve(nic, cq, rcq, opts->send_depth, opts->recv_depth, -1);
+        return mlxd_err(ENOMEM, "%s: cannot allocate a %zu-byte QP buffer", fn, len);
+    }
     madvise(m, len, MADV_DONTFORK);
     qp->mem = m;
     qp->mem_len = len;
@@ -227,27 +307,9 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     pthread_mutex_unlock(&nic->lock);
     qp->uidx = uidx;
 
-    /* a doorbell UAR of its own: BlueFlame (write-combining) when the device has it */
     uint32_t page_id = 0;
-    rc = -EOPNOTSUPP;
-    if (nic->bf_reg_size && sq_wqebbs) {
-        rc = mlxd__uar_alloc(nic, MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF, &qp->uar_handle, &page_id, &qp->uar_map);
-        qp->uar_bf = rc == 0;
-    }
-    if (rc == -EOPNOTSUPP)      /* no BlueFlame: a non-cached doorbell page (kernel
-                                 * drivers/infiniband/hw/mlx5/main.c UAR_OBJ_ALLOC) */
-        rc = mlxd__uar_alloc(nic, MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC, &qp->uar_handle, &page_id, &qp->uar_map);
-    if (rc == MLXD__UAR_TOO_SMALL) {
-        rc = mlxd_err(ENOSPC, "%s %s: UAR_OBJ_ALLOC gave a doorbell register mapping smaller than a system page",
-                      fn, nic->name);
-        goto fail_uidx;
-    }
-    if (rc) {
-        rc = mlxd_err(-rc, "%s %s: the kernel refused UAR_OBJ_ALLOC + MMAP: %s", fn, nic->name, strerror(-rc));
-        goto fail_uidx;
-    }
-    qp->bf_reg = (uint8_t *)qp->uar_map + MLXD_UAR_BF_OFFSET;
-    qp->bf_buf_size = qp->uar_bf ? nic->bf_reg_size / 2 : 0;
+    rc = qp_doorbell_uar(nic, qp, opts, sq_wqebbs, &page_id);
+    if (rc) goto fail_uidx;
 
     uint32_t qpn = 0;
     rc = kernel_create_qp(qp, cq, rcq, opts->send_depth, opts->recv_depth, page_id, &qpn);
@@ -274,6 +336,7 @@ fail_uidx:
 fail_mem:
     mlxd__qp_release(qp);
     free(qp);
+    cq_depth_reserve(nic, cq, rcq, opts->send_depth, opts->recv_depth, -1);
     return rc;
 }
 
@@ -433,6 +496,8 @@ int mlxd_qp_destroy(struct mlxd_qp *qp)
     if (qp->recv_cq->hot_qp == qp) qp->recv_cq->hot_qp = NULL;
     qp->send_cq->qps--;
     if (qp->recv_cq != qp->send_cq) qp->recv_cq->qps--;
+    qp->send_cq->committed -= qp->sq_depth;
+    qp->recv_cq->committed -= qp->rq_depth;
     pthread_mutex_unlock(&nic->lock);
     if (rc) return mlxd_err(-rc, "mlxd_qp_destroy %s: the kernel refused QP_DESTROY of QP 0x%x: %s", nic->name, qp->qpn, strerror(-rc));
     /* its completions nobody polled leave the CQs too (as libmlx5's ibv_destroy_qp): they would

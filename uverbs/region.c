@@ -15,6 +15,16 @@
                     MLXD_ACCESS_REMOTE_ATOMIC)
 #define ACCESS_RELAXED_ORDERING 0x100000u   /* IB_UVERBS_ACCESS_RELAXED_ORDERING */
 
+/* The IOVA of the first byte: opts->iova when given (non-zero, or MLXD_REGION_IOVA_EXACT), else
+ * `dflt` (the VA of host memory, the offset of dma-buf memory).  opts passed check_opts. */
+static uint64_t pick_iova(const struct mlxd_region_opts *o, uint64_t dflt)
+{
+    if (!o) return dflt;
+    bool exact = o->sz >= offsetof(struct mlxd_region_opts, flags) + sizeof o->flags &&
+                 (o->flags & MLXD_REGION_IOVA_EXACT);
+    return o->iova || exact ? o->iova : dflt;
+}
+
 static int check_opts(const char *fn, const struct mlxd_region_opts *o, uint32_t *access)
 {
     *access = 0;
@@ -30,6 +40,9 @@ static int check_opts(const char *fn, const struct mlxd_region_opts *o, uint32_t
         return mlxd_err(EINVAL, "%s: remote write or atomic access needs MLXD_ACCESS_LOCAL_WRITE "
                         "(kernel rule ib_check_mr_access)", fn);
     if (o->order > MLXD_ORDER_RELAXED) return mlxd_err(EINVAL, "%s: order %u unknown", fn, o->order);
+    if (o->sz >= offsetof(struct mlxd_region_opts, flags) + sizeof o->flags &&
+        (o->flags & ~(uint32_t)MLXD_REGION_IOVA_EXACT))
+        return mlxd_err(EINVAL, "%s: unknown flags 0x%x", fn, o->flags & ~(uint32_t)MLXD_REGION_IOVA_EXACT);
     *access = o->access | (o->order == MLXD_ORDER_RELAXED ? ACCESS_RELAXED_ORDERING : 0);
     return 0;
 }
@@ -64,7 +77,7 @@ int mlxd_region_register(struct mlxd_nic *nic, void *addr, size_t length,
     uint32_t access;
     int rc = check_opts(fn, opts, &access);
     if (rc) return rc;
-    uint64_t iova = opts && opts->iova ? opts->iova : (uintptr_t)addr;
+    uint64_t iova = pick_iova(opts, (uintptr_t)addr);
     long pg = sysconf(_SC_PAGESIZE);
     if ((iova & (uint64_t)(pg - 1)) != ((uintptr_t)addr & (uint64_t)(pg - 1)))
         return mlxd_err(EINVAL, "%s: iova 0x%llx and addr %p have different offsets in their page", fn,
@@ -105,7 +118,7 @@ int mlxd_region_register_dmabuf(struct mlxd_nic *nic, int fd, uint64_t offset, s
     uint32_t access;
     int rc = check_opts(fn, opts, &access);
     if (rc) return rc;
-    uint64_t iova = opts && opts->iova ? opts->iova : offset;
+    uint64_t iova = pick_iova(opts, offset);
     long pg = sysconf(_SC_PAGESIZE);
     if ((iova & (uint64_t)(pg - 1)) != (offset & (uint64_t)(pg - 1)))
         return mlxd_err(EINVAL, "%s: iova 0x%llx and offset 0x%llx have different offsets in their page",

@@ -33,6 +33,7 @@ struct emu_global emu_g = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .ev_lock = PTHREAD_MUTEX_INITIALIZER,
     .clock_memfd = -1,
+    .clock_info_memfd = -1,
 };
 struct emu_fdent emu_fdtab[EMU_MAX_FD];
 struct emu_real emu_real;
@@ -152,7 +153,7 @@ static void emu_fini(void)
             emu_file_destroy(f);
         }
     }
-    emu_g.clock_stop = true;
+    __atomic_store_n(&emu_g.clock_stop, true, __ATOMIC_RELEASE);   /* read by the clock thread */
     pthread_mutex_unlock(&emu_g.lock);
     if (emu_g.clock_thread_started) {
         pthread_join(emu_g.clock_thread, NULL);

@@ -186,9 +186,11 @@ struct emu_global {
     /* CORE_CLOCK page */
     int      clock_memfd;
     volatile uint8_t *clock_page;   /* emulator's own writable view */
+    int      clock_info_memfd;
+    volatile uint8_t *clock_info_page;   /* struct mlx5_ib_clock_info, writable view */
     bool     clock_thread_started;
     pthread_t clock_thread;
-    volatile bool clock_stop;
+    bool     clock_stop;            /* __atomic accesses: written at exit, read by the clock thread */
 };
 
 extern struct emu_global emu_g;

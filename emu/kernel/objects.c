@@ -218,10 +218,12 @@ int emu_k_get_context(struct emu_file *f, const void *uhw_in, size_t inlen, void
     resp.max_srq_recv_wr = EMU_MAX_QP_WR - 1;
     resp.num_ports = 1;
     resp.comp_mask = MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_CORE_CLOCK_OFFSET;
+    /* k: set_ucontext_resp: REAL_TIME_TS when the device's sq/rq/qp ts_format caps allow it */
+    if (emu_nic_clock_real_time()) resp.comp_mask |= MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS;
     resp.cqe_version = req.max_cqe_version < 1 ? req.max_cqe_version : 1;
     resp.cmds_supp_uhw = MLX5_USER_CMDS_SUPP_UHW_QUERY_DEVICE;
     resp.eth_min_inline = 1;           /* MLX5_INLINE_MODE_NONE + 1 */
-    resp.clock_info_versions = 0;      /* no CLOCK_INFO page */
+    resp.clock_info_versions = 1u << MLX5_IB_CLOCK_INFO_V1;   /* the clock-info page (mmap.c) */
     resp.hca_core_clock_offset = EMU_CORE_CLOCK_OFF;
     resp.log_uar_size = 12;
     /* k: mlx5_ib_alloc_ucontext passes the firmware's num_of_uars_per_page through (devices
@@ -546,7 +548,8 @@ int emu_k_create_cq(struct emu_file *f, const struct emu_cq_args *a, uint32_t *h
     if (r) return r;
     if (ucmd.cqe_comp_en) return -EOPNOTSUPP;                 /* no CQE compression */
     if (ucmd.flags & MLX5_IB_CREATE_CQ_FLAGS_CQE_128B_PAD) return -EOPNOTSUPP;  /* no cqe_128_always */
-    if (ucmd.flags & MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS) return -EOPNOTSUPP;  /* no real-time clock */
+    /* k: create_cq_user: REAL_TIME_TS needs the real-time timestamp format */
+    if ((ucmd.flags & MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS) && !emu_nic_clock_real_time()) return -EOPNOTSUPP;
     struct k_uar *uar;
     if (a->uar_index_attr || (ucmd.flags & MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX)) {
         uint32_t idx = a->uar_index_attr ? a->uar_index : ucmd.uar_page_index;
@@ -576,6 +579,8 @@ int emu_k_create_cq(struct emu_file *f, const struct emu_cq_args *a, uint32_t *h
     cq->pub.ncqe = entries;
     cq->pub.cqe_size = ucmd.cqe_size;
     cq->pub.dbrec = (volatile uint32_t *)(uintptr_t)ucmd.db_addr;
+    cq->pub.ignore_overrun = (a->flags & IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN) != 0;
+    cq->pub.real_time_ts = (ucmd.flags & MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS) != 0;
     cq->pub.uar = &uar->pub;
     cq->pub.channel = chan ? &chan->chan : NULL;
     cq->pub.async_fd = async ? async->chan.fd : -1;

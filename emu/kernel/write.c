@@ -132,8 +132,8 @@ static int cmd_ex_query_device(struct emu_file *f, const struct emu_wcmd *w)
     memset(&resp, 0, sizeof resp);
     emu_k_fill_device_attr(f, &resp.base);
     resp.response_length = (uint32_t)(w->outlen < sizeof resp ? w->outlen : sizeof resp);
-    resp.timestamp_mask = ~0ull;
-    resp.hca_core_clock = 1000000;              /* kHz: the clock counts nanoseconds */
+    resp.timestamp_mask = emu_nic_clock_mask();  /* the internal timer (emu/nic/nic_clock.c) */
+    resp.hca_core_clock = emu_nic_clock_khz();     /* kHz */
     struct mlx5_ib_query_device_resp mresp;
     memset(&mresp, 0, sizeof mresp);
     mresp.response_length = (uint32_t)(w->uhw_outlen < sizeof mresp ? w->uhw_outlen : sizeof mresp);

@@ -38,8 +38,9 @@ int nic_cqe_write(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c
 {
     struct nic_cq *nc = cq->nic;
     if (!cq->buf || !cq->ncqe) return -1;
-    /* overrun: the consumer index (dbrec[0]) says the slot has not been consumed */
-    if (cq->dbrec) {
+    /* overrun: the consumer index (dbrec[0]) says the slot has not been consumed.  A CQ created
+     * with IGNORE_OVERRUN (cqc.oi) is never checked: the slot is overwritten. */
+    if (cq->dbrec && !cq->ignore_overrun) {
         uint32_t ci = __builtin_bswap32(__atomic_load_n(&cq->dbrec[0], __ATOMIC_ACQUIRE)) & 0xffffff;
         if (((cq->pi - ci) & 0xffffff) >= cq->ncqe) {
             if (nc && !nc->overrun) {
@@ -61,7 +62,7 @@ int nic_cqe_write(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c
     if (!err) {
         memcpy(tmp + 36, &c->imm, 4);
         v = __builtin_bswap32(c->byte_cnt); memcpy(tmp + 44, &v, 4);
-        uint64_t ts = __builtin_bswap64(nic_now_ns());
+        uint64_t ts = __builtin_bswap64(emu_nic_cqe_timestamp(cq));
         memcpy(tmp + 48, &ts, 8);
     } else {
         tmp[54] = c->vendor;

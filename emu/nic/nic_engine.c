@@ -40,7 +40,6 @@ uint64_t nic_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t emu_nic_clock_ns(void) { return nic_now_ns(); }
 
 struct nic_dev *nic_dev_get(unsigned index)
 {

@@ -8,6 +8,7 @@
  * library); tests/test_emu_nic.c runs one case per Check test. */
 #define NIC_NO_WEAK_SERVICES 1
 #include "../../emu/nic/nic_engine.c"
+#include "../../emu/nic/nic_clock.c"
 #include "../../emu/nic/nic_cq.c"
 #include "../../emu/nic/nic_req.c"
 #include "../../emu/nic/nic_doorbell.c"
@@ -373,7 +374,8 @@ static void dump(const char *what, const uint8_t *b)
     fprintf(stderr, "\n");
 }
 
-/* Compares a CQE with the expected bytes; the timestamp (48..55) must lie in [t0, t1]. */
+/* Compares a CQE with the expected bytes; the timestamp (48..55: the device timer, emu/nic/nic_clock.c)
+ * must lie in [t0, t1]. */
 static void check_cqe(const uint8_t got[64], uint8_t want[64], uint64_t t0, uint64_t t1, int line)
 {
     if (want[63] >> 4 < 13) {
@@ -416,18 +418,18 @@ static void case_uc_write_imm(void)
     struct emu_mr *dst = mr_new(1, 8192, 0x601, NIC_ACC_LOCAL_WRITE | NIC_ACC_REMOTE_WRITE);
     for (int i = 0; i < 3000; i++) MRP(src)[i] = (uint8_t)(i * 7 + 1);
     uint16_t r = post_recv(b, NULL, 0);
-    uint64_t t0 = nic_now_ns();
+    uint64_t t0 = emu_nic_clock_cycles();
     struct sge sg = {3000, 0x501, src->addr};
     uint16_t w = post_send(a, NIC_OP_RDMA_WRITE_IMM, 0x08 | 0x02, be(0xdeadbeef), dst->addr + 100, 0x601, &sg, 1);
     uint8_t got[64], want[64];
     CHECK(cq_poll(rc, got, 2000));
-    uint64_t t1 = nic_now_ns();
+    uint64_t t1 = emu_nic_clock_cycles();
     /* responder: RESP_WR_IMM (1), byte_cnt 3000, imm as sent, QPN 0x22, uidx 0x22, RQ WQE 0,
      * SE set (the WQE asked for a solicited event), owner 0 (first pass) */
     expect_cqe(want, NIC_CQE_RESP_WR_IMM, 0, 0x22, 0x22, r, 3000, be(0xdeadbeef), true, 0);
     CHECK_CQE(got, want, t0, t1);
     CHECK(cq_poll(sc, got, 2000));
-    t1 = nic_now_ns();
+    t1 = emu_nic_clock_cycles();
     /* requester: REQ (0), WQE opcode 0x09 in sop_drop_qpn[31:24], QPN 0x11, WQE counter 0 */
     expect_cqe(want, NIC_CQE_REQ, NIC_OP_RDMA_WRITE_IMM, 0x11, 0x11, w, 3000, 0, false, 0);
     CHECK_CQE(got, want, t0, t1);
@@ -463,7 +465,7 @@ static void case_rc_ops(void)
     for (int i = 0; i < 65536; i++) { MRP(la)[i] = (uint8_t)(i * 13 + 5); MRP(lb)[i] = (uint8_t)(i * 3 + 1); }
     uint8_t got[64], want[64];
     uint32_t na = 0, nb = 0;   /* CQEs consumed on A's send CQ / B's recv CQ: owner = (n / 4) & 1 */
-    uint64_t t0 = nic_now_ns();
+    uint64_t t0 = emu_nic_clock_cycles();
 
     /* 1. SEND 5000 B (5 packets) into two receive segments 3000 + 3000 */
     struct sge rs[2] = {{3000, 0x800, lb->addr + 10000}, {3000, 0x800, lb->addr + 20000}};
@@ -472,10 +474,10 @@ static void case_rc_ops(void)
     uint16_t w = post_send(p.a, NIC_OP_SEND, 0x08, 0, 0, 0, &s1, 1);
     CHECK(cq_poll(p.rb, got, 2000));
     expect_cqe(want, NIC_CQE_RESP_SEND, 0, 0x42, 0x42, r, 5000, 0, false, (nb++ / 4) & 1);
-    CHECK_CQE(got, want, t0, nic_now_ns());
+    CHECK_CQE(got, want, t0, emu_nic_clock_cycles());
     CHECK(cq_poll(p.sa, got, 2000));
     expect_cqe(want, NIC_CQE_REQ, NIC_OP_SEND, 0x31, 0x31, w, 5000, 0, false, (na++ / 4) & 1);
-    CHECK_CQE(got, want, t0, nic_now_ns());
+    CHECK_CQE(got, want, t0, emu_nic_clock_cycles());
     CHECK(!memcmp(MRP(lb) + 10000, MRP(la), 3000) && !memcmp(MRP(lb) + 20000, MRP(la) + 3000, 2000));
     CHECK(MRP(lb)[22000] == (uint8_t)(22000 * 3 + 1));
 
@@ -485,10 +487,10 @@ static void case_rc_ops(void)
     w = post_send(p.a, NIC_OP_SEND_IMM, 0x08 | 0x02, be(0x01020304), 0, 0, &s2, 1);
     CHECK(cq_poll(p.rb, got, 2000));
     expect_cqe(want, NIC_CQE_RESP_SEND_IMM, 0, 0x42, 0x42, r, 10, be(0x01020304), true, (nb++ / 4) & 1);
-    CHECK_CQE(got, want, t0, nic_now_ns());
+    CHECK_CQE(got, want, t0, emu_nic_clock_cycles());
     CHECK(cq_poll(p.sa, got, 2000));
     expect_cqe(want, NIC_CQE_REQ, NIC_OP_SEND_IMM, 0x31, 0x31, w, 10, 0, false, (na++ / 4) & 1);
-    CHECK_CQE(got, want, t0, nic_now_ns());
+    CHECK_CQE(got, want, t0, emu_nic_clock_cycles());
     CHECK(!memcmp(MRP(lb) + 10000, MRP(la) + 40000, 10));
 
     /* 3. unsignalled RDMA WRITE 8000 B then a signalled NOP: one CQE, for the NOP */
@@ -497,7 +499,7 @@ static void case_rc_ops(void)
     w = post_send(p.a, NIC_OP_NOP, 0x08, 0, 0, 0, NULL, 0);
     CHECK(cq_poll(p.sa, got, 2000));
     expect_cqe(want, NIC_CQE_REQ, NIC_OP_NOP, 0x31, 0x31, w, 0, 0, false, (na++ / 4) & 1);
-    CHECK_CQE(got, want, t0, nic_now_ns());
+    CHECK_CQE(got, want, t0, emu_nic_clock_cycles());
     CHECK(!memcmp(MRP(lb) + 30000, MRP(la) + 1000, 8000));
 
     /* 4. RDMA READ 6000 B from B into A, two local segments */
@@ -505,7 +507,7 @@ static void case_rc_ops(void)
     w = post_send(p.a, NIC_OP_RDMA_READ, 0x08, 0, lb->addr + 100, 0x800, s4, 2);
     CHECK(cq_poll(p.sa, got, 2000));
     expect_cqe(want, NIC_CQE_REQ, NIC_OP_RDMA_READ, 0x31, 0x31, w, 6000, 0, false, (na++ / 4) & 1);
-    CHECK_CQE(got, want, t0, nic_now_ns());
+    CHECK_CQE(got, want, t0, emu_nic_clock_cycles());
     CHECK(!memcmp(MRP(la) + 50000, MRP(lb) + 100, 2500) && !memcmp(MRP(la) + 60000, MRP(lb) + 2600, 3500));
 
     /* 5. RDMA WRITE with immediate, 0 bytes */
@@ -513,10 +515,10 @@ static void case_rc_ops(void)
     w = post_send(p.a, NIC_OP_RDMA_WRITE_IMM, 0x08, be(0xa5a5a5a5), 0, 0, NULL, 0);
     CHECK(cq_poll(p.rb, got, 2000));
     expect_cqe(want, NIC_CQE_RESP_WR_IMM, 0, 0x42, 0x42, r, 0, be(0xa5a5a5a5), false, (nb++ / 4) & 1);
-    CHECK_CQE(got, want, t0, nic_now_ns());
+    CHECK_CQE(got, want, t0, emu_nic_clock_cycles());
     CHECK(cq_poll(p.sa, got, 2000));
     expect_cqe(want, NIC_CQE_REQ, NIC_OP_RDMA_WRITE_IMM, 0x31, 0x31, w, 0, 0, false, (na++ / 4) & 1);
-    CHECK_CQE(got, want, t0, nic_now_ns());
+    CHECK_CQE(got, want, t0, emu_nic_clock_cycles());
 
     /* 6. 20 more signalled WRITEs: the ring wraps several times */
     for (int i = 0; i < 20; i++) {
@@ -524,7 +526,7 @@ static void case_rc_ops(void)
         w = post_send(p.a, NIC_OP_RDMA_WRITE, 0x08, 0, lb->addr + 40000 + (uint64_t)i * 100, 0x800, &s, 1);
         CHECK(cq_poll(p.sa, got, 2000));
         expect_cqe(want, NIC_CQE_REQ, NIC_OP_RDMA_WRITE, 0x31, 0x31, w, 100, 0, false, (na++ / 4) & 1);
-        CHECK_CQE(got, want, t0, nic_now_ns());
+        CHECK_CQE(got, want, t0, emu_nic_clock_cycles());
     }
     CHECK(!memcmp(MRP(lb) + 40000, MRP(la), 2000));
     CHECK(qp_state(p.a) == NIC_QPS_RTS && qp_state(p.b) == NIC_QPS_RTS);
@@ -668,7 +670,7 @@ static void case_err_rnr(void)
     lock(0); ((struct nic_qp *)p.a->qp.nic)->rnr_left = 2; unlock(0);
     struct emu_mr *la = mr_new(0, 8192, 0x700, NIC_ACC_LOCAL_WRITE);
     struct sge s = {100, 0x700, la->addr};
-    uint64_t t0 = nic_now_ns();
+    uint64_t t0 = emu_nic_clock_cycles();
     uint16_t w = post_send(p.a, NIC_OP_SEND, 0x08, 0, 0, 0, &s, 1);
     uint8_t got[64], want[64];
     CHECK(cq_poll(p.sa, got, 3000));
@@ -696,7 +698,7 @@ static void case_err_retry(void)
     qp_connect(a, 1, 0x999, 5, 5, 3);
     struct emu_mr *la = mr_new(0, 8192, 0x700, NIC_ACC_LOCAL_WRITE);
     struct sge s = {100, 0x700, la->addr};
-    uint64_t t0 = nic_now_ns();
+    uint64_t t0 = emu_nic_clock_cycles();
     uint16_t w = post_send(a, NIC_OP_SEND, 0, 0, 0, 0, &s, 1);     /* unsignalled: errors still complete */
     uint16_t w2 = post_send(a, NIC_OP_RDMA_WRITE, 0x08, 0, 0, 0, &s, 1);
     uint8_t got[64], want[64];
@@ -1320,7 +1322,7 @@ static void case_bench(void)
     double c0b = thread_cpu_s(((struct nic_dev *)devs[1].nic)->thread);
     struct mlxd_emu_nic_stats s0 = {.sz = sizeof s0}, s1 = {.sz = sizeof s1};
     mlxd_emu_nic_stats(1, &s0);
-    uint64_t t0 = nic_now_ns(), end = t0 + (uint64_t)(secs * 1e9);
+    uint64_t t0 = emu_nic_clock_cycles(), end = t0 + (uint64_t)(secs * 1e9);
     uint64_t posted = 0, completed = 0;
     uint8_t got[64];
     const uint32_t depth = 512, batch = 32;
@@ -1338,7 +1340,7 @@ static void case_bench(void)
         }
         sched_yield();
     }
-    uint64_t t1 = nic_now_ns();
+    uint64_t t1 = emu_nic_clock_cycles();
     mlxd_emu_nic_stats(1, &s1);
     double ca = thread_cpu_s(((struct nic_dev *)devs[0].nic)->thread) - c0a;
     double cb = thread_cpu_s(((struct nic_dev *)devs[1].nic)->thread) - c0b;
