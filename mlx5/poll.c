@@ -366,7 +366,8 @@ static __attribute__((noinline)) int poll_general(struct mlxd_cq *cq, struct mlx
 {
     const uint8_t *c = (const uint8_t *)(uintptr_t)cq->buf + ((size_t)(cq->ci & (cq->ncqe - 1)) << 6);
     if (mlxd_unlikely(cq->recorder != NULL)) mlxd__record_cqes(cq->recorder, c, n);   /* before hand-back */
-    struct release rel = { k ? hot : NULL, k, NULL };
+    /* k CQEs of hot decoded (receives it completed); of a no-QP ring (hot NULL): none */
+    struct release rel = { k ? hot : NULL, hot ? k : 0, NULL };
     decode_run(cq, c + ((size_t)k << 6), out + k, n - k, out, &rel);
     cq->hot_qp = hot_candidate(cq, rel.qp);
     return hand_back(cq, n, &rel);
@@ -394,26 +395,48 @@ static __attribute__((noinline)) int poll_straddle(struct mlxd_cq *cq, struct ml
  * and the receives completed are the CQEs decoded.  Returns how many of the CQEs from c to
  * c_end it decoded into w; stops at the first other one (another QP, a requester, error or
  * rare CQE). */
-static inline __attribute__((always_inline)) uint32_t decode_hot(struct mlxd_qp *qp, const uint8_t *c,
-                                                                 const uint8_t *const c_end,
-                                                                 struct mlxd_completion *w)
+static inline __attribute__((always_inline)) uint32_t decode_hot_as(struct mlxd_qp *qp, const uint8_t *c,
+                                                                    const uint8_t *const c_end,
+                                                                    struct mlxd_completion *w, const bool no_qp)
 {
-    const uint32_t key = qp->qpn, rq_mask = qp->rq_wqe_cnt - 1;
-    const uint64_t *const rq_wrid = qp->rq_wrid;
+    const uint32_t key = no_qp ? 0 : qp->qpn, rq_mask = no_qp ? 0 : qp->rq_wqe_cnt - 1;
+    const uint64_t *const rq_wrid = no_qp ? NULL : qp->rq_wrid;
     const uint8_t *const c0 = c;
     for (; c != c_end; c += 64, w++) {
         uint64_t tail = mlxd_load_be64(c + MLXD_CQE_OFF_SOP_DROP_QPN);
         const uint32_t qpn = (uint32_t)(tail >> 32) & MLXD_QPN_MASK;
         const uint64_t wc = (tail >> 16) & 0xffff;      /* 64-bit: one register for both uses */
         uint32_t ri = ((uint32_t)(uint8_t)tail >> 1) - RESP_INDEX_BASE;
-        if (mlxd_unlikely(qpn != key || ri >= 32)) break;
+        if (mlxd_unlikely((!no_qp && qpn != key) || ri >= 32)) break;
         uint64_t ts = mlxd_load_be64(c + MLXD_CQE_OFF_TIMESTAMP);
         memcpy((char *)w + offsetof(struct mlxd_completion, timestamp), &ts, sizeof ts);
         memcpy((char *)w + offsetof(struct mlxd_completion, qp), &qp, sizeof qp);
         put_resp(w, c, tail, qpn, wc, &resp_words[ri]);
-        w->wr_id = rq_wrid[wc & rq_mask];
+        w->wr_id = no_qp ? wc : rq_wrid[wc & rq_mask];   /* no QP: the wqe_counter, as decode_run */
     }
     return (uint32_t)((size_t)(c - c0) >> 6);
+}
+#define decode_hot(qp, c, c_end, w) decode_hot_as(qp, c, c_end, w, false)
+
+/* A ring whose CQEs can have no QP: a CQ with no QP table (a detached ring: replay,
+ * mlxd_cq_create_detached) finds none for any QPN (qp_by_qpn), so its responder CQEs take the
+ * hot path's decoding with qp NULL and wr_id the wqe_counter, no QPN compare and no receive
+ * accounting: exactly what decode_run gives them.  Not while recorded: the recorder copies in
+ * the general path. */
+static inline bool no_qp_ring(const struct mlxd_cq *cq)
+{
+    return !cq->qp_table && !cq->recorder;
+}
+#define decode_no_qp(c, c_end, w) decode_hot_as(NULL, c, c_end, w, true)
+
+/* Hands n slots back after a batch that completed no ring entry of any QP (a no-QP ring's). */
+static inline int hand_back_no_qp(struct mlxd_cq *cq, uint32_t n)
+{
+    const uint32_t nci = cq->ci + n;
+    cq->ci = nci;
+    mlxd_wmb();                               /* CQE reads before the slots are handed back */
+    mlxd_shared_store(&cq->dbrec[MLXD_CQ_SET_CI], htobe32(nci & MLXD_CQ_CI_MASK));
+    return (int)n;
 }
 
 /* A batch of up to max (> 1) CQEs; the caller saw the one at ci. */
@@ -451,7 +474,11 @@ static __attribute__((noinline)) int poll_batch(struct mlxd_cq *cq, struct mlxd_
     /* 3. Decode: the hot path while it can, the general one for the rest.  4. Hand the slots
      *    back, then free the receive slots (struct release: in this order). */
     struct mlxd_qp *hot = cq->hot_qp;
-    if (mlxd_unlikely(!hot)) return poll_general(cq, out, n, 0, NULL);
+    if (mlxd_unlikely(!hot)) {
+        if (!no_qp_ring(cq)) return poll_general(cq, out, n, 0, NULL);
+        uint32_t k = decode_no_qp(c, p, out);
+        return mlxd_likely(k == n) ? hand_back_no_qp(cq, n) : poll_general(cq, out, n, k, NULL);
+    }
     uint32_t k = decode_hot(hot, c, p, out);
     if (mlxd_unlikely(k != n)) return poll_general(cq, out, n, k, hot);
     const uint32_t nci = cq->ci + n;          /* reloaded: fewer values live across the loop */
@@ -472,7 +499,11 @@ int mlxd__cq_poll_ready(struct mlxd_cq *cq, struct mlxd_completion *out, int max
     const uint8_t *c = (const uint8_t *)(uintptr_t)cq->buf + ((size_t)(ci & (cq->ncqe - 1)) << 6);
     mlxd_rmb();                               /* see poll_batch */
     struct mlxd_qp *hot = cq->hot_qp;
-    if (mlxd_unlikely(!hot || decode_hot(hot, c, c + 64, out) != 1)) return poll_general(cq, out, 1, 0, NULL);
+    if (mlxd_unlikely(!hot)) {
+        if (no_qp_ring(cq) && decode_no_qp(c, c + 64, out) == 1) return hand_back_no_qp(cq, 1);
+        return poll_general(cq, out, 1, 0, NULL);
+    }
+    if (mlxd_unlikely(decode_hot(hot, c, c + 64, out) != 1)) return poll_general(cq, out, 1, 0, NULL);
     cq->ci = ci + 1;
     mlxd_wmb();                               /* CQE reads before the slot is handed back */
     mlxd_shared_store(&cq->dbrec[MLXD_CQ_SET_CI], htobe32((ci + 1) & MLXD_CQ_CI_MASK));
