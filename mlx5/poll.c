@@ -207,53 +207,61 @@ static __attribute__((noinline)) void release_mid_batch(const struct mlxd_cq *cq
 }
 
 /* Responder CQEs (opcodes 1..4: MLX5_CQE_RESP_WR_IMM, _SEND, _SEND_IMM, _SEND_INV) are looked
- * up by op_own >> 1 (opcode, CQE format, SE): index (op_own >> 1) - 8 is 0..31 exactly for
- * them, so the range check is the opcode check, and the table holds every word of the
- * completion that depends on op_own alone.  WR_IMM and SEND_IMM carry an immediate. */
-struct resp_words {
-    uint64_t status_opcode;    /* status (0) and opcode: the 8 bytes at offsetof(status) */
-    uint64_t flags_hi;         /* flags (SOLICITED, WITH_IMM) in the qpn/flags word */
-    uint64_t tail;             /* cqe_opcode in the tail word (wqe_counter, ..., hw_drops) */
-    uint64_t imm_mask;         /* 0xffffffff when imm is valid (its low half masks imm) */
+ * up by op_own (opcode, CQE format, SE, owner): index op_own - 0x10 is 0..63 exactly for them,
+ * so the range check is the opcode check, and the table holds every word of the completion that
+ * depends on op_own alone (each twice: the owner bit changes nothing).  Four arrays, not an
+ * array of structs: an entry's words are then loaded from the table's address plus the index
+ * times 8 and a constant, with no shift or add per CQE to find the entry.  WR_IMM and SEND_IMM
+ * carry an immediate. */
+struct resp_table {
+    uint64_t status_opcode[64]; /* status (0) and opcode: the 8 bytes at offsetof(status) */
+    uint64_t flags_hi[64];      /* flags (SOLICITED, WITH_IMM) in the qpn/flags word */
+    uint64_t tail[64];          /* cqe_opcode in the tail word (wqe_counter, ..., hw_drops) */
+    uint64_t imm_mask[64];      /* 0xffffffff when imm is valid (its low half masks imm) */
 };
-#define R_OP(i)   (1 + ((i) >> 3))                                   /* CQE opcode of entry i */
-#define R_IMM(i)  (R_OP(i) == MLXD_CQE_RESP_WR_IMM || R_OP(i) == MLXD_CQE_RESP_SEND_IMM)
-#define R_WC(i)   (R_OP(i) == MLXD_CQE_RESP_WR_IMM ? MLXD_WC_RECV_RDMA_WITH_IMM : MLXD_WC_RECV)
-#define R_FLAGS(i) (((i) & 1 ? MLXD_WC_SOLICITED : 0) | (R_IMM(i) ? MLXD_WC_WITH_IMM : 0))
+#define R_OP(j)   (1 + ((j) >> 4))                                   /* CQE opcode of entry j */
+#define R_IMM(j)  (R_OP(j) == MLXD_CQE_RESP_WR_IMM || R_OP(j) == MLXD_CQE_RESP_SEND_IMM)
+#define R_WC(j)   (R_OP(j) == MLXD_CQE_RESP_WR_IMM ? MLXD_WC_RECV_RDMA_WITH_IMM : MLXD_WC_RECV)
+#define R_FLAGS(j) (((j) & 2 ? MLXD_WC_SOLICITED : 0) | (R_IMM(j) ? MLXD_WC_WITH_IMM : 0))
+#define R_MASK(j) (R_IMM(j) ? 0xffffffffull : 0)
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define R(i) { (uint64_t)R_WC(i) << 32, (uint64_t)R_FLAGS(i) << 32, (uint64_t)R_OP(i) << 32, \
-               R_IMM(i) ? 0xffffffffull : 0 }
+#define R_SO(j)   ((uint64_t)R_WC(j) << 32)
+#define R_FL(j)   ((uint64_t)R_FLAGS(j) << 32)
+#define R_TL(j)   ((uint64_t)R_OP(j) << 32)
 #else
-#define R(i) { R_WC(i), R_FLAGS(i), (uint64_t)R_OP(i) << 24, R_IMM(i) ? 0xffffffffull : 0 }
+#define R_SO(j)   ((uint64_t)R_WC(j))
+#define R_FL(j)   ((uint64_t)R_FLAGS(j))
+#define R_TL(j)   ((uint64_t)R_OP(j) << 24)
 #endif
-#define R4(i) R(i), R(i + 1), R(i + 2), R(i + 3)
-static const struct resp_words resp_words[32] = { R4(0), R4(4), R4(8), R4(12), R4(16), R4(20), R4(24), R4(28) };
-#define RESP_INDEX_BASE ((MLXD_CQE_RESP_WR_IMM << MLXD_CQE_OPCODE_SHIFT) >> 1)   /* 8 */
+#define R8(F, j)  F(j), F(j + 1), F(j + 2), F(j + 3), F(j + 4), F(j + 5), F(j + 6), F(j + 7)
+#define R64(F)    { R8(F, 0), R8(F, 8), R8(F, 16), R8(F, 24), R8(F, 32), R8(F, 40), R8(F, 48), R8(F, 56) }
+static const struct resp_table resp = { R64(R_SO), R64(R_FL), R64(R_TL), R64(R_MASK) };
+#define RESP_OP_OWN_BASE (MLXD_CQE_RESP_WR_IMM << MLXD_CQE_OPCODE_SHIFT)   /* 0x10 */
 
 /* The words of a responder completion (success) but wr_id, timestamp and qp: seven 8-byte
  * stores with the ones above, from the CQE's tail word and the table entry of its op_own. */
 static inline __attribute__((always_inline)) void put_resp(struct mlxd_completion *w, const uint8_t *c,
                                                            uint64_t tail, uint32_t qpn, uint64_t wc,
-                                                           const struct resp_words *r)
+                                                           uint32_t j)
 {
     uint64_t v;
-    memcpy((char *)w + offsetof(struct mlxd_completion, status), &r->status_opcode, 8);
+    memcpy((char *)w + offsetof(struct mlxd_completion, status), &resp.status_opcode[j], 8);
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     /* byte_len and imm as two 4-byte stores: no shift and merge of the two (fewer instructions) */
-    const uint32_t byte_len = mlxd_cqe_byte_cnt(c), imm = mlxd_cqe_imm(c) & (uint32_t)r->imm_mask;
+    const uint32_t byte_len = mlxd_cqe_byte_cnt(c), imm = mlxd_cqe_imm(c) & (uint32_t)resp.imm_mask[j];
     memcpy((char *)w + offsetof(struct mlxd_completion, byte_len), &byte_len, 4);
     memcpy((char *)w + offsetof(struct mlxd_completion, imm), &imm, 4);
-    v = qpn | r->flags_hi;
+    v = qpn | resp.flags_hi[j];
     memcpy((char *)w + offsetof(struct mlxd_completion, qpn), &v, 8);
     /* hw_drops (byte 56 of the CQE, the top byte of sop_drop_qpn) into byte 6: loaded as a
      * byte, which needs no 64-bit mask constant in a register */
-    v = wc | (uint64_t)c[MLXD_CQE_OFF_SOP_DROP_QPN] << 48 | r->tail;
+    v = wc | (uint64_t)c[MLXD_CQE_OFF_SOP_DROP_QPN] << 48 | resp.tail[j];
     (void)tail;
     memcpy((char *)w + offsetof(struct mlxd_completion, wqe_counter), &v, 8);
 #else
-    v = (uint64_t)mlxd_cqe_byte_cnt(c) << 32 | (mlxd_cqe_imm(c) & r->imm_mask);
+    v = (uint64_t)mlxd_cqe_byte_cnt(c) << 32 | (mlxd_cqe_imm(c) & resp.imm_mask[j]);
     memcpy((char *)w + offsetof(struct mlxd_completion, byte_len), &v, 8);
-    v = (uint64_t)qpn << 32 | r->flags_hi;
+    v = (uint64_t)qpn << 32 | resp.flags_hi[j];
     memcpy((char *)w + offsetof(struct mlxd_completion, qpn), &v, 8);
     put_tail(w, (uint32_t)wc, 0, 0, (uint8_t)tail >> MLXD_CQE_OPCODE_SHIFT, 0, (uint32_t)(tail >> 56));
 #endif
@@ -301,9 +309,9 @@ static inline __attribute__((always_inline)) void decode_run(const struct mlxd_c
         memcpy((char *)w + offsetof(struct mlxd_completion, timestamp), &ts, sizeof ts);
         memcpy((char *)w + offsetof(struct mlxd_completion, qp), &qp, sizeof qp);
         uint64_t wr_id = wc;
-        uint32_t ri = (op_own >> 1) - RESP_INDEX_BASE;
-        if (mlxd_likely(ri < 32)) {                                      /* responder, success */
-            put_resp(w, c, tail, qpn, wc, &resp_words[ri]);
+        uint32_t ri = op_own - RESP_OP_OWN_BASE;
+        if (mlxd_likely(ri < 64)) {                                      /* responder, success */
+            put_resp(w, c, tail, qpn, wc, ri);
             if (mlxd_likely(rq_wrid != NULL)) {
                 wr_id = rq_wrid[wc & rq_mask];
                 rq_done++;
@@ -413,12 +421,12 @@ static inline __attribute__((always_inline)) const uint8_t *decode_hot_as(struct
         uint64_t tail = mlxd_load_be64(c + MLXD_CQE_OFF_SOP_DROP_QPN);
         const uint32_t qpn = (uint32_t)(tail >> 32) & MLXD_QPN_MASK;
         const uint64_t wc = (tail >> 16) & 0xffff;      /* 64-bit: one register for both uses */
-        uint32_t ri = ((uint32_t)(uint8_t)tail >> 1) - RESP_INDEX_BASE;
-        if (mlxd_unlikely((!no_qp && qpn != key) || ri >= 32)) break;
+        uint32_t ri = (uint32_t)(uint8_t)tail - RESP_OP_OWN_BASE;
+        if (mlxd_unlikely((!no_qp && qpn != key) || ri >= 64)) break;
         uint64_t ts = mlxd_load_be64(c + MLXD_CQE_OFF_TIMESTAMP);
         memcpy((char *)w + offsetof(struct mlxd_completion, timestamp), &ts, sizeof ts);
         memcpy((char *)w + offsetof(struct mlxd_completion, qp), &qp, sizeof qp);
-        put_resp(w, c, tail, qpn, wc, &resp_words[ri]);
+        put_resp(w, c, tail, qpn, wc, ri);
         w->wr_id = no_qp ? wc : rq_wrid[wc & rq_mask];   /* no QP: the wqe_counter, as decode_run */
     }
     return c;
