@@ -241,8 +241,7 @@ static const struct resp_table resp = { R64(R_SO), R64(R_FL), R64(R_TL), R64(R_M
 /* The words of a responder completion (success) but wr_id, timestamp and qp: seven 8-byte
  * stores with the ones above, from the CQE's tail word and the table entry of its op_own. */
 static inline __attribute__((always_inline)) void put_resp(struct mlxd_completion *w, const uint8_t *c,
-                                                           uint64_t tail, uint32_t qpn, uint64_t wc,
-                                                           uint32_t j)
+                                                           uint32_t qpn, uint64_t wc, uint32_t j)
 {
     uint64_t v;
     memcpy((char *)w + offsetof(struct mlxd_completion, status), &resp.status_opcode[j], 8);
@@ -256,14 +255,13 @@ static inline __attribute__((always_inline)) void put_resp(struct mlxd_completio
     /* hw_drops (byte 56 of the CQE, the top byte of sop_drop_qpn) into byte 6: loaded as a
      * byte, which needs no 64-bit mask constant in a register */
     v = wc | (uint64_t)c[MLXD_CQE_OFF_SOP_DROP_QPN] << 48 | resp.tail[j];
-    (void)tail;
     memcpy((char *)w + offsetof(struct mlxd_completion, wqe_counter), &v, 8);
 #else
     v = (uint64_t)mlxd_cqe_byte_cnt(c) << 32 | (mlxd_cqe_imm(c) & resp.imm_mask[j]);
     memcpy((char *)w + offsetof(struct mlxd_completion, byte_len), &v, 8);
     v = (uint64_t)qpn << 32 | resp.flags_hi[j];
     memcpy((char *)w + offsetof(struct mlxd_completion, qpn), &v, 8);
-    put_tail(w, (uint32_t)wc, 0, 0, (uint8_t)tail >> MLXD_CQE_OPCODE_SHIFT, 0, (uint32_t)(tail >> 56));
+    put_tail(w, (uint32_t)wc, 0, 0, c[MLXD_CQE_OFF_OP_OWN] >> MLXD_CQE_OPCODE_SHIFT, 0, c[MLXD_CQE_OFF_SOP_DROP_QPN]);
 #endif
 }
 
@@ -311,7 +309,7 @@ static inline __attribute__((always_inline)) void decode_run(const struct mlxd_c
         uint64_t wr_id = wc;
         uint32_t ri = op_own - RESP_OP_OWN_BASE;
         if (mlxd_likely(ri < 64)) {                                      /* responder, success */
-            put_resp(w, c, tail, qpn, wc, ri);
+            put_resp(w, c, qpn, wc, ri);
             if (mlxd_likely(rq_wrid != NULL)) {
                 wr_id = rq_wrid[wc & rq_mask];
                 rq_done++;
@@ -417,16 +415,20 @@ static inline __attribute__((always_inline)) const uint8_t *decode_hot_as(struct
 {
     const uint32_t key = no_qp ? 0 : qp->qpn, rq_mask = no_qp ? 0 : qp->rq_wqe_cnt - 1;
     const uint64_t *const rq_wrid = no_qp ? NULL : qp->rq_wrid;
+    /* the QPN as the CQE holds it (big-endian, bytes 57..59 of sop_drop_qpn): compared without
+     * a byte swap; op_own and wqe_counter loaded by themselves (no shifts out of one word) */
+    const uint32_t key_be = htobe32(key & MLXD_QPN_MASK);
     for (; c != c_end; c += 64, w++) {
-        uint64_t tail = mlxd_load_be64(c + MLXD_CQE_OFF_SOP_DROP_QPN);
-        const uint32_t qpn = (uint32_t)(tail >> 32) & MLXD_QPN_MASK;
-        const uint64_t wc = (tail >> 16) & 0xffff;      /* 64-bit: one register for both uses */
-        uint32_t ri = (uint32_t)(uint8_t)tail - RESP_OP_OWN_BASE;
-        if (mlxd_unlikely((!no_qp && qpn != key) || ri >= 64)) break;
+        uint32_t ri = (uint32_t)c[MLXD_CQE_OFF_OP_OWN] - RESP_OP_OWN_BASE;
+        uint32_t sop_be;
+        memcpy(&sop_be, c + MLXD_CQE_OFF_SOP_DROP_QPN, 4);
+        if (mlxd_unlikely((!no_qp && (sop_be & htobe32(MLXD_QPN_MASK)) != key_be) || ri >= 64)) break;
+        const uint64_t wc = mlxd_load_be16(c + MLXD_CQE_OFF_WQE_COUNTER);
+        const uint32_t qpn = no_qp ? be32toh(sop_be) & MLXD_QPN_MASK : key;
         uint64_t ts = mlxd_load_be64(c + MLXD_CQE_OFF_TIMESTAMP);
         memcpy((char *)w + offsetof(struct mlxd_completion, timestamp), &ts, sizeof ts);
         memcpy((char *)w + offsetof(struct mlxd_completion, qp), &qp, sizeof qp);
-        put_resp(w, c, tail, qpn, wc, ri);
+        put_resp(w, c, qpn, wc, ri);
         w->wr_id = no_qp ? wc : rq_wrid[wc & rq_mask];   /* no QP: the wqe_counter, as decode_run */
     }
     return c;
