@@ -15,16 +15,24 @@
  *     last run, a receiver's only QP) are decoded with no QP lookup and no accounting per
  *     CQE (the receives completed are the CQEs decoded); the first other CQE hands the rest
  *     of the batch to the general path (poll_general), which takes any QP, opcode or error;
+ *   - a ring with no QP table (a detached ring: replay, mlxd_cq_create_detached; issue 16)
+ *     has no hot QP: its receive completions take the same decoding with qp NULL and wr_id the
+ *     wqe_counter (what the general path gives them), so it costs what the hot path costs;
+ *     a recorded CQ (mlx5/record.c) takes the general path, where the recorder copies;
  *   - in the general path the QP of a run of CQEs is looked up once (user index ->
  *     nic->qp_table, QPN checked) and its wr_id table, mask and receive count stay in
  *     registers; the QP's rq_ci / sq_ci are published once per run, not once per CQE, and
  *     only after the CQ's doorbell record has handed the run's CQE slots back (struct release:
  *     why a CQ as deep as its rings suffices);
- *   - a CQE is read with five loads: the 8-byte tail (sop_drop_qpn, wqe_counter, signature,
- *     op_own) once, byte-swapped, the QPN, wqe_counter and opcode taken from that word; then
- *     the timestamp, imm, byte_cnt and the hw_drops byte (srqn_uidx only when the QP changes);
- *   - each completion is written with seven 8-byte stores; error CQEs and rare opcodes go to
- *     an out-of-line function, so the common path has no per-opcode branch but one.
+ *   - the general path reads a CQE's 8-byte tail (sop_drop_qpn, wqe_counter, signature,
+ *     op_own) once, byte-swapped, and takes the QPN, wqe_counter and opcode from that word;
+ *     the hot path loads op_own, wqe_counter and sop_drop_qpn by themselves and compares the
+ *     QPN big-endian (fewer instructions, issue 18); then the timestamp, imm, byte_cnt and the
+ *     hw_drops byte (srqn_uidx only when the QP changes);
+ *   - each responder completion is written with six 8-byte stores and two 4-byte ones
+ *     (byte_len, imm), its op_own-dependent words from four tables indexed by op_own - 0x10;
+ *     error CQEs and rare opcodes go to an out-of-line function, so the common path has no
+ *     per-opcode branch but one.
  */
 #define MLXD__NO_INLINE_POLL 1      /* this file defines the mlxd_cq_poll symbol itself */
 #include <endian.h>
@@ -47,7 +55,7 @@ _Static_assert(offsetof(struct mlxd_cq, state) == offsetof(mlxd__cq_head, state)
 _Static_assert(sizeof(((struct mlxd_cq *)0)->ci) == 4 && sizeof(((struct mlxd_cq *)0)->ncqe) == 4 &&
                sizeof(((struct mlxd_cq *)0)->state) == 4, "cq head: widths");
 _Static_assert(MLXD__CQ_LIVE == OBJ_LIVE, "cq head: live");
-/* The seven 8-byte stores of a completion (the public layout of struct mlxd_completion). */
+/* The 8-byte words of a completion (the public layout of struct mlxd_completion). */
 _Static_assert(sizeof(struct mlxd_completion) == 56, "completion: 56 bytes");
 _Static_assert(offsetof(struct mlxd_completion, timestamp) == 8 &&
                offsetof(struct mlxd_completion, qp) == 16 &&
@@ -96,7 +104,7 @@ static const uint8_t req_wc_opcode[256] = {
 
 uint32_t mlxd__syndrome_status(uint8_t s) { return syndrome_status[s]; }
 
-/* ---- the completion, written as seven 8-byte words -------------------------------------- */
+/* ---- the completion, written in 8-byte words -------------------------------------------- */
 
 /* Two adjacent 32-bit fields (the first at the lower address) as one 8-byte store. */
 static inline void put_2x32(struct mlxd_completion *w, size_t off, uint32_t first, uint32_t second)
@@ -238,8 +246,8 @@ struct resp_table {
 static const struct resp_table resp = { R64(R_SO), R64(R_FL), R64(R_TL), R64(R_MASK) };
 #define RESP_OP_OWN_BASE (MLXD_CQE_RESP_WR_IMM << MLXD_CQE_OPCODE_SHIFT)   /* 0x10 */
 
-/* The words of a responder completion (success) but wr_id, timestamp and qp: seven 8-byte
- * stores with the ones above, from the CQE's tail word and the table entry of its op_own. */
+/* The words of a responder completion (success) but wr_id, timestamp and qp, from the CQE and
+ * the table entries j = op_own - 0x10. */
 static inline __attribute__((always_inline)) void put_resp(struct mlxd_completion *w, const uint8_t *c,
                                                            uint32_t qpn, uint64_t wc, uint32_t j)
 {
