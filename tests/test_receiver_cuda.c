@@ -101,7 +101,7 @@ START_TEST(frames_into_gpu_memory)
     char dst[32];
     snprintf(dst, sizeof dst, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
     struct mlxd_gen_opts g = { .sz = sizeof g, .frame_size = frame, .payload_size = 1024, .frames = 1, .first_page = 1 };
-    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = dst };
+    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = dst, .src_ip = "127.0.0.1" };
     ck_assert_int_eq(mlxd_gen_run(&m, &g, &so, NULL), 0);
     ck_assert(mlxd_receiver_get_next_frame(r, 2000, &f));
     ck_assert_uint_eq(f.page, 1);

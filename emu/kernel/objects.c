@@ -876,6 +876,12 @@ int emu_k_modify_qp(struct emu_file *f, const void *cmdv, bool ex)
                                 IB_UVERBS_ACCESS_REMOTE_READ | IB_UVERBS_ACCESS_REMOTE_ATOMIC)))
         return -EINVAL;
     if (cur == EMU_QPS_RESET && next == EMU_QPS_RESET) return 0;   /* mlx5: nothing to do */
+    /* k: _ib_modify_qp -> ib_resolve_eth_dmac: a RoCE address vector's MAC is resolved (up to
+     * 1 s, then ETIMEDOUT: neigh.c) */
+    if ((mask & EMU_QP_AV) && cfg->ethernet) {
+        int rrc = emu_resolve_dgid(c->dest.dgid);
+        if (rrc) return rrc;
+    }
 
     LOCK(f);
     struct emu_qp_attr *at = &qp->pub.attr;
