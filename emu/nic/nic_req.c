@@ -441,6 +441,17 @@ void nic_req_reset(struct nic_qp *q)
     q->deadline_ns = q->rnr_until_ns = 0;
 }
 
+/* READs and atomics sent and not yet answered (RC). */
+static unsigned rd_outstanding(const struct nic_qp *q)
+{
+    unsigned n = 0;
+    for (uint32_t i = q->head; i != q->send; i++) {
+        const struct nic_msg *x = M(q, i);
+        n += nic_op_has_response(x->opcode) && !x->read_done;
+    }
+    return n;
+}
+
 int nic_req_progress(struct nic_qp *q)
 {
     struct emu_qp *qp = q->qp;
@@ -477,6 +488,12 @@ int nic_req_progress(struct nic_qp *q)
         if ((m->fm_ce_se & 0x80) && q->send_pkt == 0 && q->send != q->head) break;   /* fence */
         if (rc && q->head != q->send &&
             (uint32_t)mlxd_roce_psn_diff(q->next_psn, M(q, q->head)->first_psn) >= window(q))
+            break;
+        /* at most max_rd_atomic READs/atomics outstanding (IB spec vol. 1 9.4.4 and the QP's
+         * attribute; the responder keeps the results of only so many atomics for duplicates):
+         * a new one waits for the earlier responses */
+        if (rc && q->send_pkt == 0 && nic_op_has_response(m->opcode) &&
+            rd_outstanding(q) >= (q->qp->attr.max_rd_atomic ? q->qp->attr.max_rd_atomic : 1u))
             break;
         if (m->opcode == NIC_OP_NOP) {
             m->first_psn = q->next_psn;
