@@ -24,8 +24,9 @@
  *
  * Memory: the receiver never allocates the frame buffer; the caller owns it and keeps it mapped
  * and valid from start until close returns.  Host memory is registered as it is; CUDA device
- * memory (a CUdeviceptr, builds with CUDA=1) through a dma-buf of the range
- * (cuMemGetHandleForAddressRange, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD).
+ * memory (a CUdeviceptr) through a dma-buf of the range (cuMemGetHandleForAddressRange,
+ * CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD).  Every build can: the NVIDIA driver (libcuda.so.1) is
+ * loaded at run time when present, no CUDA toolkit is needed (docs/receiver.md, "GPU memory").
  *
  * fork(): a child of fork cannot disturb its parent's receiver.  The rings, doorbell records and
  * the registered frame buffer are MADV_DONTFORK (as rdma-core's ibv_fork_init arranges): they
@@ -67,9 +68,9 @@ enum mlxd_receiver_mode {
 };
 
 enum mlxd_receiver_memory {
-    MLXD_RECEIVER_MEM_AUTO = 0,  /* CUDA builds: ask CUDA what buffer is; else host */
+    MLXD_RECEIVER_MEM_AUTO = 0,  /* ask the NVIDIA driver what buffer is (host without one) */
     MLXD_RECEIVER_MEM_HOST = 1,  /* buffer is a pointer into this process */
-    MLXD_RECEIVER_MEM_CUDA = 2,  /* buffer is a CUdeviceptr (CUDA=1 builds only: -ENOTSUP else) */
+    MLXD_RECEIVER_MEM_CUDA = 2,  /* buffer is a CUdeviceptr (-ENOTSUP without libcuda.so.1) */
 };
 
 /* The arguments of RoceReceiver::start, plus this library's choices.  Zero = default. */
@@ -308,14 +309,21 @@ void mlxd_receiver_destroy(struct mlxd_receiver *r);
  *   (1..256 legacy), queue_size not in 1..pages, peer_ip not an IPv4 address, mode/imm_layout/
  *   memory unknown, recv_depth not 0 or 2..32768, repost_batch above recv_depth/2;
  *   -ENODEV: no RDMA device of that name (sysfs listing; the device is not opened);
- *   -ENOTSUP: MLXD_RECEIVER_MEM_CUDA in a build without CUDA.
+ *   -ENOTSUP: MLXD_RECEIVER_MEM_CUDA where libcuda.so.1 cannot be loaded; device memory where
+ *   the driver or kernel cannot export/register it as a dma-buf (cuMemGetHandleForAddressRange
+ *   CUDA_ERROR_NOT_SUPPORTED, or a driver before CUDA 11.7: the message says what is needed);
+ *   -EINVAL (CUDA): MLXD_RECEIVER_MEM_CUDA with host memory, a buffer running past the end of
+ *   its CUDA allocation, a context other than the buffer's current (cuPointerGetAttributes);
+ *   -EFAULT (AUTO, no usable libcuda.so.1): memory the kernel cannot pin; the message says the
+ *   library could not have recognized GPU memory.
  * Device errors: those of mlxd_open, mlxd_cq_create, mlxd_region_register(_dmabuf),
  * mlxd_qp_create, mlxd_qp_receive, mlxd_gid_for_peer (-EADDRNOTAVAIL: no GID routes to the peer),
  * mlxd_qp_connect, with that call's message; -ETIMEDOUT when the QP could not reach RTR because
  * the kernel could not resolve the peer's MAC address (drivers/infiniband/core/addr.c): tried 5
  * times, 200 ms apart, as Holoscan Sensor Bridge's receiver does (about 6 s in all), and the
  * message says to check that the peer is up and on the same subnet (it begins with the call's name, e.g. "mlxd_open
- * mlx5_0: ..."); CUDA failures give -EIO naming the CUDA call.  Everything made is undone. */
+ * mlx5_0: ..."); CUDA failures give -EIO naming the CUDA call and its CUresult name (e.g.
+ * "cuMemGetHandleForAddressRange(...): CUDA_ERROR_INVALID_VALUE").  Everything made is undone. */
 int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts *opts);
 
 /* Runs the receive loop on the calling thread until close.  Per completion: decode the immediate,
@@ -329,7 +337,10 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
  * beside the completion channel.  Events and the frames that never came are counted in the
  * stats and reported through mlxd_receiver_next_event / the event handler (a port flap does not
  * stop the loop).
- * CUDA: the loop makes the CUDA context that was current at start current on this thread.
+ * CUDA: the loop makes the CUDA context that was current at start (the buffer's, when none was)
+ * current on this thread (-EIO naming cuCtxSetCurrent if it cannot), and reads each metadata
+ * block with cuMemcpyDtoH; a failed copy stops the loop: -EIO naming cuMemcpyDtoH, its CUresult
+ * name and what to do (the frame is not delivered).
  * Returns 0 after close; -EINVAL if not started or a monitor already runs; -EIO after a QP
  * fatal / request / access error or a CQ error event, -ENODEV after a device fatal event (the
  * message names the event, e.g. "mlxd_receiver_blocking_monitor: QP fatal error
@@ -381,7 +392,8 @@ enum mlxd_frame_state {
  * atomic loads and one 4-byte read of the page's metadata (host memory, after a load fence, so
  * the caller's earlier reads of the page come before it; a 4-byte copy from device memory in
  * CUDA mode; skipped with no_metadata).  OVERWRITTEN verdicts are counted in
- * stats.overwritten_after_read.  Returns the verdict, or -EINVAL (NULL, page out of range, or
+ * stats.overwritten_after_read.  Returns the verdict; -EIO when the cuMemcpyDtoH of CUDA memory
+ * fails (the message names it and its CUresult); or -EINVAL (NULL, page out of range, or
  * not started: before start and once close has returned, when it reads nothing, neither the
  * buffer nor the page's metadata, since the caller may have freed the buffer). */
 int mlxd_receiver_frame_check(struct mlxd_receiver *r, const struct mlxd_receiver_frame *info);

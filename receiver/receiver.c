@@ -13,9 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef MLXD_HAVE_CUDA
-#define MLXD_HAVE_CUDA 0
-#endif
 #include "cuda_shim.h"
 
 #include "frameq.h"
@@ -77,7 +74,8 @@ struct mlxd_receiver {
     uint32_t peer_ip;              /* network order */
     uint8_t *host;                 /* buffer as a host pointer (NULL for CUDA memory) */
     bool cuda_mem;
-    void *cu_ctx;                  /* CUcontext current at start (CUDA builds) */
+    void *cu_ctx;                  /* CUDA memory: the context made current on the monitor thread */
+    char cuda_err[512];            /* monitor only: the first failed device-memory read stops it */
 
     /* device objects */
     struct mlxd_nic *nic;
@@ -403,43 +401,6 @@ static bool read_hw_counter(const struct mlxd_receiver *r, const char *name, uin
 /* ---------------------------------------------------------------------------------------- */
 /* start                                                                                      */
 
-#if MLXD_HAVE_CUDA
-static const char *cu_name(const struct cuda_shim *cu, CUresult e)
-{
-    const char *s = NULL;
-    cu->GetErrorName(e, &s);
-    return s ? s : "CUDA error";
-}
-
-static bool cuda_is_device_memory(const struct cuda_shim *cu, uint64_t buffer)
-{
-    unsigned int type = 0;
-    CUresult e = cu->PointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)buffer);
-    return e == CUDA_SUCCESS && type == CU_MEMORYTYPE_DEVICE;
-}
-
-static int cuda_register(struct mlxd_receiver *r, const struct cuda_shim *cu,
-                         const struct mlxd_region_opts *ro)
-{
-    long pg = sysconf(_SC_PAGESIZE);
-    uint64_t start = r->o.buffer & ~(uint64_t)(pg - 1);
-    uint64_t off = r->o.buffer - start;
-    uint64_t len = (off + r->o.buffer_size + (uint64_t)pg - 1) & ~(uint64_t)(pg - 1);
-    int fd = -1;
-    CUresult e = cu->MemGetHandleForAddressRange(&fd, (CUdeviceptr)start, len,
-                                                 CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
-    if (e != CUDA_SUCCESS)
-        return mlxd_err(EIO, "mlxd_receiver_start: cuMemGetHandleForAddressRange(0x%llx, %llu, "
-                        "DMA_BUF_FD): %s", (unsigned long long)start, (unsigned long long)len,
-                        cu_name(cu, e));
-    struct mlxd_region_opts o = *ro;
-    o.iova = off;   /* page 0 at IOVA `off`: the offset within the dma-buf */
-    int rc = mlxd_region_register_dmabuf(r->nic, fd, off, r->o.buffer_size, &o, &r->mr);
-    close(fd);      /* the kernel holds its own reference */
-    return rc;
-}
-#endif
-
 /* The QP to RTR towards peer (network order).  ETIMEDOUT there means the kernel could not
  * resolve the peer's MAC address within its 1 s (drivers/infiniband/core/addr.c); Holoscan
  * Sensor Bridge's receiver (roce_receiver.cpp) tries 5 times, 200 ms apart, and so does this. */
@@ -502,6 +463,13 @@ static int start_recording(struct mlxd_receiver *r)
     return rc;
 }
 
+/* page_md as the host buffer holds it at start (device memory: zeros). */
+static void page_md_init(struct mlxd_receiver *r)
+{
+    for (unsigned i = 0; i < r->o.pages && r->host; i++)
+        memcpy(r->page_md[i], r->host + (size_t)i * r->o.page_size + r->o.metadata_offset, 48);
+}
+
 /* opts.replay_fixture: a detached CQ fed from the fixture instead of a NIC: no device, QP or
  * memory region; the monitor busy-polls it. */
 static int start_replay(struct mlxd_receiver *r)
@@ -543,9 +511,6 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
     struct mlxd_receiver_opts o = { 0 };
     memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
     o.sz = sizeof o;
-    if (o.memory == MLXD_RECEIVER_MEM_CUDA && !MLXD_HAVE_CUDA)
-        return mlxd_err(ENOTSUP, "mlxd_receiver_start: memory CUDA asked but this build has no CUDA "
-                        "(build with make CUDA=1)");
 
     pthread_mutex_lock(&r->lock);
     if (r->started) {
@@ -574,24 +539,9 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
     r->peer_ip = peer;
     r->cuda_mem = false;
     r->host = NULL;
-#if MLXD_HAVE_CUDA
-    {
-        const struct cuda_shim *cu = cuda_shim();
-        if (!cu && o.memory == MLXD_RECEIVER_MEM_CUDA) {
-            rc = mlxd_err(ENOTSUP, "mlxd_receiver_start: memory CUDA asked but libcuda.so.1 (the "
-                          "NVIDIA driver) cannot be loaded");
-            goto out_unlock;
-        }
-        r->cu_ctx = NULL;
-        if (cu) {
-            CUcontext ctx = NULL;
-            cu->CtxGetCurrent(&ctx);
-            r->cu_ctx = ctx;
-            r->cuda_mem = o.memory == MLXD_RECEIVER_MEM_CUDA ||
-                          (o.memory == MLXD_RECEIVER_MEM_AUTO && cuda_is_device_memory(cu, o.buffer));
-        }
-    }
-#endif
+    rc = mlxd__cuda_classify(o.buffer, o.buffer_size, o.memory, &r->cuda_mem, &r->cu_ctx);
+    if (rc < 0)
+        goto out_unlock;
     if (!r->cuda_mem)
         r->host = (uint8_t *)(uintptr_t)o.buffer;
 
@@ -619,8 +569,6 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
         rc = mlxd_err(ENOMEM, "mlxd_receiver_start: out of memory");
         goto fail;
     }
-    for (unsigned i = 0; i < r->o.pages && r->host; i++)
-        memcpy(r->page_md[i], r->host + (size_t)i * r->o.page_size + r->o.metadata_offset, 48);
     for (unsigned i = 0; i < r->o.recv_depth; i++)
         r->recvs[i].wr_id = 0x1000 + i;
     atomic_store(&r->last_page, r->o.pages - 1);   /* the device's next page is 0 */
@@ -638,6 +586,7 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
         atomic_store(&r->by_syndrome[i], 0);
     reset_accounting(r);
     atomic_store(&r->stop, false);
+    r->cuda_err[0] = 0;
     r->teardown_by_monitor = false;
 
     if (r->o.mode == MLXD_RECEIVER_EVENT) {
@@ -649,6 +598,7 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
     }
 
     if (r->o.replay_fixture) {
+        page_md_init(r);
         rc = start_replay(r);
         if (rc < 0)
             goto fail;
@@ -710,14 +660,16 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
                                    .access = MLXD_ACCESS_LOCAL_WRITE | MLXD_ACCESS_REMOTE_WRITE,
                                    .order = MLXD_ORDER_IN_ORDER };
     if (r->cuda_mem) {
-#if MLXD_HAVE_CUDA
-        rc = cuda_register(r, cuda_shim(), &ro);
-#endif
+        rc = mlxd__cuda_register(r->nic, r->o.buffer, r->o.buffer_size, &ro, &r->mr);
     } else {
         rc = mlxd_region_register(r->nic, r->host, r->o.buffer_size, &ro, &r->mr);
+        if (rc == -EFAULT)
+            rc = mlxd__cuda_explain_efault(r->o.buffer, r->o.memory, "mlxd_receiver_start");
     }
     if (rc < 0)
         goto fail;
+    page_md_init(r);   /* after the kernel took the buffer: a GPU pointer taken for host memory
+                          is refused there (EFAULT, explained), not read here */
     struct mlxd_remote rem = mlxd_region_remote(r->mr);
     r->rkey = rem.rkey;
     r->iova = rem.addr;
@@ -775,25 +727,31 @@ out_unlock:
 /* ---------------------------------------------------------------------------------------- */
 /* the monitor                                                                                */
 
+/* A device-memory read failed (the message is set): the monitor stops and returns it. */
+static void cuda_failed(struct mlxd_receiver *r)
+{
+    if (!r->cuda_err[0])
+        snprintf(r->cuda_err, sizeof r->cuda_err, "%s", mlxd_errmsg());
+    atomic_store(&r->stop, true);
+}
+
 /* Copies the first 48 bytes of the page's metadata block into md; false when the device was
  * rewriting the block meanwhile (md_snapshot.h: then md may mix two frames). */
 static inline bool snapshot_metadata(struct mlxd_receiver *r, uint64_t page_off, uint8_t md[48])
 {
     if (r->host)
         return md_snapshot_host(r->host + page_off + r->o.metadata_offset, md);
-#if MLXD_HAVE_CUDA
     /* Device memory: the same rule with two copies (the second after the first has completed:
-     * cuMemcpyDtoH is synchronous). */
-    CUdeviceptr a = (CUdeviceptr)(r->o.buffer + page_off + r->o.metadata_offset);
+     * cuMemcpyDtoH is synchronous).  A copy that fails stops the monitor with its message. */
+    uint64_t a = r->o.buffer + page_off + r->o.metadata_offset;
     uint8_t again[4];
-    if (cuda_shim()->MemcpyDtoH(md, a, 48) == CUDA_SUCCESS) {
-        if (cuda_shim()->MemcpyDtoH(again, a + MLXD_HSB_MD_PSN, 4) != CUDA_SUCCESS)
-            return true;   /* the copy stands; nothing more is known */
-        return !memcmp(again, md + MLXD_HSB_MD_PSN, 4);
+    if (mlxd__cuda_read(md, a, 48, NULL, "metadata") < 0 ||
+        mlxd__cuda_read(again, a + MLXD_HSB_MD_PSN, 4, NULL, "metadata") < 0) {
+        cuda_failed(r);
+        memset(md, 0, 48);
+        return false;
     }
-#endif
-    memset(md, 0, 48);
-    return true;
+    return !memcmp(again, md + MLXD_HSB_MD_PSN, 4);
 }
 
 /* ---- events --------------------------------------------------------------------------- */
@@ -1017,6 +975,8 @@ static inline void handle_frame(struct mlxd_receiver *r, const struct mlxd_compl
     } else {
         uint8_t md[48];
         bool whole = snapshot_metadata(r, page_off, md);
+        if (r->cuda_err[0])
+            return;        /* device memory unreadable: the monitor stops with the reason */
         memcpy(&w[W_MD], md, 48);
         uint32_t mpsn = (uint32_t)md[4] << 24 | (uint32_t)md[5] << 16 | (uint32_t)md[6] << 8 | md[7];
         uint16_t fn16 = (uint16_t)(md[MLXD_HSB_MD_FRAME_NUMBER] << 8 | md[MLXD_HSB_MD_FRAME_NUMBER + 1]);
@@ -1244,14 +1204,14 @@ int mlxd_receiver_blocking_monitor(struct mlxd_receiver *r)
     r->monitor_thread = pthread_self();
     pthread_mutex_unlock(&r->lock);
 
-#if MLXD_HAVE_CUDA
-    if (r->cu_ctx)
-        cuda_shim()->CtxSetCurrent((CUcontext)r->cu_ctx);
-#endif
-    int rc = r->o.mode == MLXD_RECEIVER_EVENT ? loop_event(r) : loop_busy(r);
+    int rc = r->cu_ctx ? mlxd__cuda_set_current(r->cu_ctx) : 0;
+    if (rc == 0)
+        rc = r->o.mode == MLXD_RECEIVER_EVENT ? loop_event(r) : loop_busy(r);
     char msg[512];
+    if (rc == 0 && r->cuda_err[0])
+        rc = -EIO;
     if (rc < 0)
-        snprintf(msg, sizeof msg, "%s", mlxd_errmsg());
+        snprintf(msg, sizeof msg, "%s", r->cuda_err[0] ? r->cuda_err : mlxd_errmsg());
 
     pthread_mutex_lock(&r->lock);
     r->monitor_running = false;
@@ -1431,11 +1391,9 @@ int mlxd_receiver_frame_check(struct mlxd_receiver *r, const struct mlxd_receive
             for (int i = 0; i < 4; i++)
                 p[i] = v[i];
         }
-#if MLXD_HAVE_CUDA
-        else {
-            cuda_shim()->MemcpyDtoH(p, (CUdeviceptr)(r->o.buffer + off), 4);
+        else if (mlxd__cuda_read(p, r->o.buffer + off, 4, "mlxd_receiver_frame_check", "metadata PSN") < 0) {
+            return -EIO;
         }
-#endif
         uint32_t psn = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
         if (psn != info->metadata.psn)
             verdict = MLXD_FRAME_OVERWRITTEN;

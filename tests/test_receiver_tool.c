@@ -28,22 +28,27 @@ struct tool_env {
     bool with_stderr;       /* stderr into out too (after stdout's bytes, interleaved as written) */
     bool no_mtu;            /* MLXD_EMU_DEVICES without mtu=: the emulator's default port MTU */
     bool preload;           /* LD_PRELOAD the emulator, as a user would (the tool does not re-exec) */
+    bool fakecuda;          /* LD_LIBRARY_PATH=<build>/tests/fakecuda: the emulated NVIDIA driver */
+    bool fakecuda_old;      /* ... tests/fakecuda-11.6: the same as a driver before CUDA 11.7 */
+    const char *cuda_fail;  /* FAKECUDA_FAIL for it (tests/fakecuda/libcuda.c) */
 };
 
 /* Runs the tool with args (NULL-terminated) and captures stdout (and stderr when asked);
  * returns the exit status. */
 static int run_tool_ex(char *out, size_t cap, const char *const *args, const struct tool_env *env)
 {
-    static char tool[4096], emu[4096];
+    static char tool[4096], emu[4096], fakecuda[4096];
     const char *bd = mlxd_test_build_dir();
     if (bd[0] == '/') {
         snprintf(tool, sizeof tool, "%s/bin/mlxd-capture", bd);
         snprintf(emu, sizeof emu, "%s/lib/libmlx5direct-emu.so", bd);
+        snprintf(fakecuda, sizeof fakecuda, "%s/tests/fakecuda", bd);
     } else {
         char cwd[1024];
         ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
         snprintf(tool, sizeof tool, "%s/%.1024s/bin/mlxd-capture", cwd, bd);
         snprintf(emu, sizeof emu, "%s/%.1024s/lib/libmlx5direct-emu.so", cwd, bd);
+        snprintf(fakecuda, sizeof fakecuda, "%s/%.1024s/tests/fakecuda", cwd, bd);
     }
     ck_assert_msg(access(tool, X_OK) == 0, "%s is not built", tool);
     int p[2];
@@ -72,6 +77,14 @@ static int run_tool_ex(char *out, size_t cap, const char *const *args, const str
         unsetenv("MLXD_CAPTURE_EMULATED");
         if (env->preload)
             setenv("LD_PRELOAD", emu, 1);
+        if (env->fakecuda_old)
+            strcat(fakecuda, "-11.6");
+        if (env->fakecuda || env->fakecuda_old)
+            setenv("LD_LIBRARY_PATH", fakecuda, 1);
+        else
+            unsetenv("LD_LIBRARY_PATH");
+        if (env->cuda_fail)
+            setenv("FAKECUDA_FAIL", env->cuda_fail, 1);
         char *argv[40];
         int n = 0;
         argv[n++] = tool;
@@ -105,6 +118,63 @@ static long json_num(const char *line, const char *key)
     ck_assert_msg(p != NULL, "no %s in %s", key, line);
     return strtol(p + strlen(k), NULL, 10);
 }
+
+/* --gpu on the emulated NVIDIA driver: generated frames and a replayed capture land in device
+ * memory and verify (read back with cuMemcpyDtoH), the capture's bytes all in place. */
+START_TEST(gpu_generate_and_replay)
+{
+    static char out[1 << 20];
+    const struct tool_env env = { .with_stderr = true, .fakecuda = true };
+    const char *g[] = { "--generate", "--gpu", "-n", "40", "--pages", "4", "--queue-size", "4",
+                        "--json", "-q", NULL };
+    int rc = run_tool_ex(out, sizeof out, g, &env);
+    const char *sum = strstr(out, "\"summary\":true");
+    ck_assert_msg(rc == 0 && sum, "exit %d\n%s", rc, out);
+    ck_assert_int_eq(json_num(sum, "frames_received"), 40);
+    /* every frame the consumer took was read back from device memory and verified (a loaded
+     * machine may make it drop some: those are counted, not checked) */
+    ck_assert_int_eq(json_num(sum, "payload_checked"), json_num(sum, "frames_consumed"));
+    ck_assert_int_eq(json_num(sum, "payload_checked") + json_num(sum, "dropped") + json_num(sum, "replaced"), 40);
+    ck_assert_int_eq(json_num(sum, "payload_failures"), 0);
+    char path[1024];
+    snprintf(path, sizeof path, "%s", mlxd_test_path("fixtures/roce-pcaps/hsb_medium_64k_4pages.pcap"));
+    const char *r[] = { "--replay", path, "--gpu", "-q", NULL };
+    rc = run_tool_ex(out, sizeof out, r, &env);
+    ck_assert_msg(rc == 0 && strstr(out, "payload 20 checked, 0 bad") &&
+                  strstr(out, "the 262656 bytes the capture writes are in place, byte for byte") &&
+                  strstr(out, "OK: all expected frames received and verified"), "exit %d\n%s", rc, out);
+}
+END_TEST
+
+/* --gpu failures: exit 1 with the CUDA call, its CUresult name and what to do. */
+START_TEST(gpu_failures_explained)
+{
+    static char out[1 << 16];
+    const char *g[] = { "--generate", "--gpu", "-n", "3", "-q", NULL };
+    const struct tool_env oom = { .with_stderr = true, .fakecuda = true, .cuda_fail = "cuMemAlloc_v2=2" };
+    int rc = run_tool_ex(out, sizeof out, g, &oom);
+    ck_assert_msg(rc == 1 && strstr(out, "mlxd-capture: --gpu: cuMemAlloc(12288 bytes): CUDA_ERROR_OUT_OF_MEMORY") &&
+                  strstr(out, "use fewer --pages"), "exit %d\n%s", rc, out);
+    const struct tool_env nodmabuf = { .with_stderr = true, .fakecuda = true,
+                                       .cuda_fail = "cuMemGetHandleForAddressRange=801" };
+    rc = run_tool_ex(out, sizeof out, g, &nodmabuf);
+    ck_assert_msg(rc == 1 && strstr(out, "cuMemGetHandleForAddressRange(") &&
+                  strstr(out, "CUDA_ERROR_NOT_SUPPORTED") && strstr(out, "Linux 5.12"), "exit %d\n%s", rc, out);
+    const struct tool_env nogpu = { .with_stderr = true, .fakecuda = true, .cuda_fail = "cuInit=100" };
+    rc = run_tool_ex(out, sizeof out, g, &nogpu);
+    ck_assert_msg(rc == 1 && strstr(out, "mlxd-capture: --gpu: cuInit: CUDA_ERROR_NO_DEVICE: no usable GPU"),
+                  "exit %d\n%s", rc, out);
+    const struct tool_env old = { .with_stderr = true, .fakecuda_old = true };
+    rc = run_tool_ex(out, sizeof out, g, &old);
+    ck_assert_msg(rc == 1 && strstr(out, "mlxd_receiver_start: libcuda.so.1 (CUDA 11.6) has no "
+                                         "cuMemGetHandleForAddressRange") &&
+                  strstr(out, "R515 (CUDA 11.7)") && strstr(out, "Linux 5.12"), "exit %d\n%s", rc, out);
+    const struct tool_env nodriver = { .with_stderr = true };
+    rc = run_tool_ex(out, sizeof out, g, &nodriver);
+    ck_assert_msg(rc == 1 && strstr(out, "--gpu: libcuda.so.1 (the NVIDIA driver) cannot be used: ") &&
+                  strstr(out, "LD_LIBRARY_PATH=build/tests/fakecuda"), "exit %d\n%s", rc, out);
+}
+END_TEST
 
 static const char *CAPS[] = { "hsb_small_4k_3pages", "hsb_small_3000_embedded", "hsb_sepmeta_3000",
                               "hsb_medium_64k_4pages", "hsb_nometa_4k_3pages" };
@@ -821,6 +891,8 @@ static const struct { const char *file, *line; bool real_nic; } EXAMPLES[] = {
     { "docs/receiver.md", "mlxd-capture --generate -n 100 --gen-metadata embedded --payload-size 1024 --fps 1000", false },
     { "docs/reliability.md", "mlxd-capture --replay fixtures/roce-pcaps/hsb_small_4k_3pages.pcap --print-frames", false },
     { "scripts/demo-capture.sh", "\"$tool\" --replay \"$pcap\" --print-frames --quiet", false },
+    { "docs/receiver.md", "LD_LIBRARY_PATH=build/tests/fakecuda build/bin/mlxd-capture --generate --gpu", false },
+    { "docs/receiver.md", "LD_LIBRARY_PATH=build/tests/fakecuda build/bin/mlxd-capture --replay fixtures/roce-pcaps/hsb_medium_64k_4pages.pcap --gpu", false },
 };
 
 /* "--fps 0" sends as fast as the host can: the host's UDP socket may overflow before the
@@ -852,7 +924,7 @@ static void check_accounting_adds_up(const char *out, const char *tail, const ch
 START_TEST(documented_examples_run)
 {
     static char out[1 << 20], text[1 << 18];
-    const struct tool_env env = { .with_stderr = true };
+    const struct tool_env env = { .with_stderr = true, .fakecuda = true };   /* for --gpu */
     FILE *f = fopen(mlxd_test_path(EXAMPLES[_i].file), "r");
     ck_assert_msg(f != NULL, "%s: %s", EXAMPLES[_i].file, strerror(errno));
     size_t n = fread(text, 1, sizeof text - 1, f);
@@ -1111,6 +1183,8 @@ Suite *receiver_tool_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, replay_each_capture_json, 0, 5);
     tcase_add_test(tc, replay_loops);
+    tcase_add_test(tc, gpu_generate_and_replay);
+    tcase_add_test(tc, gpu_failures_explained);
     tcase_add_test(tc, slow_consumer_json);
     tcase_add_test(tc, generate_and_save);
     tcase_add_test(tc, generate_fps0_lapped);

@@ -27,6 +27,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "gpu_buffer.h"
 #include "mlxd_capture.h"
 #include "mlxd_capture_classify.h"
 #include "mlxd_emu.h"
@@ -72,6 +73,10 @@ static void usage(FILE *f)
 "      --busy | --event     monitor mode: busy-poll or completion events (default event)\n"
 "      --legacy-imm         immediate = {psn[23:0], page[7:0]} (HSB-Lite 2510)\n"
 "      --no-metadata        the device sends no metadata block (md_disable)\n"
+"      --gpu                receive into CUDA device memory (cuMemAlloc on GPU 0, registered\n"
+"                           through its dma-buf); frames are read back (cuMemcpyDtoH) to be\n"
+"                           checked and saved.  Without a GPU: LD_LIBRARY_PATH=build/tests/fakecuda\n"
+"                           (the tests' emulated NVIDIA driver; make fakecuda)\n"
 "\n"
 "sources:\n"
 "      --emulate            use the emulated NIC (default when no mlx5 device exists;\n"
@@ -127,7 +132,7 @@ struct cfg {
     uint64_t frames;
     double duration;
     uint32_t mode;
-    bool legacy, no_metadata;
+    bool legacy, no_metadata, gpu;
     bool emulate, generate;
     const char *replay;
     const char *pace;
@@ -888,6 +893,31 @@ static bool save_frame(const char *dir, uint64_t index, const uint8_t *data, uin
     return false;
 }
 
+/* The frame buffer: host memory, or (--gpu) device memory with a host copy to check frames in. */
+static int frame_memory(const struct cfg *c, size_t size, uint8_t **buf, uint64_t *dbuf)
+{
+    if (size == 0 || posix_memalign((void **)buf, 4096, size)) {
+        *buf = NULL;
+        fprintf(stderr, "mlxd-capture: cannot allocate %zu bytes for %u pages\n", size, c->pages);
+        return -1;
+    }
+    memset(*buf, 0, size);
+    if (c->gpu && gpu_buffer_alloc(size, dbuf) < 0) {
+        fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
+        return -1;
+    }
+    return 0;
+}
+
+/* --gpu: copies n device bytes at offset off into the host copy; false (said) when it fails. */
+static bool from_gpu(const struct cfg *c, uint8_t *buf, uint64_t dbuf, uint64_t off, uint64_t n)
+{
+    if (!c->gpu || gpu_buffer_read(buf + off, dbuf + off, n) == 0)
+        return true;
+    fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
+    return false;
+}
+
 /* The NIC-to-host delay of each frame: received (CLOCK_REALTIME when the monitor saw the
  * completion) - nic_ns (the NIC's clock when it completed the frame; mlxd_receiver.h).  The
  * distribution covers the first DELAYS_MAX frames (8 MiB), the count says how many had one. */
@@ -1041,6 +1071,7 @@ static int run(struct cfg *c)
     R.c = c;
     int status = 1;
     uint8_t *buf = NULL;
+    uint64_t dbuf = 0;          /* --gpu: the device memory receiving the frames */
     pthread_t mon, feed;
     bool mon_started = false, feed_started = false;
 
@@ -1067,22 +1098,19 @@ static int run(struct cfg *c)
     if (!c->peer_ip) c->peer_ip = "127.0.0.1";
 
     size_t bufsize = ((size_t)c->pages * c->page_size + 4095) & ~(size_t)4095;
-    if (bufsize == 0 || posix_memalign((void **)&buf, 4096, bufsize)) {
-        fprintf(stderr, "mlxd-capture: cannot allocate %zu bytes for %u pages\n", bufsize, c->pages);
+    if (frame_memory(c, bufsize, &buf, &dbuf) < 0)
         goto out;
-    }
-    memset(buf, 0, bufsize);
 
     R.rx = mlxd_receiver_new();
     mlxd_receiver_set_frame_ready(R.rx, on_frame_ready, NULL);
     mlxd_receiver_set_event_handler(R.rx, on_event, c);
     struct mlxd_receiver_opts o = {
-        .sz = sizeof o, .device = c->device, .port = c->port, .buffer = (uintptr_t)buf,
+        .sz = sizeof o, .device = c->device, .port = c->port, .buffer = c->gpu ? dbuf : (uintptr_t)buf,
         .buffer_size = bufsize, .frame_size = c->frame_size, .page_size = c->page_size,
         .pages = c->pages, .metadata_offset = c->metadata_offset, .peer_ip = c->peer_ip,
         .queue_size = c->queue_size, .mode = c->mode,
         .imm_layout = c->legacy ? MLXD_HSB_IMM_LEGACY_8_24 : MLXD_HSB_IMM_12_20,
-        .memory = MLXD_RECEIVER_MEM_HOST, .no_metadata = c->no_metadata,
+        .memory = c->gpu ? MLXD_RECEIVER_MEM_CUDA : MLXD_RECEIVER_MEM_HOST, .no_metadata = c->no_metadata,
         .record_cqes = c->record_cqes,
     };
     int rc = mlxd_receiver_start(R.rx, &o);
@@ -1174,6 +1202,10 @@ static int run(struct cfg *c)
             T.bytes += nbytes;
             T.last_fn = c->no_metadata ? f.received_frame_number - 1 : f.frame_number;
             const uint8_t *data = buf + (size_t)f.page * c->page_size;
+            if (!from_gpu(c, buf, dbuf, (size_t)f.page * c->page_size, nbytes)) {
+                T.bad_payload++;
+                break;
+            }
             int pay = -1;   /* -1 not T.checked, 0 bad, 1 ok */
             long bad_at = -1;
             /* a frame without metadata has no number to check against: it fails the run as
@@ -1292,7 +1324,8 @@ static int run(struct cfg *c)
 
     /* Replay: every byte the capture writes must now be in the buffer (the last write of each
      * byte wins).  For a capture without completions this is all there is to check. */
-    if (c->replay && R.cap && R.feed_rc >= 0 && !c->frames && c->loops <= 1 && atomic_load(&R.feed_done))
+    if (c->replay && R.cap && R.feed_rc >= 0 && !c->frames && c->loops <= 1 && atomic_load(&R.feed_done) &&
+        from_gpu(c, buf, dbuf, 0, bufsize))
         o2.image = check_image(R.cap, &R.map, buf, bufsize, &o2.image_bytes, &o2.image_diff);
     delay_report(&delays, c->json, o2.delay_json, sizeof o2.delay_json);
     status = report(&R, &T, &o2);
@@ -1301,6 +1334,7 @@ out:
     if (mon_started) { mlxd_receiver_close(R.rx); pthread_join(mon, NULL); }
     mlxd_receiver_destroy(R.rx);
     mlxd_capture_free(R.cap);
+    gpu_buffer_free(dbuf);
     free(buf);
     return status;
 }
@@ -1311,7 +1345,7 @@ int main(int argc, char **argv)
                      .verify = true, .timeout_ms = 2000, .gen_md = MLXD_GEN_MD_SEPARATE };
     enum { O_FRAME = 256, O_PAGE, O_PAGES, O_MDOFF, O_PEER, O_QUEUE, O_DURATION, O_BUSY, O_EVENT,
            O_LEGACY, O_NOMD, O_EMULATE, O_REPLAY, O_PACE, O_LOOPS, O_GENERATE, O_FPS, O_GENMD,
-           O_PAYLOAD, O_TARGET, O_SAVE, O_JSON, O_NOVERIFY, O_DELAY, O_TIMEOUT, O_LINKDOWN, O_RECORD };
+           O_PAYLOAD, O_TARGET, O_SAVE, O_JSON, O_NOVERIFY, O_DELAY, O_TIMEOUT, O_LINKDOWN, O_RECORD, O_GPU };
     static const struct mode_option mode_opts[] = {
         { O_PACE, "--pace", MODE_REPLAY }, { O_LOOPS, "--loops", MODE_REPLAY },
         { O_FPS, "--fps", MODE_GENERATE }, { O_GENMD, "--gen-metadata", MODE_GENERATE },
@@ -1336,7 +1370,7 @@ int main(int argc, char **argv)
         { "json", 0, 0, O_JSON }, { "print-frames", 0, 0, 'v' }, { "no-verify", 0, 0, O_NOVERIFY },
         { "consumer-delay-ms", 1, 0, O_DELAY }, { "timeout-ms", 1, 0, O_TIMEOUT }, { "quiet", 0, 0, 'q' },
         { "link-down", 1, 0, O_LINKDOWN },
-        { "record-cqes", 1, 0, O_RECORD },
+        { "record-cqes", 1, 0, O_RECORD }, { "gpu", 0, 0, O_GPU },
         { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
     int ch;
     uint64_t v;
@@ -1374,6 +1408,7 @@ int main(int argc, char **argv)
         case O_EVENT: c.mode = MLXD_RECEIVER_EVENT; break;
         case O_LEGACY: c.legacy = true; break;
         case O_NOMD: c.no_metadata = true; break;
+        case O_GPU: c.gpu = true; break;
         case O_EMULATE: c.emulate = true; break;
         case O_REPLAY: c.replay = optarg; c.emulate = true; break;
         case O_PACE:
