@@ -1,7 +1,7 @@
 /* hololink/module/mlx5direct_roce_receiver.hpp: Mlx5DirectRoceReceiverV1, the
  * RoceReceiverInterfaceV1 of this library (on receiver/mlxd_receiver.h), and what it offers
  * beyond the original: busy-poll mode and the other receiver options, the overwrite check after
- * a read, and the statistics with the loss accounting.
+ * a read, the statistics with the loss accounting, and the NIC's async events.
  *
  *   auto rx = hololink::module::RoceReceiverInterfaceV1::get_service(metadata);
  *   auto direct = hololink::module::Mlx5DirectRoceReceiverV1::get_service(metadata); // same object
@@ -29,6 +29,7 @@
 #include "mlx5direct_guard.hpp"
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -104,6 +105,27 @@ public:
     void set_options(const Options &options);   /* before start; std::runtime_error while started */
     Options options() const;
     Stats stats();                              /* reads rx_write_requests from sysfs */
+    /* The NIC's async events as the receiver reports them: port down / up, the first frame
+     * after an outage (frames lost across it), QP, CQ and device errors.  The C library's
+     * struct itself (struct mlxd_receiver_event and enum mlxd_receiver_event_kind,
+     * receiver/mlxd_receiver.h, document each field).  A QP, CQ or device error ends
+     * blocking_monitor(), which then throws std::runtime_error with the C library's message
+     * naming the event ("mlxd_receiver_blocking_monitor: ... IB_EVENT_QP_FATAL ..."). */
+    using Event = struct ::mlxd_receiver_event;
+    /* handler runs on the blocking_monitor() thread for each event as it is read, after the
+     * event is queued; an empty function stops the calls.  It stays registered across close()
+     * and start(); replacing it while the monitor runs is safe (like set_frame_ready).  It may
+     * call next_event and close, not blocking_monitor.  Events are queued whether or not a
+     * handler is set. */
+    void set_event_handler(std::function<void(const Event &)> handler);
+    /* Takes the oldest queued event into event, waiting up to timeout_ms for one (0: does not
+     * wait); false when none came (or close() ran meanwhile).  Like get_next_frame: any thread;
+     * std::runtime_error when start() has never succeeded.  The queue holds 64 events from
+     * start() on (the oldest dropped beyond, counted in stats().events_dropped); events stay
+     * readable after close() until the next start(). */
+    bool next_event(unsigned timeout_ms, Event &event);
+    /* "port down", "QP fatal error (IB_EVENT_QP_FATAL)", ...: a static string. */
+    static const char *event_name(uint32_t kind) { return mlxd_receiver_event_name(kind); }
     /* After reading a frame's bytes: did the device rewrite the page meanwhile?  Counted in
      * stats().overwritten_after_read.  std::runtime_error when not started or the frame's page
      * is out of range. */
@@ -121,6 +143,7 @@ public:
 
 private:
     static void frame_ready_trampoline(void *self);
+    static void event_trampoline(void *self, const Event *event);
     [[noreturn]] static void throw_c_error(const char *what);
 
     mlxd_receiver *r_ = nullptr;
@@ -142,6 +165,12 @@ private:
     void replace(CallbackSlot<F> &slot, F &&f);
 
     CallbackSlot<std::function<void()>> frame_ready_;
+    CallbackSlot<std::function<void(const Event &)>> event_handler_;
+    /* next_event's wait: the monitor bumps events_seen_ after queueing each event */
+    std::mutex ev_mu_;
+    std::condition_variable ev_cv_;
+    uint64_t events_seen_ = 0;
+    uint64_t closes_ = 0;
     std::atomic<int> monitors_{0};
 };
 

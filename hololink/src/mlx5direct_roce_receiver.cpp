@@ -4,6 +4,7 @@
 #include "hololink/module/mlx5direct_roce_receiver.hpp"
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <new>
 #include <stdexcept>
@@ -42,6 +43,7 @@ Mlx5DirectRoceReceiverV1::Mlx5DirectRoceReceiverV1() : r_(mlxd_receiver_new())
         throw std::bad_alloc();
     /* one trampoline for the receiver's life; set_frame_ready swaps what it calls */
     mlxd_receiver_set_frame_ready(r_, frame_ready_trampoline, this);
+    mlxd_receiver_set_event_handler(r_, event_trampoline, this);
 }
 
 Mlx5DirectRoceReceiverV1::~Mlx5DirectRoceReceiverV1()
@@ -55,6 +57,19 @@ void Mlx5DirectRoceReceiverV1::frame_ready_trampoline(void *self)
     std::function<void()> *cb = me->frame_ready_.current.load();
     if (cb)
         (*cb)();
+}
+
+void Mlx5DirectRoceReceiverV1::event_trampoline(void *self, const Event *event)
+{
+    auto *me = static_cast<Mlx5DirectRoceReceiverV1 *>(self);
+    {
+        std::lock_guard<std::mutex> g(me->ev_mu_);   /* once per event, never per frame */
+        me->events_seen_++;
+    }
+    me->ev_cv_.notify_all();
+    std::function<void(const Event &)> *cb = me->event_handler_.current.load();
+    if (cb)
+        (*cb)(*event);
 }
 
 void Mlx5DirectRoceReceiverV1::configure(const EnumerationMetadata &md)
@@ -163,8 +178,10 @@ hololink_module_status_t Mlx5DirectRoceReceiverV1::start(
     o.recv_depth = options_.recv_depth;
     o.repost_batch = options_.repost_batch;
     /* callbacks replaced during an earlier run: no monitor can be calling them now */
-    if (monitors_.load() == 0)
+    if (monitors_.load() == 0) {
         frame_ready_.retired.clear();
+        event_handler_.retired.clear();
+    }
     if (mlxd_receiver_start(r_, &o) < 0)
         throw_c_error("mlxd_receiver_start failed");
     ever_started_ = true;
@@ -176,7 +193,13 @@ void Mlx5DirectRoceReceiverV1::close()
 {
     /* not under lock_: close must not wait for a start elsewhere to finish its device work, and
      * the C receiver serialises start and close itself */
-    if (mlxd_receiver_close(r_) < 0) {
+    int rc = mlxd_receiver_close(r_);
+    {
+        std::lock_guard<std::mutex> g(ev_mu_);
+        closes_++;
+    }
+    ev_cv_.notify_all();                /* next_event waiters return */
+    if (rc < 0) {
         std::lock_guard<std::mutex> g(lock_);
         close_error_ = mlxd_errmsg();
     }
@@ -255,6 +278,38 @@ void Mlx5DirectRoceReceiverV1::replace(CallbackSlot<F> &slot, F &&f)
 void Mlx5DirectRoceReceiverV1::set_frame_ready(std::function<void()> callback)
 {
     replace(frame_ready_, std::move(callback));
+}
+
+void Mlx5DirectRoceReceiverV1::set_event_handler(std::function<void(const Event &)> handler)
+{
+    replace(event_handler_, std::move(handler));
+}
+
+bool Mlx5DirectRoceReceiverV1::next_event(unsigned timeout_ms, Event &event)
+{
+    if (!ever_started_)
+        throw std::runtime_error("mlxd_receiver_next_event: start() has not been called");
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    std::unique_lock<std::mutex> l(ev_mu_);
+    uint64_t closes = closes_;
+    for (;;) {
+        uint64_t seen = events_seen_;
+        l.unlock();
+        mlxd_err_clear();               /* an empty queue sets no message; misuse (fork) does */
+        if (mlxd_receiver_next_event(r_, &event))
+            return true;
+        const char *m = mlxd_errmsg();
+        if (m && *m)
+            throw std::runtime_error(m);
+        l.lock();
+        /* an event queued after the pop above has bumped events_seen_: no wakeup is lost */
+        if (!ev_cv_.wait_until(l, end, [&] { return events_seen_ != seen || closes_ != closes; }))
+            return false;
+        if (closes_ != closes) {
+            l.unlock();
+            return mlxd_receiver_next_event(r_, &event);
+        }
+    }
 }
 
 /* A query that is meaningful only while started: the C call's message when not. */

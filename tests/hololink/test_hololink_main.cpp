@@ -9,6 +9,7 @@
 Suite *hololink_service_suite(void);
 Suite *hololink_receiver_suite(void);
 Suite *hololink_replay_suite(void);
+Suite *hololink_events_suite(void);
 
 double hl_now(void)
 {
@@ -141,6 +142,7 @@ int main(void)
     SRunner *sr = srunner_create(hololink_service_suite());
     srunner_add_suite(sr, hololink_receiver_suite());
     srunner_add_suite(sr, hololink_replay_suite());
+    srunner_add_suite(sr, hololink_events_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
