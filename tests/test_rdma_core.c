@@ -5,8 +5,8 @@
  * addresses and a TCP port of its own (parallel runs cannot collide), kills what it started, and
  * checks the output against what the programs must print:
  *   - ibv_devices / ibv_devinfo -v: the configured devices, GUIDs, MTU, GIDs (docs/emulator.md);
- *   - ibv_rc_pingpong / ibv_uc_pingpong: exit 0 on both sides, "<2*size*iters> bytes in" and
- *     "<iters> iters in" (rdma-core libibverbs/examples/{rc,uc}_pingpong.c print both);
+ *   - ibv_rc_pingpong / ibv_uc_pingpong / ibv_srq_pingpong: exit 0 on both sides, "<2*size*iters> bytes in" and
+ *     "<iters> iters in" (rdma-core libibverbs/examples/{rc,uc,srq}_pingpong.c print both);
  *   - perftest ib_{write,send,read}_lat: the latency table row, sizes and iteration counts as
  *     asked, every number finite and ordered (min <= typical/avg <= max, p99 <= p99.9 <= max);
  *   - ib_write_bw: the bandwidth row, 0 < average <= peak, MsgRate = average / size (MB = 2^20);
@@ -438,6 +438,12 @@ START_TEST(rc_pingpong_64k) { pingpong("ibv_rc_pingpong", 65536, 1000, 60); }
 END_TEST
 START_TEST(uc_pingpong_64k) { pingpong("ibv_uc_pingpong", 65536, 1000, 60); }
 END_TEST
+/* ibv_srq_pingpong: 16 RC QPs whose receives come from one SRQ (issue 20 item 3); the
+ * default 4096 bytes x 1000 iterations, and small messages that go into the CQE */
+START_TEST(srq_pingpong_default) { pingpong("ibv_srq_pingpong", 0, 0, 60); }
+END_TEST
+START_TEST(srq_pingpong_small) { pingpong("ibv_srq_pingpong", 16, 1000, 60); }
+END_TEST
 START_TEST(rc_pingpong_64k_10000) { pingpong("ibv_rc_pingpong", 65536, 10000, 150); }
 END_TEST
 START_TEST(uc_pingpong_64k_10000) { pingpong("ibv_uc_pingpong", 65536, 10000, 150); }
@@ -663,6 +669,8 @@ Suite *rdma_core_suite(void)
     tcase_add_test(tc, rc_pingpong_64k);
     tcase_add_test(tc, uc_pingpong_64k);
     tcase_add_test(tc, rc_pingpong_no_gid);
+    tcase_add_test(tc, srq_pingpong_default);
+    tcase_add_test(tc, srq_pingpong_small);
     tcase_add_test(tc, scatter_rc_64);
     tcase_add_test(tc, scatter_uc_64);
     tcase_add_test(tc, scatter_rc_128);
