@@ -533,6 +533,28 @@ END_TEST
 START_TEST(scatter_off) { scatter("rc", "64", "noscatter", "CQE formats 0:100 1:0 2:0"); }
 END_TEST
 
+/* tests/progs/rdma_core_srq: one SRQ under three RC QPs through libibverbs + libmlx5: exact
+ * wr_ids (FIFO), QP numbers, lengths and bytes over 40 SENDs that reuse the 8 WQEs five times;
+ * the limit event once (then disarmed); RNR on an empty SRQ then delivery; EINVAL for a limit
+ * >= max_wr + 1 and EBUSY for destroying an SRQ in use.  The program checks it all and prints OK. */
+START_TEST(srq_limit_rnr)
+{
+    char rel[PATH_MAX], exe[PATH_MAX];
+    snprintf(rel, sizeof rel, "%s/tests/progs/rdma_core_srq", mlxd_test_build_dir());
+    ck_assert_msg(realpath(rel, exe) && access(exe, X_OK) == 0, "%s is not built", rel);
+    struct net n;
+    pick_net(&n, NULL, NULL);
+    const char *av[] = {exe, NULL};
+    int k = spawn((char *const *)av, n.devs);
+    int st = reap(k, 60);
+    char *o = output(k);
+    ck_assert_msg(exited0(st), "rdma_core_srq: %s: %s", st_str(st), o);
+    ck_assert_msg(strstr(o, "OK srq: 40 SENDs over 3 QPs, limit event once"), "rdma_core_srq: %s", o);
+    free(o);
+    kill_kids();
+}
+END_TEST
+
 /* ---- perftest ------------------------------------------------------------------------------ */
 
 /* The row under perftest's latency header:
@@ -671,6 +693,7 @@ Suite *rdma_core_suite(void)
     tcase_add_test(tc, rc_pingpong_no_gid);
     tcase_add_test(tc, srq_pingpong_default);
     tcase_add_test(tc, srq_pingpong_small);
+    tcase_add_test(tc, srq_limit_rnr);
     tcase_add_test(tc, scatter_rc_64);
     tcase_add_test(tc, scatter_uc_64);
     tcase_add_test(tc, scatter_rc_128);
