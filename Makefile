@@ -130,7 +130,7 @@ $(BUILD)/tests/progs/%: tests/progs/%.c | $(DEPS_OK)
 $(BUILD)/tests/progs/nic_unit: $(wildcard emu/nic/*.c emu/nic/*.h emu/emu.h abi/roce.c abi/mlxd_roce.h abi/error.c)
 # rdma_core_scatter is rdma-core's side of scatter-to-CQE (tests/test_rdma_core.c): libibverbs + libmlx5.
 $(BUILD)/tests/progs/rdma_core_scatter: private LIBS += -libverbs -lmlx5
-$(BUILD)/tests/progs/rdma_core_srq: private LIBS += -libverbs
+$(BUILD)/tests/progs/rdma_core_srq: private LIBS += -libverbs -ldl
 
 # make test: the suite (with the short soak), then the same suite under ASan+UBSan and the
 # threaded suites under TSan (docs/reliability.md); MLXD_TEST_SANITIZERS=0 runs the suite only.

@@ -537,21 +537,37 @@ END_TEST
  * wr_ids (FIFO), QP numbers, lengths and bytes over 40 SENDs that reuse the 8 WQEs five times;
  * the limit event once (then disarmed); RNR on an empty SRQ then delivery; EINVAL for a limit
  * >= max_wr + 1 and EBUSY for destroying an SRQ in use.  The program checks it all and prints OK. */
-START_TEST(srq_limit_rnr)
+static char *run_srq_prog(const char *arg)
 {
     char rel[PATH_MAX], exe[PATH_MAX];
     snprintf(rel, sizeof rel, "%s/tests/progs/rdma_core_srq", mlxd_test_build_dir());
     ck_assert_msg(realpath(rel, exe) && access(exe, X_OK) == 0, "%s is not built", rel);
     struct net n;
     pick_net(&n, NULL, NULL);
-    const char *av[] = {exe, NULL};
+    const char *av[] = {exe, arg, NULL};
     int k = spawn((char *const *)av, n.devs);
     int st = reap(k, 60);
     char *o = output(k);
-    ck_assert_msg(exited0(st), "rdma_core_srq: %s: %s", st_str(st), o);
+    ck_assert_msg(exited0(st), "rdma_core_srq %s: %s: %s", arg ? arg : "", st_str(st), o);
+    kill_kids();
+    return o;
+}
+
+/* Fault injection at every new kernel call (SRQ_CREATE, MODIFY_SRQ, QUERY_SRQ, SRQ_DESTROY)
+ * with EINVAL/ENOMEM/EFAULT/EIO, through libibverbs: each errno returned, nothing left live. */
+START_TEST(srq_faults)
+{
+    char *o = run_srq_prog("faults");
+    ck_assert_msg(strstr(o, "OK srq faults: 16 faults injected"), "rdma_core_srq faults: %s", o);
+    free(o);
+}
+END_TEST
+
+START_TEST(srq_limit_rnr)
+{
+    char *o = run_srq_prog(NULL);
     ck_assert_msg(strstr(o, "OK srq: 40 SENDs over 3 QPs, limit event once"), "rdma_core_srq: %s", o);
     free(o);
-    kill_kids();
 }
 END_TEST
 
@@ -694,6 +710,7 @@ Suite *rdma_core_suite(void)
     tcase_add_test(tc, srq_pingpong_default);
     tcase_add_test(tc, srq_pingpong_small);
     tcase_add_test(tc, srq_limit_rnr);
+    tcase_add_test(tc, srq_faults);
     tcase_add_test(tc, scatter_rc_64);
     tcase_add_test(tc, scatter_uc_64);
     tcase_add_test(tc, scatter_rc_128);

@@ -10,7 +10,13 @@
  *   3. an empty SRQ: a SEND waits (RNR NAK, rnr_retry 7) with no completion until a receive is
  *      posted, then completes on both sides;
  *   4. misuse: srq_limit >= max_wr + 1 -> EINVAL; destroying the SRQ while QPs use it -> EBUSY.
- * usage: rdma_core_srq      prints "OK ..." and exits 0 */
+ * With "faults": each new kernel call (SRQ_CREATE, MODIFY_SRQ, QUERY_SRQ, SRQ_DESTROY) fails in
+ * turn with EINVAL, ENOMEM, EFAULT and EIO (the preloaded emulator's mlxd_emu_fail_method):
+ * the verb returns that errno, a failed create leaves no SRQ (mlxd_emu_get_counts), a failed
+ * modify leaves the limit as it was, a failed destroy leaves the SRQ usable and destroyable,
+ * and after closing the device the emulator holds nothing (mlxd_emu_live_total 0).
+ * usage: rdma_core_srq [faults]      prints "OK ..." and exits 0 */
+#include <dlfcn.h>
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
@@ -18,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "mlxd_emu.h"
 
 #define FAIL(...) do { fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
 #define NQP 3
@@ -129,7 +136,69 @@ static void exchange(struct side *a, struct side *b, unsigned q, unsigned len, u
         if (a->buf[slot * 4096 + i] != (unsigned char)(i * 13 + tag)) FAIL("tag %u: byte %u", tag, i);
 }
 
-int main(void)
+/* the preloaded emulator's test interface, looked up at run time (not linked) */
+static int (*fail_method)(const char *, unsigned, int);
+static void (*fail_clear)(void);
+static int (*get_counts)(struct mlxd_emu_counts *);
+static unsigned (*live_total)(void);
+
+static unsigned live_srqs(void)
+{
+    struct mlxd_emu_counts c = {.sz = sizeof c};
+    if (get_counts(&c)) FAIL("mlxd_emu_get_counts");
+    return c.srq;
+}
+
+static int faults(struct ibv_device *d)
+{
+    fail_method = (int (*)(const char *, unsigned, int))dlsym(RTLD_DEFAULT, "mlxd_emu_fail_method");
+    fail_clear = (void (*)(void))dlsym(RTLD_DEFAULT, "mlxd_emu_fail_clear");
+    get_counts = (int (*)(struct mlxd_emu_counts *))dlsym(RTLD_DEFAULT, "mlxd_emu_get_counts");
+    live_total = (unsigned (*)(void))dlsym(RTLD_DEFAULT, "mlxd_emu_live_total");
+    if (!fail_method || !fail_clear || !get_counts || !live_total) FAIL("not run under the emulator");
+    static const int errs[] = {EINVAL, ENOMEM, EFAULT, EIO};
+    unsigned n = 0;
+    struct ibv_context *ctx = ibv_open_device(d);
+    if (!ctx) FAIL("open");
+    struct ibv_pd *pd = ibv_alloc_pd(ctx);
+    if (!pd) FAIL("pd");
+    for (unsigned k = 0; k < 4; k++) {
+        struct ibv_srq_init_attr sa = {.attr = {.max_wr = SRQ_WR, .max_sge = 1}};
+        if (fail_method("SRQ_CREATE", 1, errs[k])) FAIL("fail_method");
+        errno = 0;
+        struct ibv_srq *srq = ibv_create_srq(pd, &sa);
+        fail_clear();
+        if (srq || errno != errs[k]) FAIL("SRQ_CREATE %d: srq %p errno %d", errs[k], (void *)srq, errno);
+        if (live_srqs()) FAIL("SRQ_CREATE %d: an SRQ is live", errs[k]);
+        n++;
+        struct ibv_srq_init_attr sb = {.attr = {.max_wr = SRQ_WR, .max_sge = 1}};
+        if (!(srq = ibv_create_srq(pd, &sb))) FAIL("create_srq");
+        struct ibv_srq_attr arm = {.srq_limit = 2}, qa;
+        if (fail_method("MODIFY_SRQ", 1, errs[k])) FAIL("fail_method");
+        int rc = ibv_modify_srq(srq, &arm, IBV_SRQ_LIMIT);
+        fail_clear();
+        if (rc != errs[k]) FAIL("MODIFY_SRQ %d: %d", errs[k], rc);
+        if (ibv_query_srq(srq, &qa) || qa.srq_limit != 0) FAIL("MODIFY_SRQ %d changed the limit", errs[k]);
+        if (fail_method("QUERY_SRQ", 1, errs[k])) FAIL("fail_method");
+        rc = ibv_query_srq(srq, &qa);
+        fail_clear();
+        if (rc != errs[k]) FAIL("QUERY_SRQ %d: %d", errs[k], rc);
+        if (fail_method("SRQ_DESTROY", 1, errs[k])) FAIL("fail_method");
+        rc = ibv_destroy_srq(srq);
+        fail_clear();
+        if (rc != errs[k] || live_srqs() != 1) FAIL("SRQ_DESTROY %d: %d, %u live", errs[k], rc, live_srqs());
+        if (ibv_modify_srq(srq, &arm, IBV_SRQ_LIMIT)) FAIL("the SRQ is unusable after a failed destroy");
+        if (ibv_destroy_srq(srq) || live_srqs()) FAIL("destroy after a failed destroy");
+        n += 3;
+    }
+    ibv_dealloc_pd(pd);
+    ibv_close_device(ctx);
+    if (live_total()) FAIL("the emulator still holds %u objects", live_total());
+    printf("OK srq faults: %u faults injected, each returned and undone\n", n);
+    return 0;
+}
+
+int main(int argc, char **argv)
 {
     /* BlueFlame off (libmlx5 reads it at context creation): with it on, in ONE process holding
      * two contexts, the sends of the QP on the second static UAR page never leave mlx5_1 (seen
@@ -139,6 +208,7 @@ int main(void)
     int num = 0;
     struct ibv_device **l = ibv_get_device_list(&num);
     if (!l || num < 2) FAIL("need two devices, have %d", num);
+    if (argc > 1 && !strcmp(argv[1], "faults")) return faults(l[0]);
     struct side a = {0}, b = {0};   /* a = mlx5_0 receives through its SRQ, b = mlx5_1 sends */
     setup(&a, l[0], 1);
     setup(&b, l[1], 0);
