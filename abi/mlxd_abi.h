@@ -176,6 +176,19 @@ enum mlxd_wqe_opcode {
 #define MLXD_WQE_ATOMIC_OFF_SWAP_ADD 0u    /* BE64: swap value (CS) or addend (FA) */
 #define MLXD_WQE_ATOMIC_OFF_COMPARE 8u     /* BE64: compare value (CS); 0 for FA */
 #define MLXD_ATOMIC_SIZE            8u
+/* Datagram segment of a UD send WQE (struct mlx5_wqe_datagram_seg = struct mlx5_wqe_av, 48
+ * bytes), right after the control segment (rdma-core providers/mlx5/qp.c set_datagram_seg). */
+#define MLXD_WQE_AV_SIZE            48u
+#define MLXD_WQE_AV_OFF_QKEY        0u     /* BE32 key.qkey.qkey */
+#define MLXD_WQE_AV_OFF_DQP_DCT     8u     /* BE32: remote QPN | MLXD_EXTENDED_UD_AV */
+#define MLXD_WQE_AV_OFF_STAT_RATE_SL 12u   /* u8: SL << 4 (RoCE: the priority) */
+#define MLXD_WQE_AV_OFF_FL_MLID     13u    /* u8: bit 7 'force loopback', bits 6:0 LID path bits */
+#define MLXD_WQE_AV_OFF_RMAC        20u    /* 6 bytes: destination MAC (RoCE) */
+#define MLXD_WQE_AV_OFF_TCLASS      26u    /* u8 */
+#define MLXD_WQE_AV_OFF_HOP_LIMIT   27u    /* u8 */
+#define MLXD_WQE_AV_OFF_GRH_GID_FL  28u    /* BE32: bit 30 GRH present, 27:20 sgid index, 19:0 flow label */
+#define MLXD_WQE_AV_OFF_RGID        32u    /* 16 bytes: destination GID */
+#define MLXD_EXTENDED_UD_AV         0x80000000u   /* MLX5_EXTENDED_UD_AV: the AV has a GRH part */
 /* Data (scatter/gather) segment (struct mlx5_wqe_data_seg, 16 bytes).  byte_count 0 means 2 GiB
  * to the hardware (rdma-core providers/mlx5/qp.c: 2 GB is written as 0, and zero-length SGEs
  * are skipped). */
@@ -230,6 +243,15 @@ MLXD_ABI_ASSERT_EQ(sizeof(struct mlx5_wqe_atomic_seg), MLXD_WQE_ATOMIC_SIZE);
 MLXD_ABI_ASSERT_EQ(offsetof(struct mlx5_wqe_atomic_seg, compare), MLXD_WQE_ATOMIC_OFF_COMPARE);
 MLXD_ABI_ASSERT_EQ(MLX5_OPCODE_ATOMIC_CS, MLXD_WQE_ATOMIC_CS);
 MLXD_ABI_ASSERT_EQ(MLX5_OPCODE_ATOMIC_FA, MLXD_WQE_ATOMIC_FA);
+MLXD_ABI_ASSERT_EQ(sizeof(struct mlx5_wqe_av), MLXD_WQE_AV_SIZE);
+MLXD_ABI_ASSERT_EQ(offsetof(struct mlx5_wqe_av, dqp_dct), MLXD_WQE_AV_OFF_DQP_DCT);
+MLXD_ABI_ASSERT_EQ(offsetof(struct mlx5_wqe_av, stat_rate_sl), MLXD_WQE_AV_OFF_STAT_RATE_SL);
+MLXD_ABI_ASSERT_EQ(offsetof(struct mlx5_wqe_av, rmac), MLXD_WQE_AV_OFF_RMAC);
+MLXD_ABI_ASSERT_EQ(offsetof(struct mlx5_wqe_av, tclass), MLXD_WQE_AV_OFF_TCLASS);
+MLXD_ABI_ASSERT_EQ(offsetof(struct mlx5_wqe_av, hop_limit), MLXD_WQE_AV_OFF_HOP_LIMIT);
+MLXD_ABI_ASSERT_EQ(offsetof(struct mlx5_wqe_av, grh_gid_fl), MLXD_WQE_AV_OFF_GRH_GID_FL);
+MLXD_ABI_ASSERT_EQ(offsetof(struct mlx5_wqe_av, rgid), MLXD_WQE_AV_OFF_RGID);
+MLXD_ABI_ASSERT_EQ(MLX5_EXTENDED_UD_AV, MLXD_EXTENDED_UD_AV);
 MLXD_ABI_ASSERT_EQ(MLX5_RCV_DBR, MLXD_RCV_DBR);
 MLXD_ABI_ASSERT_EQ(MLX5_SND_DBR, MLXD_SND_DBR);
 MLXD_ABI_ASSERT_EQ(MLX5_CQ_DOORBELL, MLXD_UAR_CQ_DOORBELL);

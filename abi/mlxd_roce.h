@@ -51,6 +51,7 @@ extern "C" {
 #define MLXD_ROCE_IETH_LEN     4u
 #define MLXD_ROCE_ATOMICETH_LEN 28u
 #define MLXD_ROCE_ATOMICACKETH_LEN 8u
+#define MLXD_ROCE_DETH_LEN     8u   /* Q_Key 4, reserved 1, source QP 3 (IB spec 9.3.3) */
 #define MLXD_ROCE_ICRC_LEN     4u
 /* Offset of the BTH from the start of a packet (IPv4 + UDP). */
 #define MLXD_ROCE_BTH_OFF      (MLXD_ROCE_IPV4_LEN + MLXD_ROCE_UDP_LEN)
@@ -87,7 +88,7 @@ enum mlxd_roce_op {
 enum {
     MLXD_ROCE_HAS_RETH = 1u << 0, MLXD_ROCE_HAS_AETH = 1u << 1, MLXD_ROCE_HAS_IMMDT = 1u << 2,
     MLXD_ROCE_HAS_IETH = 1u << 3, MLXD_ROCE_HAS_ATOMICETH = 1u << 4,
-    MLXD_ROCE_HAS_ATOMICACKETH = 1u << 5,
+    MLXD_ROCE_HAS_ATOMICACKETH = 1u << 5, MLXD_ROCE_HAS_DETH = 1u << 6,
     MLXD_ROCE_HAS_PAYLOAD = 1u << 8,   /* the opcode may carry payload */
 };
 
@@ -130,6 +131,7 @@ struct mlxd_roce_pkt {
     uint32_t ieth_rkey;
     uint64_t atomic_va, atomic_swap_add, atomic_compare, atomic_orig;
     uint32_t atomic_rkey;
+    uint32_t deth_qkey, deth_src_qp;   /* UD: DETH Q_Key and source QP (24 bits) */
     /* parse results */
     const uint8_t *payload;      /* into the parsed buffer */
     uint32_t payload_len;        /* bytes, excluding the pad */

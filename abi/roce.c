@@ -25,7 +25,7 @@ static inline void wr32(uint8_t *p, uint32_t v) { wr16(p, (uint16_t)(v >> 16)); 
 static inline void wr64(uint8_t *p, uint64_t v) { wr32(p, (uint32_t)(v >> 32)); wr32(p + 4, (uint32_t)v); }
 
 /* Header sets per operation (IB spec 9.3, table 38), for RC and UC (UC lacks READ, ACK and
- * atomics; UD only SEND_ONLY[_IMM], which this codec does not need). */
+ * atomics; UD only SEND_ONLY[_IMM], with a DETH after the BTH). */
 static uint32_t op_hdrs(uint8_t op)
 {
     const uint32_t P = MLXD_ROCE_HAS_PAYLOAD;
@@ -76,6 +76,9 @@ uint32_t mlxd_roce_opcode_hdrs(uint8_t opcode)
             return 0;
         }
     }
+    if (tr == MLXD_ROCE_TRANSPORT_UD &&
+        (op == MLXD_ROCE_OP_SEND_ONLY || op == MLXD_ROCE_OP_SEND_ONLY_IMM))
+        return op_hdrs(op) | MLXD_ROCE_HAS_DETH;
     return 0;
 }
 
@@ -88,6 +91,7 @@ uint32_t mlxd_roce_ext_len(uint8_t opcode)
     if (h & MLXD_ROCE_HAS_ATOMICETH) n += MLXD_ROCE_ATOMICETH_LEN;
     if (h & MLXD_ROCE_HAS_IMMDT) n += MLXD_ROCE_IMMDT_LEN;
     if (h & MLXD_ROCE_HAS_IETH) n += MLXD_ROCE_IETH_LEN;
+    if (h & MLXD_ROCE_HAS_DETH) n += MLXD_ROCE_DETH_LEN;
     return n;
 }
 
@@ -117,6 +121,9 @@ const char *mlxd_roce_opcode_name(uint8_t opcode)
     static __thread char other[32];
     if (mlxd_roce_opcode_hdrs(opcode)) {
         if ((opcode & 0xe0) == MLXD_ROCE_TRANSPORT_RC) return rc[opcode & 0x1f];
+        if ((opcode & 0xe0) == MLXD_ROCE_TRANSPORT_UD)
+            return (opcode & 0x1f) == MLXD_ROCE_OP_SEND_ONLY ? "UD SEND Only"
+                                                             : "UD SEND Only with Immediate";
         return uc[opcode & 0x1f];
     }
     snprintf(other, sizeof other, "reserved 0x%02x", opcode);
@@ -300,6 +307,10 @@ static ssize_t build_hdrs(const char *fn, void *buf, size_t cap, const struct ml
     t[8] = p->ackreq ? 0x80 : 0;
     wr24(t + 9, p->psn & MLXD_ROCE_PSN_MASK);
     t += MLXD_ROCE_BTH_LEN;
+    if (h & MLXD_ROCE_HAS_DETH) {          /* DETH first after the BTH (IB spec 9.2) */
+        wr32(t, p->deth_qkey); t[4] = 0; wr24(t + 5, p->deth_src_qp & MLXD_ROCE_QPN_MASK);
+        t += MLXD_ROCE_DETH_LEN;
+    }
     /* Order of extension headers: RETH/AtomicETH, then (AETH,) ImmDt/IETH; for responses AETH
      * then AtomicAckETH (IB spec 9.3). */
     if (h & MLXD_ROCE_HAS_RETH) {
@@ -389,6 +400,10 @@ int mlxd_roce_parse(const void *buf, size_t len, uint16_t udp_port, bool verify_
         return mlxd_err(EMSGSIZE, "mlxd_roce_parse: %s needs %u header bytes, packet has %u",
                         mlxd_roce_opcode_name(out->opcode), hl + MLXD_ROCE_ICRC_LEN, tot);
     t += MLXD_ROCE_BTH_LEN;
+    if (h & MLXD_ROCE_HAS_DETH) {
+        out->deth_qkey = rd32(t); out->deth_src_qp = rd24(t + 5);
+        t += MLXD_ROCE_DETH_LEN;
+    }
     if (h & MLXD_ROCE_HAS_RETH) {
         out->reth_va = rd64(t); out->reth_rkey = rd32(t + 8); out->reth_len = rd32(t + 12);
         t += MLXD_ROCE_RETH_LEN;

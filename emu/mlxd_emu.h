@@ -43,13 +43,14 @@ struct mlxd_emu_counts {
     unsigned async_event;        /* async-event fds that are open */
     unsigned long long kernel_calls;  /* ioctl + write + mmap calls on uverbs fds so far */
     unsigned srq;                /* live shared receive queues */
+    unsigned ah;                 /* live address handles (CREATE_AH) */
 };
 
 /* Fills *c (c->sz must be set; fields past c->sz are not written).
  * -EINVAL: c is NULL or c->sz is smaller than the first field set. */
 int mlxd_emu_get_counts(struct mlxd_emu_counts *c);
 
-/* Sum of live pd + mr + cq + qp + srq + uar + comp_channel + async_event, plus open files and
+/* Sum of live pd + mr + cq + qp + srq + uar + comp_channel + async_event + ah, plus open files and
  * mappings: 0 means the emulated kernel holds nothing for this process. */
 unsigned mlxd_emu_live_total(void);
 
@@ -156,6 +157,9 @@ struct mlxd_emu_nic_stats {
     uint64_t rx_via_peer;          /* received by another process sharing the device and handed to
                                       this one (also counted in rx_pkts) */
     uint64_t rx_atomics;           /* compare-and-swap / fetch-and-add requests executed */
+    uint64_t rx_ud_datagrams;      /* UD datagrams delivered into a receive WQE */
+    uint64_t rx_ud_bad_qkey;       /* UD datagrams dropped: DETH Q_Key is not the QP's */
+    uint64_t rx_ud_no_recv;        /* UD datagrams dropped: no receive WQE posted */
 };
 
 /* Sets (f) or clears (f == NULL) the egress faults of device `index`; resets the packet index

@@ -79,6 +79,12 @@ struct mlxd_entry {
     uint64_t swap_add;         /* CMP_SWAP: the value written; FETCH_ADD: the addend */
     const struct mlxd_local *sgl; /* NULL, or num_local entries gathered in order (sends) or
                                   scattered in order (READ); read only during mlxd_qp_post */
+    /* UD QPs only (MLXD_QP_UD; read for no other type, so callers built before these fields
+     * existed are unaffected): the destination of a SEND / SEND_IMM */
+    const struct mlxd_ah *ah;  /* address handle (mlxd_ah_create) of the destination port */
+    uint32_t remote_qpn;       /* destination QP (24 bits) */
+    uint32_t remote_qkey;      /* Q_Key sent in the DETH; with the high bit set the QP's own
+                                  Q_Key (mlxd_qp_ud_ready) is sent instead (IB spec 10.2.5) */
 };
 
 /* Writes one WQE into qp's send ring (at the producer index, wrapping) without telling the NIC;
@@ -89,7 +95,10 @@ struct mlxd_entry {
  * outstanding (nothing written); -EINVAL misuse: qp invalid/destroyed, a
  * QP with no send ring, unknown op/flags, READ on UC, READ with MLXD_INLINE, inline longer than
  * max_inline, num_local above the QP's max_send_sge (or above 1 with sgl NULL or with
- * MLXD_INLINE), a length above 2^31 - 1 (a data segment's byte_count has 31
+ * MLXD_INLINE), on a UD QP: an op other than NOP/SEND/SEND_IMM, ah NULL, destroyed or of
+ * another NIC, or remote_qpn above 24 bits (a datagram longer than the port MTU is not refused
+ * here: it completes with IBV_WC_LOC_LEN_ERR, syndrome 0x01, and the QP's send queue stops (SQE),
+ * as on ConnectX); a length above 2^31 - 1 (a data segment's byte_count has 31
  * bits; a length above the port's max_msg_sz completes with IBV_WC_LOC_LEN_ERR, as on the
  * hardware), an atomic on UC, inline, or without exactly one 8-byte local buffer.
  * Atomics (IB spec vol. 1 9.4.5; rdma-core providers/mlx5/qp.c): the local region needs
@@ -175,7 +184,16 @@ enum mlxd_wc_opcode {
 enum mlxd_wc_flags {
     MLXD_WC_WITH_IMM = 1,      /* imm is valid (RESP_WR_IMM / RESP_SEND_IMM) */
     MLXD_WC_SOLICITED = 2,     /* the SE bit was set (op_own bit 1) */
+    MLXD_WC_GRH = 4,           /* receives: the first 40 bytes of the receive hold the GRH (UD;
+                                  on RoCE v2 over IPv4 its bytes 20..39 are the IPv4 header):
+                                  the CQE's flags_rqpn bits 29:28 are not 0, as libmlx5 decides
+                                  IBV_WC_GRH (rdma-core providers/mlx5/cq.c handle_responder) */
 };
+/* Receives: bits 31:8 of flags hold the CQE's source QPN (flags_rqpn bits 23:0, struct
+ * mlx5_cqe64 in mlx5dv.h), the sender's QP of a UD datagram (ibv_wc.src_qp); read it with
+ * mlxd_completion_src_qp().  (Kept in flags so that struct mlxd_completion keeps its 56 bytes
+ * and binaries built against earlier headers keep working.) */
+#define MLXD_WC_SRC_QP_SHIFT 8
 
 struct mlxd_completion {
     uint64_t wr_id;            /* of the entry / receive (per-QP table indexed by wqe_counter);
@@ -187,7 +205,7 @@ struct mlxd_completion {
     uint32_t byte_len;         /* responder: bytes received; READ: bytes read; else 0 */
     uint32_t imm;              /* host order, when flags & MLXD_WC_WITH_IMM */
     uint32_t qpn;              /* local QPN (24 bits) */
-    uint32_t flags;            /* OR of enum mlxd_wc_flags */
+    uint32_t flags;            /* OR of enum mlxd_wc_flags; receives: source QPN in bits 31:8 */
     uint16_t wqe_counter;      /* the CQE's wqe_counter */
     uint8_t  syndrome;         /* error CQEs: MLX5_CQE_SYNDROME_* (e.g. 0x13 remote access) */
     uint8_t  vendor_syndrome;  /* error CQEs: vendor_err_synd */
@@ -197,6 +215,13 @@ struct mlxd_completion {
                                   for lack of receives (sop_drop_qpn >> 24); else 0 */
     uint8_t  reserved;
 };
+
+/* The source QP of a receive completion: the sending QP of a UD datagram (24 bits; 0 for
+ * requester and error completions, and whatever the NIC reports for connected QPs). */
+static inline uint32_t mlxd_completion_src_qp(const struct mlxd_completion *c)
+{
+    return c->flags >> MLXD_WC_SRC_QP_SHIFT;
+}
 
 /* Consumes up to max ready CQEs of cq into out[0..n) and returns n (0 when none is ready).
  * Writes the consumer-index doorbell record once when n > 0 (once more where the batch changes

@@ -230,6 +230,14 @@ struct resp_words {
 static const struct resp_words resp_words[32] = { R4(0), R4(4), R4(8), R4(12), R4(16), R4(20), R4(24), R4(28) };
 #define RESP_INDEX_BASE ((MLXD_CQE_RESP_WR_IMM << MLXD_CQE_OPCODE_SHIFT) >> 1)   /* 8 */
 
+/* The receive flags that come from the CQE's flags_rqpn (bytes 24..27): MLXD_WC_GRH when its
+ * 'g' bits 29:28 are not 0, the source QPN in bits 31:8 (mlxd_mlx5.h).  One load, no branch. */
+static inline uint32_t rqpn_flags(const uint8_t *c)
+{
+    uint32_t fr = mlxd_load_be32(c + MLXD_CQE_OFF_FLAGS_RQPN);
+    return (uint32_t)(((fr >> 28) & 3) != 0) * MLXD_WC_GRH | (fr & MLXD_QPN_MASK) << MLXD_WC_SRC_QP_SHIFT;
+}
+
 /* The words of a responder completion (success) but wr_id, timestamp and qp: seven 8-byte
  * stores with the ones above, from the CQE's tail word and the table entry of its op_own. */
 static inline __attribute__((always_inline)) void put_resp(struct mlxd_completion *w, const uint8_t *c,
@@ -241,7 +249,7 @@ static inline __attribute__((always_inline)) void put_resp(struct mlxd_completio
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     v = mlxd_cqe_byte_cnt(c) | ((uint64_t)mlxd_cqe_imm(c) << 32 & r->imm_mask);
     memcpy((char *)w + offsetof(struct mlxd_completion, byte_len), &v, 8);
-    v = qpn | r->flags_hi;
+    v = qpn | r->flags_hi | (uint64_t)rqpn_flags(c) << 32;
     memcpy((char *)w + offsetof(struct mlxd_completion, qpn), &v, 8);
     /* hw_drops (byte 56 of the CQE, the top byte of sop_drop_qpn) into byte 6: loaded as a
      * byte, which needs no 64-bit mask constant in a register */
@@ -251,7 +259,7 @@ static inline __attribute__((always_inline)) void put_resp(struct mlxd_completio
 #else
     v = (uint64_t)mlxd_cqe_byte_cnt(c) << 32 | (mlxd_cqe_imm(c) & r->imm_mask);
     memcpy((char *)w + offsetof(struct mlxd_completion, byte_len), &v, 8);
-    v = (uint64_t)qpn << 32 | r->flags_hi;
+    v = (uint64_t)qpn << 32 | r->flags_hi | rqpn_flags(c);
     memcpy((char *)w + offsetof(struct mlxd_completion, qpn), &v, 8);
     put_tail(w, (uint32_t)wc, 0, 0, (uint8_t)tail >> MLXD_CQE_OPCODE_SHIFT, 0, (uint32_t)(tail >> 56));
 #endif

@@ -65,7 +65,7 @@ static inline void st32(uint8_t *p, uint32_t v) { v = htobe32(v); memcpy(p, &v, 
 static inline void st64(uint8_t *p, uint64_t v) { v = htobe64(v); memcpy(p, &v, 8); }
 
 uint32_t mlxd__wqe_build(volatile uint8_t *sqv, uint32_t sq_wqebbs, uint32_t pi, uint32_t qpn,
-                         const struct mlxd_entry *e, uint32_t bytes)
+                         const struct mlxd_entry *e, uint32_t bytes, const uint8_t *av)
 {
     uint8_t *sq = (uint8_t *)(uintptr_t)sqv;
     uint32_t ring_mask = sq_wqebbs * MLXD_SEND_WQE_BB - 1;     /* bytes - 1 */
@@ -84,6 +84,10 @@ uint32_t mlxd__wqe_build(volatile uint8_t *sqv, uint32_t sq_wqebbs, uint32_t pi,
          (e->op == MLXD_OP_WRITE_IMM || e->op == MLXD_OP_SEND_IMM) ? e->imm : 0);
     uint32_t off = MLXD_WQE_CTRL_SIZE;
     if (e->op == MLXD_OP_NOP) return nbb;
+    if (av) {                                            /* UD: the datagram segment */
+        mlxd__ud_put_av(sq, ring_mask, base + off, e, av);
+        off += MLXD_WQE_AV_SIZE;
+    }
     if (e->op == MLXD_OP_WRITE || e->op == MLXD_OP_WRITE_IMM || e->op >= MLXD_OP_READ) {
         uint8_t *r = sq + ((base + off) & ring_mask);   /* 16-B segments never straddle the end */
         st64(r + MLXD_WQE_RADDR_OFF_RADDR, e->remote.addr);
@@ -147,6 +151,13 @@ int mlxd_qp_post(struct mlxd_qp *qp, const struct mlxd_entry *e)
                         entry_sges(e)->length, qp->max_inline,
                         qp->type == MLXD_QP_UC ? ", UC has no READ or atomics"
                         : e->op >= MLXD_OP_CMP_SWAP ? ", an atomic needs one 8-byte local buffer, not inline" : "");
+    const uint8_t *av = NULL;
+    if (qp->type == MLXD_QP_UD) {        /* + the datagram segment (mlx5/post_ud.c) */
+        int extra = mlxd__ud_entry_check(qp, e);
+        if (mlxd_unlikely(extra < 0)) return -EINVAL;
+        bytes += (uint32_t)extra;
+        av = e->ah->av;
+    }
     uint32_t nbb = (bytes + MLXD_SEND_WQE_BB - 1) >> MLXD_SEND_WQE_SHIFT;
     /* full when the WQEBBs run out, or when send_depth entries are outstanding: the CQ was
      * sized for send_depth completions, and small WQEs would fit more into the ring */
@@ -155,7 +166,7 @@ int mlxd_qp_post(struct mlxd_qp *qp, const struct mlxd_entry *e)
                       qp->sq_posted - (uint32_t)(ci >> 32) >= qp->sq_depth))
         return -EAGAIN;
     uint32_t pi = qp->sq_pi;
-    mlxd__wqe_build(qp->sq, qp->sq_wqebbs, pi, qp->qpn, e, bytes);
+    mlxd__wqe_build(qp->sq, qp->sq_wqebbs, pi, qp->qpn, e, bytes, av);
     uint32_t idx = pi & (qp->sq_wqebbs - 1);
     qp->sq_wrid[idx] = e->wr_id;
     qp->sq_posted++;

@@ -15,7 +15,17 @@ extern const uint8_t mlxd__wqe_opcode[8];
 uint32_t mlxd__wqe_bytes(const struct mlxd_entry *e, uint32_t max_inline, uint32_t max_sge, bool uc);
 
 /* Writes the WQE for e at WQEBB index pi (free-running; wraps at sq_wqebbs, a power of two) of
- * the ring sq, for QP qpn, with bytes = mlxd__wqe_bytes(e, ...).  Returns the WQEBBs used. */
+ * the ring sq, for QP qpn, with bytes = mlxd__wqe_bytes(e, ...) (+ MLXD_WQE_AV_SIZE with av).
+ * av: NULL, or (UD QPs) the address vector to write as the datagram segment after the control
+ * segment, with e's remote_qkey and remote_qpn put in (mlx5/post_ud.c).  Returns the WQEBBs
+ * used. */
 uint32_t mlxd__wqe_build(volatile uint8_t *sq, uint32_t sq_wqebbs, uint32_t pi, uint32_t qpn,
-                         const struct mlxd_entry *e, uint32_t bytes);
+                         const struct mlxd_entry *e, uint32_t bytes, const uint8_t *av);
+
+/* mlx5/post_ud.c: a UD entry's extra WQE bytes (the datagram segment; 0 for NOP), or -1 when e
+ * is malformed for a UD QP of NIC nic (the message is set). */
+int mlxd__ud_entry_check(const struct mlxd_qp *qp, const struct mlxd_entry *e);
+/* Writes the datagram segment at ring offset pos (16-byte aligned; may wrap at ring_mask + 1). */
+void mlxd__ud_put_av(uint8_t *sq, uint32_t ring_mask, uint32_t pos, const struct mlxd_entry *e,
+                     const uint8_t *av);
 #endif

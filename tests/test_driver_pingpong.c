@@ -108,6 +108,21 @@ END_TEST
 START_TEST(uc_send) { run("uc", "send", 1000); }
 END_TEST
 
+/* -c ud: datagrams of the port MTU (1024 on the emulated ports), SEND without -o */
+START_TEST(ud_send)
+{
+    struct pair r;
+    pair_run(&r, "-n 1000 -c ud -s 1024", "-n 1000 -c ud -s 1024", NULL);
+    ck_assert_msg(r.server_rc == 0 && r.client_rc == 0, "ud: server exit %d, client exit %d; client said: %s; server said: %s",
+                  r.server_rc, r.client_rc, r.client_out, r.server_out);
+    ck_assert_msg(strstr(r.client_out, "1000 iterations of 1024 bytes, UD SEND,") && strstr(r.client_out, "data verified"),
+                  "client output: %s", r.client_out);
+    ck_assert_msg(strstr(r.server_out, "UD SEND, 1024 bytes x 1000") &&
+                  strstr(r.server_out, "1000 iterations of 1024 bytes received and verified"), "server output: %s", r.server_out);
+}
+END_TEST
+
+
 /* Both sides exit 1 promptly, each with exactly the one line given (and nothing else). */
 static void mismatch(const char *server_args, const char *client_args, const char *server_line, const char *client_line)
 {
@@ -119,6 +134,21 @@ static void mismatch(const char *server_args, const char *client_args, const cha
     ck_assert_str_eq(r.client_out, client_line);
     ck_assert_msg(r.secs < PROMPT_S, "[%s] vs [%s]: %.1f s", server_args, client_args, r.secs);
 }
+
+/* a datagram is one packet: -s above the MTU is refused on both sides; UD has no WRITE_IMM */
+START_TEST(ud_limits)
+{
+    mismatch("-c ud", "-c ud", "mlxd-pingpong: -c ud -s 4096 exceeds the port MTU 1024 (a datagram is one packet)\n",
+             "mlxd-pingpong: -c ud -s 4096 exceeds the port MTU 1024 (a datagram is one packet)\n");
+    struct pair r;
+    pair_run(&r, "-c ud -o write_imm", "-c ud -o write_imm", NULL);
+    ck_assert_int_eq(r.server_rc, 2);
+    ck_assert_int_eq(r.client_rc, 2);
+    static const char want[] = "mlxd-pingpong: -c ud -o write_imm: a UD QP sends only (use -o send)\n";
+    ck_assert_msg(!strncmp(r.client_out, want, strlen(want)),
+                  "client output: %s", r.client_out);
+}
+END_TEST
 
 /* -o fetch_add: 500 fetch-and-adds of 1 on the server's counter, which starts at 0xfffffffe (past
  * 2^32 after two: a 32-bit add would show); the client checks each original value, the server
@@ -399,11 +429,13 @@ Suite *driver_pingpong_suite(void)
     tcase_add_test(tc, uc_write_imm);
     tcase_add_test(tc, rc_send);
     tcase_add_test(tc, uc_send);
+    tcase_add_test(tc, ud_send);
     tcase_add_test(tc, rc_fetch_add);
     suite_add_tcase(s, tc);
     TCase *bad = tcase_create("disagreements");
     tcase_set_timeout(bad, 120);
     tcase_add_test(bad, size_mismatch);
+    tcase_add_test(bad, ud_limits);
     tcase_add_test(bad, transport_mismatch);
     tcase_add_test(bad, fetch_add_mismatch);
     tcase_add_test(bad, fetch_add_usage);

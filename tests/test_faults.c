@@ -1,5 +1,5 @@
-/* faults: every kernel call of open, region registration, CQ creation, QP creation, connect and
- * receiver start fails in turn, with each errno the kernel can return there.  For each fault:
+/* faults: every kernel call of open, region registration, CQ creation, QP creation, connect,
+ * receiver start, address handle creation and making a UD QP ready fails in turn, with each errno the kernel can return there.  For each fault:
  * the call returns exactly -errno, its message names the refused kernel call (the emulator's
  * method name, e.g. "QP_CREATE", "MODIFY_QP", "MMAP"), nothing was left half made, and after
  * closing what the test made the emulator holds no object, fd or mapping of this process
@@ -36,7 +36,7 @@ static const char *const methods[] = {
     "GET_CONTEXT", "QUERY_PORT", "QUERY_GID_TABLE", "QUERY_GID_ENTRY", "QUERY_CONTEXT",
     "CQ_CREATE", "QP_CREATE", "REG_DMABUF_MR", "ASYNC_EVENT_ALLOC", "UAR_OBJ_ALLOC",
     "QUERY_DEVICE", "ALLOC_PD", "REG_MR", "CREATE_COMP_CHANNEL", "CREATE_CQ", "CREATE_QP",
-    "QUERY_QP", "MODIFY_QP", "EX_QUERY_DEVICE", "EX_MODIFY_QP", "MMAP",
+    "QUERY_QP", "MODIFY_QP", "EX_QUERY_DEVICE", "EX_MODIFY_QP", "MMAP", "CREATE_AH",
 };
 
 static int errnos_of(const char *m, int *out)
@@ -55,9 +55,10 @@ static int errnos_of(const char *m, int *out)
     return n;
 }
 
-enum step { S_OPEN, S_REGISTER, S_CQ, S_QP, S_CONNECT, S_RECEIVER };
+enum step { S_OPEN, S_REGISTER, S_CQ, S_QP, S_CONNECT, S_RECEIVER, S_AH, S_UD_READY, S__N };
 static const char *const step_names[] = { "mlxd_open", "mlxd_region_register", "mlxd_cq_create",
-                                          "mlxd_qp_create", "mlxd_qp_connect", "mlxd_receiver_start" };
+                                          "mlxd_qp_create", "mlxd_qp_connect", "mlxd_receiver_start",
+                                          "mlxd_ah_create", "mlxd_qp_ud_ready" };
 
 static unsigned net_a, net_b;
 
@@ -78,9 +79,9 @@ static void assert_nothing_live(const char *when)
     struct mlxd_emu_counts c = { .sz = sizeof c };
     ck_assert_int_eq(mlxd_emu_get_counts(&c), 0);
     ck_assert_msg(mlxd_emu_live_total() == 0 && c.event_fds == 0,
-                  "%s: live files %u maps %u pd %u mr %u cq %u qp %u uar %u comp %u async %u evfd %u",
+                  "%s: live files %u maps %u pd %u mr %u cq %u qp %u uar %u comp %u async %u evfd %u ah %u",
                   when, c.files, c.mappings, c.pd, c.mr, c.cq, c.qp, c.uar, c.comp_channel,
-                  c.async_event, c.event_fds);
+                  c.async_event, c.event_fds, c.ah);
 }
 
 /* What a step needs, made before the fault is armed; run; teardown. */
@@ -100,10 +101,15 @@ static void prepare(enum step s, struct ctx *c)
     if (s == S_OPEN) return;
     if (s == S_RECEIVER) { c->r = mlxd_receiver_new(); ck_assert_ptr_nonnull(c->r); return; }
     ck_assert_int_eq(mlxd_open("mlx5_0", NULL, &c->nic), 0);
-    if (s == S_REGISTER || s == S_CQ) return;
+    if (s == S_REGISTER || s == S_CQ || s == S_AH) return;
     struct mlxd_cq_opts co = { .sz = sizeof co, .events = true };
     ck_assert_int_eq(mlxd_cq_create(c->nic, 32, &co, &c->cq), 0);
     if (s == S_QP) return;
+    if (s == S_UD_READY) {
+        struct mlxd_qp_opts uo = { .sz = sizeof uo, .type = MLXD_QP_UD, .send_depth = 8, .recv_depth = 8 };
+        ck_assert_int_eq(mlxd_qp_create(c->cq, &uo, &c->qp), 0);
+        return;
+    }
     struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_RC, .send_depth = 8, .recv_depth = 8 };
     ck_assert_int_eq(mlxd_qp_create(c->cq, &qo, &c->qp), 0);
     ck_assert_int_eq(mlxd_open("mlx5_1", NULL, &c->peer), 0);
@@ -133,6 +139,13 @@ static int run(enum step s, struct ctx *c)
     case S_QP: return mlxd_qp_create(c->cq, &qo, &qp);
     case S_CONNECT: return mlxd_qp_connect(c->qp, &c->ep, NULL);
     case S_RECEIVER: return mlxd_receiver_start(c->r, &o);
+    case S_AH: {
+        static const uint8_t gid[16] = { [10] = 0xff, [11] = 0xff, [12] = 127, [15] = 1 };
+        struct mlxd_ah *ah;
+        return mlxd_ah_create(c->nic, gid, NULL, &ah);
+    }
+    case S_UD_READY: return mlxd_qp_ud_ready(c->qp, 0x11111111);
+    case S__N: break;
     }
     return -ENOSYS;
 }
@@ -198,8 +211,8 @@ static void faults_in(enum step s)
                 /* ... and the step: the driver call that failed (for receiver start, the step of
                  * start that failed: mlxd_open, mlxd_cq_create, ...) */
                 bool step_named = false;
-                for (int t = 0; t <= S_CONNECT; t++)
-                    if (!strncmp(msg, step_names[t], strlen(step_names[t])) &&
+                for (int t = 0; t < S__N; t++)
+                    if (t != S_RECEIVER && !strncmp(msg, step_names[t], strlen(step_names[t])) &&
                         (s == S_RECEIVER || t == (int)s))
                         step_named = true;
                 ck_assert_msg(step_named, "%s: message does not start with the step: \"%s\"", when, msg);
@@ -246,6 +259,10 @@ START_TEST(connect_faults) { faults_in(S_CONNECT); }
 END_TEST
 START_TEST(receiver_start_faults) { faults_in(S_RECEIVER); }
 END_TEST
+START_TEST(ah_create_faults) { faults_in(S_AH); }
+END_TEST
+START_TEST(ud_ready_faults) { faults_in(S_UD_READY); }
+END_TEST
 
 Suite *faults_suite(void)
 {
@@ -258,6 +275,8 @@ Suite *faults_suite(void)
     tcase_add_test(tc, cq_create_faults);
     tcase_add_test(tc, qp_create_faults);
     tcase_add_test(tc, connect_faults);
+    tcase_add_test(tc, ah_create_faults);
+    tcase_add_test(tc, ud_ready_faults);
     tcase_add_test(tc, receiver_start_faults);
     tcase_add_test(tc, uar_alloc_enospc_named);
     suite_add_tcase(s, tc);

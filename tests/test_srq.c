@@ -160,7 +160,7 @@ START_TEST(empty_rc_rnr_then_delivery)
     ck_assert_int_eq(mlxd_emu_nic_stats(0, &s0), 0);
     send_one(&r, 1, 100, 77);
     struct mlxd_completion w[2];
-    for (int i = 0; i < 200 && mlxd_emu_nic_stats(0, &s1) == 0 && s1.rnr_naks_sent == s0.rnr_naks_sent; i++)
+    for (int i = 0; i < 5000 && mlxd_emu_nic_stats(0, &s1) == 0 && s1.rnr_naks_sent == s0.rnr_naks_sent; i++)
         usleep(1000);
     ck_assert_uint_gt(s1.rnr_naks_sent, s0.rnr_naks_sent);
     ck_assert_int_eq(mlxd_cq_poll(r.acq, w, 2), 0);
@@ -188,7 +188,7 @@ START_TEST(empty_uc_dropped_counted)
     send_one(&r, 0, 100, 1);
     struct mlxd_completion w;
     mlxd_test_wait_one(r.bcq, 5, &w);              /* UC: complete when sent */
-    for (int i = 0; i < 2000 && mlxd_emu_nic_stats(0, &s1) == 0 && s1.rx_dropped_uc == s0.rx_dropped_uc; i++)
+    for (int i = 0; i < 5000 && mlxd_emu_nic_stats(0, &s1) == 0 && s1.rx_dropped_uc == s0.rx_dropped_uc; i++)
         usleep(1000);
     ck_assert_uint_eq(s1.rx_dropped_uc, s0.rx_dropped_uc + 1);
     ck_assert_int_eq(mlxd_cq_poll(r.acq, &w, 1), 0);

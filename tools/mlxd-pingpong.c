@@ -1,5 +1,7 @@
-/* mlxd-pingpong: a ping-pong between two processes over RC or UC queue pairs, in the spirit of
- * rdma-core's ibv_rc_pingpong, on the direct driver (no libibverbs).
+/* mlxd-pingpong: a ping-pong between two processes over RC, UC or UD queue pairs, in the spirit
+ * of rdma-core's ibv_rc_pingpong / ibv_ud_pingpong, on the direct driver (no libibverbs).
+ * UD (-c ud): SENDs through an address handle to the peer's QPN with the Q_Key PP_QKEY; every
+ * receive has the 40 bytes of GRH in front of the message; -s is at most the port MTU.
  *
  *   server:  mlxd-pingpong [-d mlx5_1] [options]
  *   client:  mlxd-pingpong [-d mlx5_0] [options] <server-host>
@@ -13,7 +15,7 @@
  * The TCP conversation (all of it text or single bytes, so it does not depend on either host's
  * byte order or struct layout):
  *   1. each side sends a hello of HELLO_LEN bytes: "mlxd-pingpong/<version> role=<server|client>
- *      size=<-s> transport=<rc|uc> op=<write_imm|send|fetch_add> iters=<-n>", space-padded, '\n' last.
+ *      size=<-s> transport=<rc|uc|ud> op=<write_imm|send|fetch_add> iters=<-n>", space-padded, '\n' last.
  *      Everything both sides must agree on is in it: the message sizes (a WRITE_IMM beyond the
  *      peer's region is a remote access error, a SEND beyond its receive buffer a length error),
  *      the QP type (RC packets are dropped by a UC QP and the other way round: both sides would
@@ -62,7 +64,7 @@ struct cfg {
     const char *dev, *server;
     int port, gid_idx, emulate, verbose;
     uint32_t size, iters, type;
-    bool use_send, fetch_add;
+    bool use_send, fetch_add, op_given;
 };
 
 static void usage(const char *argv0)
@@ -70,7 +72,7 @@ static void usage(const char *argv0)
     printf("Usage: %s [options] [server-host]   (no host: run as the server)\n"
            "  -d, --dev NAME        RDMA device (default: the first mlx5 device)\n"
            "  -p, --port N          TCP port for the endpoint exchange (default 18515)\n"
-           "  -c, --transport rc|uc queue pair type (default rc)\n"
+           "  -c, --transport rc|uc|ud  queue pair type (default rc; ud: -o send only)\n"
            "  -o, --op write_imm|send|fetch_add  the operation (default write_imm); fetch_add (RC only):\n"
            "                        the client adds 1 to the server's 8-byte counter -n times, checking\n"
            "                        every value returned, the server checks the counter at the end\n"
@@ -363,7 +365,8 @@ static const char *escaped(char out[ESC_SIZE], const char *p, size_t n)
 
 struct settings { bool server, use_send, fetch_add; uint32_t size, iters, type; };
 
-static const char *transport_name(uint32_t type) { return type == MLXD_QP_RC ? "rc" : "uc"; }
+static const char *transport_name(uint32_t type) { return type == MLXD_QP_RC ? "rc" : type == MLXD_QP_UD ? "ud" : "uc"; }
+static const char *transport_upper(uint32_t type) { return type == MLXD_QP_RC ? "RC" : type == MLXD_QP_UD ? "UD" : "UC"; }
 static const char *op_name(bool use_send, bool fetch_add) { return fetch_add ? "fetch_add" : use_send ? "send" : "write_imm"; }
 static const char *op_label(const struct cfg *c) { return c->fetch_add ? "FETCH_ADD" : c->use_send ? "SEND" : "WRITE_IMM"; }
 
@@ -375,6 +378,16 @@ static void hello_send(int s, const struct cfg *c)
     memset(h + n, ' ', sizeof h - (size_t)n - 1);
     h[sizeof h - 1] = '\n';
     send_all(s, h, sizeof h);
+}
+
+/* "rc", "uc" or "ud" -> the QP type. */
+static bool parse_transport(const char *v, uint32_t *type)
+{
+    if (!strcmp(v, "rc")) *type = MLXD_QP_RC;
+    else if (!strcmp(v, "uc")) *type = MLXD_QP_UC;
+    else if (!strcmp(v, "ud")) *type = MLXD_QP_UD;
+    else return false;
+    return true;
 }
 
 /* A decimal in [min, max] and nothing else (no sign, no blank, no hex: the peer is untrusted). */
@@ -435,7 +448,7 @@ static void hello_recv(int s, struct settings *peer)
             } else if (!strcmp(k, "size")) {
                 bit = 2; ok = parse_u32(val, 1, 0x7fffffff, &peer->size);
             } else if (!strcmp(k, "transport")) {
-                bit = 4; ok = !strcmp(val, "rc") || !strcmp(val, "uc"); peer->type = !strcmp(val, "rc") ? MLXD_QP_RC : MLXD_QP_UC;
+                bit = 4; ok = parse_transport(val, &peer->type);
             } else if (!strcmp(k, "op")) {
                 bit = 8; ok = !strcmp(val, "send") || !strcmp(val, "write_imm") || !strcmp(val, "fetch_add");
                 peer->use_send = !strcmp(val, "send");
@@ -661,6 +674,67 @@ static int atomic_server(const struct cfg *c, volatile uint64_t *counter, int s)
     return 0;
 }
 
+/* The client's report: latency from the sorted round trips, bandwidth over the whole run. */
+static void print_summary(const struct cfg *c, double *rtt, double total, uint32_t peer_qpn)
+{
+    qsort(rtt, c->iters, sizeof *rtt, cmp_d);
+    uint32_t n = c->iters;
+    double med = rtt[n / 2] / 2, p99 = rtt[(size_t)((n - 1) * 0.99)] / 2;
+    printf("%u iterations of %u bytes, %s %s, %s -> peer QP 0x%06x, data verified\n", n, c->size,
+           transport_upper(c->type), op_label(c), c->dev, peer_qpn);
+    printf("one-way latency (round trip / 2), usec: min %.2f  median %.2f  p99 %.2f  max %.2f\n",
+           rtt[0] / 2, med, p99, rtt[n - 1] / 2);
+    printf("bandwidth: %.2f MB/s (%.0f messages/s, both directions)\n",
+           2.0 * c->size * n / total, 2.0 * n / (total / 1e6));
+}
+
+/* ---- UD (-c ud) ---- */
+#define PP_QKEY 0x11111111u    /* the Q_Key both sides use (ibv_ud_pingpong's too) */
+
+/* UD sends only (a datagram has no remote address, and atomics are RC's): -o send is the default
+ * there, -o write_imm a usage error (exit 2). */
+static int ud_options(struct cfg *c, const char *argv0)
+{
+    if (c->type != MLXD_QP_UD) return 0;
+    if (c->op_given && !c->use_send) {
+        fprintf(stderr, "mlxd-pingpong: -c ud -o write_imm: a UD QP sends only (use -o send)\n");
+        usage(argv0);
+        return 2;
+    }
+    c->use_send = true;
+    return 0;
+}
+
+/* Bytes in front of each received message: the GRH space of a UD receive, else none. */
+static uint32_t grh_room(const struct cfg *c) { return c->type == MLXD_QP_UD ? MLXD_UD_GRH_LEN : 0; }
+
+/* The message size against the port: its maximum message, and for UD its MTU (a datagram is one
+ * packet). */
+static void check_size(struct mlxd_nic *nic, const struct cfg *c)
+{
+    if (c->size > mlxd_max_message(nic)) fail("-s %u exceeds the port's maximum message %u", c->size, mlxd_max_message(nic));
+    struct mlxd_port_info pi;
+    if (c->type == MLXD_QP_UD && mlxd_port_info(nic, &pi) == 0 && c->size > pi.active_mtu_bytes)
+        fail("-c ud -s %u exceeds the port MTU %u (a datagram is one packet)", c->size, pi.active_mtu_bytes);
+}
+
+/* RC/UC: connect to the peer's endpoint.  UD: ready the QP with PP_QKEY and make the address
+ * handle of the peer's GID that every send uses (*ah; NULL for RC/UC). */
+static void connect_or_ready(struct mlxd_nic *nic, struct mlxd_qp *qp, const struct cfg *c,
+                             const struct mlxd_endpoint *pep, struct mlxd_ah **ah)
+{
+    int rc;
+    *ah = NULL;
+    if (c->type != MLXD_QP_UD) {
+        struct mlxd_connect_opts co = { .sz = sizeof co,
+                                        .peer_access = c->fetch_add ? MLXD_ACCESS_REMOTE_ATOMIC : MLXD_ACCESS_REMOTE_WRITE };
+        if ((rc = mlxd_qp_connect(qp, pep, &co))) die("connect", rc);
+        return;
+    }
+    if ((rc = mlxd_qp_ud_ready(qp, PP_QKEY))) die("ready the UD QP", rc);
+    if ((rc = mlxd_ah_create(nic, pep->gid, NULL, ah))) die("create the address handle", rc);
+}
+
 int main(int argc, char **argv)
 {
     struct cfg c = { .port = 18515, .gid_idx = -1, .size = 4096, .iters = 1000, .type = MLXD_QP_RC };
@@ -674,9 +748,9 @@ int main(int argc, char **argv)
         switch (o) {
         case 'd': c.dev = optarg; break;
         case 'p': c.port = (int)num_arg(argv[0], o, optarg, 1, 65535); break;
-        case 'c': if (!strcmp(optarg, "rc")) c.type = MLXD_QP_RC; else if (!strcmp(optarg, "uc")) c.type = MLXD_QP_UC;
-                  else { fprintf(stderr, "mlxd-pingpong: -c '%s': expected rc or uc\n", optarg); usage(argv[0]); return 2; } break;
-        case 'o': c.use_send = !strcmp(optarg, "send"); c.fetch_add = !strcmp(optarg, "fetch_add");
+        case 'c': if (!parse_transport(optarg, &c.type)) {
+                      fprintf(stderr, "mlxd-pingpong: -c '%s': expected rc, uc or ud\n", optarg); usage(argv[0]); return 2; } break;
+        case 'o': c.use_send = !strcmp(optarg, "send"); c.fetch_add = !strcmp(optarg, "fetch_add"); c.op_given = true;
                   if (!c.use_send && !c.fetch_add && strcmp(optarg, "write_imm"))
                   { fprintf(stderr, "mlxd-pingpong: -o '%s': expected write_imm, send or fetch_add\n", optarg); usage(argv[0]); return 2; } break;
         case 's': c.size = (uint32_t)num_arg(argv[0], o, optarg, 1, 0x7fffffffL); size_given = true; break;
@@ -694,7 +768,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (!c.size || !c.iters || c.port <= 0 || c.port > 65535) { usage(argv[0]); return 2; }
-    if (atomic_options(&c, size_given, argv[0])) return 2;
+    if (atomic_options(&c, size_given, argv[0]) || ud_options(&c, argv[0])) return 2;
     if (c.emulate) maybe_emulate(argv);
     emulated_setup();
 
@@ -731,7 +805,7 @@ int main(int argc, char **argv)
     hello_recv(s, &ps);
     check_settings(&c, &ps);
     /* after the hello, so that the peer is told instead of waiting for a hello that never comes */
-    if (c.size > mlxd_max_message(nic)) fail("-s %u exceeds the port's maximum message %u", c.size, mlxd_max_message(nic));
+    check_size(nic, &c);
     int gid_idx = c.gid_idx;
     if (gid_idx < 0 && have_addr) {
         int g = mlxd_gid_for_peer(nic, (struct sockaddr *)&peer_addr, pl, NULL);
@@ -739,14 +813,15 @@ int main(int argc, char **argv)
         else mlxd_err_clear();        /* handled: the default GID is used */
     }
     uint8_t *sbuf = aligned_alloc(4096, (c.size + 4095) & ~4095u);
-    uint8_t *rbuf = aligned_alloc(4096, (c.size + 4095) & ~4095u);
-    memset(rbuf, 0, c.size);
+    const uint32_t grh = grh_room(&c);
+    uint8_t *rbuf = aligned_alloc(4096, (c.size + grh + 4095) & ~4095u);
+    memset(rbuf, 0, c.size + grh);
     struct mlxd_region *sreg, *rreg;
     struct mlxd_region_opts ro = { .sz = sizeof ro, .access = MLXD_ACCESS_LOCAL_WRITE };
     if ((rc = mlxd_region_register(nic, sbuf, c.size, &ro, &sreg))) die("register the send buffer", rc);
     ro.access = MLXD_ACCESS_LOCAL_WRITE | (c.fetch_add ? MLXD_ACCESS_REMOTE_ATOMIC : MLXD_ACCESS_REMOTE_WRITE);
     if (c.fetch_add) { uint64_t v0 = COUNTER_START; memcpy(rbuf, &v0, 8); }
-    if ((rc = mlxd_region_register(nic, rbuf, c.size, &ro, &rreg))) die("register the receive buffer", rc);
+    if ((rc = mlxd_region_register(nic, rbuf, c.size + grh, &ro, &rreg))) die("register the receive buffer", rc);
     struct mlxd_cq *cq;
     if ((rc = mlxd_cq_create(nic, 256, NULL, &cq))) die("create the CQ", rc);
     struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = c.type, .send_depth = 64, .recv_depth = 128,
@@ -768,13 +843,13 @@ int main(int argc, char **argv)
     for (int i = 0; i < RECV_BATCH; i++) rv[i] = (struct mlxd_recv){ .wr_id = 0x1000u + (unsigned)i, .num_local = c.use_send ? 1 : 0, .local = &rl };
     for (int k = 0; k < 4; k++) if ((rc = mlxd_qp_receive(qp, rv, RECV_BATCH)) < 0) die("post receives", rc);
     int posted = 4 * RECV_BATCH;
-    struct mlxd_connect_opts co = { .sz = sizeof co, .peer_access = c.fetch_add ? MLXD_ACCESS_REMOTE_ATOMIC : MLXD_ACCESS_REMOTE_WRITE };
-    if ((rc = mlxd_qp_connect(qp, &pep, &co))) die("connect", rc);
+    struct mlxd_ah *ah;
+    connect_or_ready(nic, qp, &c, &pep, &ah);
     send_all(s, "R", 1);
     expect_byte(s, 'R', "its ready signal");
 
     if (!c.server) printf("mlxd-pingpong server: %s QP 0x%06x %s %s, %u bytes x %u\n", c.dev, ep.qpn,
-                          c.type == MLXD_QP_RC ? "RC" : "UC", op_label(&c), c.size, c.iters);
+                          transport_upper(c.type), op_label(&c), c.size, c.iters);
     int dir_out = c.server ? 0 : 1, dir_in = 1 - dir_out;
     struct mlxd_local sl = mlxd_region_local(sreg);
     double *rtt = calloc(c.iters, sizeof *rtt);
@@ -792,7 +867,8 @@ int main(int argc, char **argv)
                 fill(sbuf, c.size, it, dir_out);
                 struct mlxd_entry e = { .wr_id = it, .op = c.use_send ? MLXD_OP_SEND : MLXD_OP_WRITE_IMM,
                                         .flags = MLXD_SIGNALED, .imm = it, .num_local = 1, .local = sl,
-                                        .remote = { peer.addr, 0, peer.rkey, 0 } };
+                                        .remote = { peer.addr, 0, peer.rkey, 0 }, .ah = ah, .remote_qpn = peer.qpn,
+                                        .remote_qkey = PP_QKEY };
                 while ((rc = mlxd_qp_post(qp, &e)) == -EAGAIN) (void)mlxd_cq_poll(cq, wc, 16);
                 if (rc) die("post", rc);
                 mlxd_qp_ring(qp);
@@ -818,10 +894,10 @@ int main(int argc, char **argv)
                     }
                     if (wc[i].opcode == MLXD_WC_RECV || wc[i].opcode == MLXD_WC_RECV_RDMA_WITH_IMM) {
                         posted--;
-                        if (wc[i].byte_len != c.size || (!c.use_send && wc[i].imm != it)) {
+                        if (wc[i].byte_len != c.size + grh || (!c.use_send && wc[i].imm != it)) {
                             fprintf(stderr, "mlxd-pingpong: iteration %u: got %u bytes imm %u\n", it, wc[i].byte_len, wc[i].imm);
                             failed = 1;
-                        } else if (verify(rbuf, c.size, it, dir_in)) {
+                        } else if (verify(rbuf + grh, c.size, it, dir_in)) {
                             failed = 1;
                         }
                         got = true;
@@ -877,17 +953,7 @@ int main(int argc, char **argv)
     } else {
         expect_byte(s, 'D', "its result");
     }
-    if (!failed && c.server) {
-        qsort(rtt, c.iters, sizeof *rtt, cmp_d);
-        uint32_t n = c.iters;
-        double med = rtt[n / 2] / 2, p99 = rtt[(size_t)((n - 1) * 0.99)] / 2;
-        printf("%u iterations of %u bytes, %s %s, %s -> peer QP 0x%06x, data verified\n", n, c.size,
-               c.type == MLXD_QP_RC ? "RC" : "UC", op_label(&c), c.dev, peer.qpn);
-        printf("one-way latency (round trip / 2), usec: min %.2f  median %.2f  p99 %.2f  max %.2f\n",
-               rtt[0] / 2, med, p99, rtt[n - 1] / 2);
-        printf("bandwidth: %.2f MB/s (%.0f messages/s, both directions)\n",
-               2.0 * c.size * n / total, 2.0 * n / (total / 1e6));
-    }
+    if (!failed && c.server) print_summary(&c, rtt, total, peer.qpn);
     if (!failed && !c.server && !c.fetch_add) printf("%u iterations of %u bytes received and verified\n", c.iters, c.size);
     mlxd_qp_destroy(qp);
     mlxd_cq_destroy(cq);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include "mlxd_uverbs.h"
 #include "mlxd_mlx5.h"
+#include "mlxd_abi.h"
 
 #define MLXD_MAX_QPS 4096          /* per NIC; uidx (cqe_version 1) indexes nic->qp_table */
 #define MLXD_MAX_GIDS 256
@@ -127,6 +128,7 @@ struct mlxd_qp {
     uint32_t uidx;
     uint32_t ib_state;              /* IB_QPS_*: 0 RESET 1 INIT 2 RTR 3 RTS 6 ERR */
     uint32_t psn;
+    uint32_t qkey;                  /* UD: the Q_Key set by mlxd_qp_ud_ready */
     uint32_t gid_index;
     uint8_t  gid[16];
     uint64_t user_data;
@@ -150,6 +152,16 @@ struct mlxd_region {
     int      deregister_result;
     uint64_t pinned_pages;          /* what its registration pinned (memlock.c) */
     struct mlxd_region *next;
+};
+
+/* An address handle (uverbs/ud.c): the AV every UD WQE through it copies. */
+struct mlxd_ah {
+    uint32_t state;                 /* enum obj_state */
+    uint8_t  av[MLXD_WQE_AV_SIZE];  /* struct mlx5_wqe_av, qkey and dqp_dct left 0 */
+    struct mlxd_nic *nic;
+    uint32_t handle;
+    int      destroy_result;
+    struct mlxd_ah *next;
 };
 
 struct mlxd_nic {
@@ -178,6 +190,7 @@ struct mlxd_nic {
     struct mlxd_cq *cqs;
     struct mlxd_qp *qps;
     struct mlxd_srq *srqs;
+    struct mlxd_ah *ahs;
     struct mlxd_qp *qp_table[MLXD_MAX_QPS];
     struct mlxd_nic *next_closed;
     /* clocks (uverbs/clock.c) */
@@ -221,5 +234,9 @@ uint32_t mlxd__cq_clean_srq(struct mlxd_cq *cq, uint32_t qpn, struct mlxd_srq *s
  * mlx5_calc_send_wqe, mlx5_calc_sq_size). */
 uint32_t mlxd__roundup_pow2(uint32_t v);
 uint32_t mlxd__send_wqe_size(uint32_t max_inline, uint32_t max_send_sge);
+/* uverbs/ud.c: the send WQE of a UD QP (ctrl + datagram segment + data or inline); mlxd_close
+ * destroys the live address handles (their memory stays with the closed NIC, as the QPs'). */
+uint32_t mlxd__ud_send_wqe_size(uint32_t max_inline, uint32_t max_send_sge);
+int  mlxd__ah_destroy_all(struct mlxd_nic *nic);
 
 #endif

@@ -365,6 +365,10 @@ uint32_t mlxd_cq_size(const struct mlxd_cq *cq);
 enum mlxd_qp_type {
     MLXD_QP_RC = 2,            /* IB_UVERBS_QPT_RC: reliable connected */
     MLXD_QP_UC = 3,            /* IB_UVERBS_QPT_UC: unreliable connected (no READ) */
+    MLXD_QP_UD = 4,            /* IB_UVERBS_QPT_UD: unreliable datagram: SEND / SEND_IMM of at
+                                  most the port MTU to any UD QP, addressed per entry by an
+                                  address handle (mlxd_ah_create), remote QPN and Q_Key; made
+                                  ready with mlxd_qp_ud_ready, not mlxd_qp_connect */
 };
 
 struct mlxd_qp_opts {
@@ -386,7 +390,8 @@ struct mlxd_qp_opts {
     uint8_t  blueflame;        /* enum mlxd_blueflame; 0 = MLXD_BLUEFLAME_DEFAULT */
     struct mlxd_srq *srq;      /* receives come from this shared receive queue (of the same
                                   NIC; recv_depth and max_recv_sge must then be 0); NULL = the
-                                  QP's own receive ring.  The SRQ must outlive the QP. */
+                                  QP's own receive ring.  The SRQ must outlive the QP.
+                                  RC and UC only (UD: -EOPNOTSUPP) */
 };
 
 /* BlueFlame: mlxd_qp_ring of a single WQE that fits half the BlueFlame register (bf_reg_size/2,
@@ -409,7 +414,10 @@ enum mlxd_blueflame {
 
 /* Creates a QP on cq (QP_CREATE ioctl, state RESET).  The QP buffer (receive ring, then send
  * ring, page aligned) and its doorbell record are owned by the library.
- * Errors: -EINVAL misuse (type not RC/UC, both depths 0, gid index not valid on the port,
+ * UD (MLXD_QP_UD): the send WQE holds the datagram segment instead of the remote address
+ * (libmlx5 mlx5_calc_send_wqe); each receive must leave 40 bytes in front of the data for the
+ * GRH (MLXD_UD_GRH_LEN).
+ * Errors: -EINVAL misuse (type not RC/UC/UD, both depths 0, gid index not valid on the port,
  * blueflame not an enum mlxd_blueflame value);
  * -EINVAL "exceeds the device's maximum" when a depth, the inline size or the WQE size
  * (max_sq_desc_sz) is beyond the device (the message names the bound); -ENOMEM; -ENOSPC when
@@ -461,6 +469,54 @@ struct mlxd_connect_opts {
  * state it reached (the message says which).  Any thread, one call per QP at a time. */
 int mlxd_qp_connect(struct mlxd_qp *qp, const struct mlxd_endpoint *peer,
                     const struct mlxd_connect_opts *opts);
+
+/* ---- Unreliable datagram ---------------------------------------------------------------- */
+
+/* Bytes in front of every UD receive that the NIC fills with the packet's GRH: on RoCE v2 over
+ * IPv4, bytes 0..19 are zero and bytes 20..39 hold the IPv4 header (as ConnectX writes them;
+ * IB spec 11.4.1.1 "the first 40 bytes ... contain the GRH").  A receive needs 40 + the largest
+ * datagram bytes; the completion's byte_len counts the 40. */
+#define MLXD_UD_GRH_LEN 40u
+
+/* Brings a UD QP from RESET to RTS (MODIFY_QP, INVOKE_WRITE 26): RESET->INIT (pkey 0, port 1,
+ * qkey), INIT->RTR, RTR->RTS (sq_psn = the QP's PSN); masks per kernel drivers/infiniband/core/
+ * verbs.c qp_state_table (IB_QPT_UD).  qkey: the Q_Key datagrams must carry to be accepted by
+ * this QP (others are dropped by the NIC, IB spec 10.2.5), and the one sent by an entry whose
+ * remote_qkey has the high bit set.  A Q_Key with the high bit set is "controlled": only
+ * privileged processes may set one (the kernel refuses with EPERM).
+ * Errors: -EINVAL misuse (not a UD QP, not in RESET); the kernel's errno with the transition in
+ * the message (the QP is left in the state it reached).  Any thread, one call per QP at a time. */
+int mlxd_qp_ud_ready(struct mlxd_qp *qp, uint32_t qkey);
+
+/* An address handle: where a UD entry goes (struct mlxd_entry ah). */
+struct mlxd_ah;
+
+struct mlxd_ah_opts {
+    size_t   sz;               /* sizeof(struct mlxd_ah_opts) */
+    bool     has_gid_index;    /* use gid_index as the source GID, else mlxd_default_gid_index() */
+    uint32_t gid_index;
+    uint8_t  hop_limit;        /* 0 = 64 */
+    uint8_t  traffic_class;    /* IPv4 TOS / DSCP<<2 */
+    uint8_t  sl;               /* 0..7 on RoCE (802.1p priority) */
+    uint32_t flow_label;       /* 20 bits */
+};
+
+/* Creates an address handle for the destination GID gid (16 bytes, network order; on RoCE v2
+ * over IPv4 ::ffff:a.b.c.d) through the kernel (CREATE_AH, INVOKE_WRITE 18), as libmlx5's
+ * mlx5_create_ah does on RoCE: the kernel resolves the destination MAC and returns it in the
+ * mlx5 response (struct mlx5_ib_create_ah_resp dmac).  The library keeps the address vector
+ * (struct mlx5_wqe_av, mlx5dv.h: GRH present, source GID index, hop limit, traffic class, flow
+ * label, destination GID and MAC) that every UD WQE through it copies.  opts NULL: defaults.
+ * Errors: -EINVAL misuse (nic closed, gid/out NULL, a gid index not valid on the port, sl > 7,
+ * flow_label above 20 bits); -ENOMEM; the kernel's errno (message "CREATE_AH").  Any thread. */
+int mlxd_ah_create(struct mlxd_nic *nic, const uint8_t gid[16], const struct mlxd_ah_opts *opts,
+                   struct mlxd_ah **out);
+
+/* DESTROY_AH (INVOKE_WRITE 19).  Entries already posted through it are not affected (the WQE
+ * holds a copy of the address vector).  A second call returns the first one's result.
+ * mlxd_close destroys the handles still live.  Errors: -EINVAL ah NULL or its NIC closed; the kernel's
+ * errno (message "DESTROY_AH").  Thread rules: after every mlxd_qp_post that uses it returned. */
+int mlxd_ah_destroy(struct mlxd_ah *ah);
 
 /* Moves qp to ERR (MODIFY_QP, mask STATE): the NIC flushes posted entries with
  * IBV_WC_WR_FLUSH_ERR completions.  Errors: -EINVAL misuse; the kernel's errno.  Any thread. */

@@ -192,6 +192,41 @@ static int kernel_create_qp(struct mlxd_qp *qp, struct mlxd_cq *cq, struct mlxd_
     return 0;
 }
 
+/* The send ring in WQEBBs for send_depth entries of the largest WQE the options allow (rdma-core
+ * providers/mlx5/verbs.c mlx5_calc_send_wqe, mlx5_calc_sq_size; UD: the datagram segment in place
+ * of the remote address); 0 or -EINVAL naming the device bound exceeded. */
+static int sq_size(const struct mlxd_nic *nic, uint32_t type, const struct mlxd_qp_opts *opts, uint32_t send_sge,
+                   uint32_t *sq_wqebbs)
+{
+    static const char fn[] = "mlxd_qp_create";
+    *sq_wqebbs = 0;
+    if (!opts->send_depth) return 0;
+    uint32_t wqe_size = type == MLXD_QP_UD ? mlxd__ud_send_wqe_size(opts->max_inline, send_sge)
+                                           : mlxd__send_wqe_size(opts->max_inline, send_sge);
+    uint32_t max_desc = nic->max_sq_desc_sz ? nic->max_sq_desc_sz : 1024;
+    if (wqe_size > max_desc) return mlxd_err(EINVAL, "%s: a %u-byte WQE exceeds the device's maximum %u", fn, wqe_size, max_desc);
+    uint64_t bytes = (uint64_t)opts->send_depth * wqe_size;
+    if (bytes > (1ull << 31)) return mlxd_err(EINVAL, "%s: send ring too large", fn);
+    *sq_wqebbs = mlxd__roundup_pow2((uint32_t)bytes) / MLXD_SEND_WQE_BB;
+    if (nic->max_send_wqebb && *sq_wqebbs > nic->max_send_wqebb)
+        return mlxd_err(EINVAL, "%s: send depth %u needs %u WQEBBs, exceeds the device's maximum %u", fn,
+                        opts->send_depth, *sq_wqebbs, nic->max_send_wqebb);
+    return 0;
+}
+
+/* The receive ring: a power-of-two stride holding recv_sge data segments, at least 64 bytes in
+ * all (rdma-core providers/mlx5/verbs.c mlx5_calc_rq_size); none for depth 0. */
+static void rq_geometry(uint32_t depth, uint32_t recv_sge, uint32_t *cnt, uint32_t *shift)
+{
+    *cnt = *shift = 0;
+    if (!depth) return;
+    uint32_t stride = mlxd__roundup_pow2(recv_sge * MLXD_WQE_DATA_SIZE);
+    uint32_t bytes = mlxd__roundup_pow2(depth) * stride;
+    if (bytes < 64) bytes = 64;
+    *cnt = bytes / stride;
+    *shift = (uint32_t)__builtin_ctz(stride);
+}
+
 int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct mlxd_qp **out)
 {
     static const char fn[] = "mlxd_qp_create";
@@ -206,11 +241,14 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     if (opts->sz > offsetof(struct mlxd_qp_opts, blueflame) && opts->blueflame > MLXD_BLUEFLAME_OFF)
         return mlxd_err(EINVAL, "%s: blueflame %u is not DEFAULT (0), ON (1) or OFF (2)", fn, opts->blueflame);
     uint32_t type = opts->type ? opts->type : MLXD_QP_RC;
-    if (type != MLXD_QP_RC && type != MLXD_QP_UC) return mlxd_err(EINVAL, "%s: type %u is not RC (2) or UC (3)", fn, type);
+    if (type != MLXD_QP_RC && type != MLXD_QP_UC && type != MLXD_QP_UD)
+        return mlxd_err(EINVAL, "%s: type %u is not RC (2), UC (3) or UD (4)", fn, type);
     /* srq came after blueflame: an older caller's smaller struct does not have it */
     struct mlxd_srq *srq = opts->sz >= offsetof(struct mlxd_qp_opts, srq) + sizeof opts->srq ? opts->srq : NULL;
     if (srq && (srq->state != OBJ_LIVE || srq->nic != nic))
         return mlxd_err(EINVAL, "%s: srq is destroyed or of another NIC", fn);
+    if (srq && type == MLXD_QP_UD)     /* the emulated NIC delivers SRQ receives on RC/UC only */
+        return mlxd_err(EOPNOTSUPP, "%s: a UD QP with an SRQ is not supported (RC and UC are)", fn);
     if (srq && (opts->recv_depth || opts->max_recv_sge))
         return mlxd_err(EINVAL, "%s: recv_depth %u / max_recv_sge %u with an SRQ (its receives come from the SRQ: "
                         "both must be 0)", fn, opts->recv_depth, opts->max_recv_sge);
@@ -231,27 +269,10 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     const uint8_t *gid = gid_by_index(nic, gid_index);
     if (!gid) return mlxd_err(EINVAL, "%s: GID index %u is not a valid GID of port 1", fn, gid_index);
 
-    /* sizes (rdma-core providers/mlx5/verbs.c mlx5_calc_send_wqe, mlx5_calc_sq_size) */
-    uint32_t sq_wqebbs = 0, wqe_size = 0;
-    if (opts->send_depth) {
-        wqe_size = mlxd__send_wqe_size(opts->max_inline, send_sge);
-        uint32_t max_desc = nic->max_sq_desc_sz ? nic->max_sq_desc_sz : 1024;
-        if (wqe_size > max_desc) return mlxd_err(EINVAL, "%s: a %u-byte WQE exceeds the device's maximum %u", fn, wqe_size, max_desc);
-        uint64_t bytes = (uint64_t)opts->send_depth * wqe_size;
-        if (bytes > (1ull << 31)) return mlxd_err(EINVAL, "%s: send ring too large", fn);
-        sq_wqebbs = mlxd__roundup_pow2((uint32_t)bytes) / MLXD_SEND_WQE_BB;
-        if (nic->max_send_wqebb && sq_wqebbs > nic->max_send_wqebb)
-            return mlxd_err(EINVAL, "%s: send depth %u needs %u WQEBBs, exceeds the device's maximum %u", fn,
-                            opts->send_depth, sq_wqebbs, nic->max_send_wqebb);
-    }
-    uint32_t rq_cnt = 0, rq_shift = 0;
-    if (opts->recv_depth) {
-        uint32_t stride = mlxd__roundup_pow2(recv_sge * MLXD_WQE_DATA_SIZE);
-        uint32_t bytes = mlxd__roundup_pow2(opts->recv_depth) * stride;
-        if (bytes < 64) bytes = 64;
-        rq_cnt = bytes / stride;
-        rq_shift = (uint32_t)__builtin_ctz(stride);
-    }
+    uint32_t sq_wqebbs = 0, rq_cnt = 0, rq_shift = 0;
+    int src = sq_size(nic, type, opts, send_sge, &sq_wqebbs);
+    if (src) return src;
+    rq_geometry(opts->recv_depth, recv_sge, &rq_cnt, &rq_shift);
     int rc = cq_depth_reserve(nic, cq, rcq, opts->send_depth, opts->recv_depth, 1);
     if (rc) return rc;
     struct mlxd_qp *qp = calloc(1, sizeof *qp);
@@ -390,6 +411,7 @@ int mlxd_qp_connect(struct mlxd_qp *qp, const struct mlxd_endpoint *peer,
         return mlxd_err(EINVAL, "%s: invalid or destroyed QP, closed NIC, or peer NULL", fn);
     if (o && o->sz < offsetof(struct mlxd_connect_opts, max_rd_atomic) + sizeof o->max_rd_atomic)
         return mlxd_err(EINVAL, "%s: opts->sz %zu is too small", fn, o->sz);
+    if (qp->type == MLXD_QP_UD) return mlxd_err(EINVAL, "%s: QP 0x%x is a UD QP: not connected, see mlxd_qp_ud_ready", fn, qp->qpn);
     if (qp->ib_state != 0) return mlxd_err(EINVAL, "%s: QP 0x%x is not in RESET (state %u): connect once", fn, qp->qpn, qp->ib_state);
     uint32_t access = o ? o->peer_access : 0;
     uint32_t allowed = qp->type == MLXD_QP_UC ? MLXD_ACCESS_REMOTE_WRITE

@@ -6,7 +6,8 @@
  * ASYNC_EVENT_ALLOC, UAR_OBJ_ALLOC, UAR_OBJ_DESTROY), legacy commands whether sent by write()
  * or INVOKE_WRITE (GET_CONTEXT, QUERY_DEVICE, QUERY_PORT, ALLOC_PD, DEALLOC_PD, REG_MR,
  * DEREG_MR, CREATE_COMP_CHANNEL, CREATE_CQ, DESTROY_CQ, CREATE_QP, QUERY_QP, MODIFY_QP,
- * DESTROY_QP, MODIFY_SRQ, QUERY_SRQ, EX_QUERY_DEVICE, EX_MODIFY_QP) and MMAP.
+ * DESTROY_QP, MODIFY_SRQ, QUERY_SRQ, CREATE_AH, DESTROY_AH, EX_QUERY_DEVICE, EX_MODIFY_QP) and
+ * MMAP.
  * Any other name is refused (-EINVAL): no call has it, so its rule would never fire.
  * Environment: MLXD_EMU_FAIL="<name|*>:<n>:<errno>[,...]", errno as a number or a name; a bad
  * value is reported on stderr (the preloaded emulator has no caller to return it to). */
@@ -53,7 +54,7 @@ static const char *const known_methods[] = {
     /* legacy commands (write.c wtab[]; GET_CONTEXT and QUERY_PORT above) */
     "QUERY_DEVICE", "ALLOC_PD", "DEALLOC_PD", "REG_MR", "DEREG_MR", "CREATE_COMP_CHANNEL",
     "CREATE_CQ", "DESTROY_CQ", "CREATE_QP", "QUERY_QP", "MODIFY_QP", "DESTROY_QP",
-    "MODIFY_SRQ", "QUERY_SRQ", "EX_QUERY_DEVICE", "EX_MODIFY_QP",
+    "MODIFY_SRQ", "QUERY_SRQ", "CREATE_AH", "DESTROY_AH", "EX_QUERY_DEVICE", "EX_MODIFY_QP",
     /* mmap.c */
     "MMAP",
 };

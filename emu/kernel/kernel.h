@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 #include <sys/stat.h>
+#include <rdma/ib_user_verbs.h>
 #include "../emu.h"
 
 #define EMU_API __attribute__((visibility("default")))
@@ -92,6 +93,7 @@ struct k_cq   { struct emu_cq pub;  unsigned usecnt; struct k_evq *chan_q; struc
 struct k_qp   { struct emu_qp pub;  unsigned slot; struct k_evq *async_q; bool has_rq; int bfregn;
                 struct emu_pins pins; };
 struct k_srq  { struct emu_srq pub; unsigned usecnt; struct k_evq *async_q; struct emu_pins pins; };
+struct k_ah   { uint32_t handle; struct k_pd *pd; struct ib_uverbs_ah_attr attr; };   /* ah.c */
 struct k_uar  { struct emu_uar pub; int memfd; bool is_static; unsigned static_idx; unsigned usecnt; };
 
 /* One queued event. */
@@ -115,7 +117,7 @@ struct k_evq {
     struct k_evq *next;             /* emu_g.evqs */
 };
 
-enum uobj_kind { UO_NONE, UO_PD, UO_MR, UO_CQ, UO_QP, UO_UAR, UO_COMP_CHANNEL, UO_ASYNC, UO_SRQ };
+enum uobj_kind { UO_NONE, UO_PD, UO_MR, UO_CQ, UO_QP, UO_UAR, UO_COMP_CHANNEL, UO_ASYNC, UO_AH, UO_SRQ };
 
 struct k_uobj { uint8_t kind; void *obj; };
 
@@ -184,6 +186,7 @@ struct emu_global {
     struct k_evq *evqs;
     struct emu_file *files;         /* every open uverbs file */
     unsigned live[EMU_OBJ__COUNT];
+    unsigned live_ah;               /* address handles (ah.c) */
     unsigned nfiles, ncontexts, nmaps;
     uint64_t pinned_pages;          /* the process's pinned_vm from verbs objects (umem.c) */
     unsigned long long kernel_calls;
@@ -268,6 +271,13 @@ struct emu_qp_args {
 };
 int emu_k_alloc_pd(struct emu_file *f, uint32_t *handle, uint32_t *pdn);
 int emu_k_dealloc_pd(struct emu_file *f, struct k_pd *pd);
+/* ah.c */
+struct mlx5_ib_create_ah_resp;
+void emu_k_ah_dmac(const uint8_t dgid[16], uint8_t mac[6]);
+int emu_k_create_ah(struct emu_file *f, struct k_pd *pd, const struct ib_uverbs_ah_attr *a,
+                    size_t uhw_outlen, uint32_t *handle, struct mlx5_ib_create_ah_resp *resp,
+                    size_t *resp_len);
+int emu_k_destroy_ah(struct emu_file *f, struct k_ah *ah);
 int emu_k_reg_mr(struct emu_file *f, struct k_pd *pd, uint64_t start, uint64_t length,
                  uint64_t iova, uint32_t access, int dmabuf_fd, uint64_t dmabuf_off,
                  uint32_t *handle, uint32_t *lkey, uint32_t *rkey);

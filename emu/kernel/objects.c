@@ -221,6 +221,8 @@ int emu_k_get_context(struct emu_file *f, const void *uhw_in, size_t inlen, void
     if (emu_nic_clock_real_time()) resp.comp_mask |= MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS;
     resp.cqe_version = req.max_cqe_version < 1 ? req.max_cqe_version : 1;
     resp.cmds_supp_uhw = MLX5_USER_CMDS_SUPP_UHW_QUERY_DEVICE;
+    /* k: main.c mlx5_ib_alloc_ucontext: on an Ethernet port CREATE_AH returns the dmac */
+    if (emu_ds(f)->dev.cfg.ethernet) resp.cmds_supp_uhw |= MLX5_USER_CMDS_SUPP_UHW_CREATE_AH;
     resp.eth_min_inline = 1;           /* MLX5_INLINE_MODE_NONE + 1 */
     resp.clock_info_versions = 1u << MLX5_IB_CLOCK_INFO_V1;   /* the clock-info page (mmap.c) */
     resp.hca_core_clock_offset = EMU_CORE_CLOCK_OFF;
@@ -639,10 +641,10 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
                     void *uhw_resp)
 {
     /* k: uverbs_std_types_qp.c QP_CREATE: RC, UC, UD, XRC_INI, DRIVER (and RAW with
-     * CAP_NET_RAW, XRC_TGT) are known; the emulator implements RC and UC only. */
+     * CAP_NET_RAW, XRC_TGT) are known; the emulator implements RC, UC and UD. */
     switch (a->type) {
-    case IB_UVERBS_QPT_RC: case IB_UVERBS_QPT_UC: break;
-    case IB_UVERBS_QPT_UD: case IB_UVERBS_QPT_RAW_PACKET: case IB_UVERBS_QPT_XRC_INI:
+    case IB_UVERBS_QPT_RC: case IB_UVERBS_QPT_UC: case IB_UVERBS_QPT_UD: break;
+    case IB_UVERBS_QPT_RAW_PACKET: case IB_UVERBS_QPT_XRC_INI:
     case IB_UVERBS_QPT_XRC_TGT: case IB_UVERBS_QPT_DRIVER: return -EOPNOTSUPP;
     default: return -EINVAL;
     }
@@ -870,6 +872,9 @@ int emu_k_modify_qp(struct emu_file *f, const void *cmdv, bool ex)
     if ((mask & EMU_QP_CUR_STATE) && cur != actual) return -EINVAL;
     if (!emu_modify_qp_is_ok(cur, next, qp->pub.type, mask)) return -EINVAL;
     if ((mask & EMU_QP_PKEY_INDEX) && c->pkey_index >= 1) return -EINVAL;   /* pkey_tbl_len 1 */
+    /* k: uverbs_cmd.c modify_qp: a controlled Q_Key (high bit set) needs CAP_NET_RAW; the
+     * emulated kernel treats every process as unprivileged */
+    if ((mask & EMU_QP_QKEY) && (c->qkey & 0x80000000u)) return -EPERM;
     if ((mask & EMU_QP_MAX_QP_RD_ATOMIC) && c->max_rd_atomic > EMU_MAX_RD_ATOM) return -EINVAL;
     if ((mask & EMU_QP_MAX_DEST_RD_ATOMIC) && c->max_dest_rd_atomic > EMU_MAX_RD_ATOM) return -EINVAL;
     if ((mask & EMU_QP_PATH_MTU) && (c->path_mtu < 1 || c->path_mtu > 5)) return -EINVAL;
@@ -958,7 +963,7 @@ int emu_k_query_qp(struct emu_file *f, struct k_qp *qp, void *respv)
 void emu_file_destroy(struct emu_file *f)
 {
     f->closing = true;
-    static const uint8_t order[] = { UO_QP, UO_SRQ, UO_CQ, UO_MR, UO_PD, UO_UAR };
+    static const uint8_t order[] = { UO_QP, UO_SRQ, UO_AH, UO_CQ, UO_MR, UO_PD, UO_UAR };
     for (unsigned k = 0; k < sizeof order; k++)
         for (uint32_t h = 0; h < f->nobjs; h++) {
             if (f->objs[h].kind != order[k]) continue;
@@ -969,6 +974,7 @@ void emu_file_destroy(struct emu_file *f)
             case UO_CQ: emu_k_destroy_cq(f, o, NULL, NULL); break;
             case UO_MR: emu_k_dereg_mr(f, o); break;
             case UO_PD: emu_k_dealloc_pd(f, o); break;
+            case UO_AH: emu_k_destroy_ah(f, o); break;
             case UO_UAR: emu_k_uar_destroy(f, o); break;
             }
         }

@@ -42,6 +42,8 @@ static const struct wdesc wtab[] = {
     { IB_USER_VERBS_CMD_DESTROY_QP, 0, "DESTROY_QP", sizeof(struct ib_uverbs_destroy_qp), sizeof(struct ib_uverbs_destroy_qp_resp), 1, 0 },
     { IB_USER_VERBS_CMD_MODIFY_SRQ, 0, "MODIFY_SRQ", sizeof(struct ib_uverbs_modify_srq), 0, 0, 1 },
     { IB_USER_VERBS_CMD_QUERY_SRQ, 0, "QUERY_SRQ", sizeof(struct ib_uverbs_query_srq), sizeof(struct ib_uverbs_query_srq_resp), 1, 0 },
+    { IB_USER_VERBS_CMD_CREATE_AH, 0, "CREATE_AH", sizeof(struct ib_uverbs_create_ah), sizeof(struct ib_uverbs_create_ah_resp), 1, 1 },
+    { IB_USER_VERBS_CMD_DESTROY_AH, 0, "DESTROY_AH", sizeof(struct ib_uverbs_destroy_ah), 0, 0, 0 },
     { IB_USER_VERBS_EX_CMD_QUERY_DEVICE, 1, "EX_QUERY_DEVICE", 8, offsetof(struct ib_uverbs_ex_query_device_resp, response_length) + 4, 0, 1 },
     { IB_USER_VERBS_EX_CMD_MODIFY_QP, 1, "EX_MODIFY_QP", sizeof(struct ib_uverbs_modify_qp), 8, 0, 1 },
 };
@@ -378,6 +380,36 @@ static int cmd_query_srq(struct emu_file *f, const struct emu_wcmd *w)
     return respond(w, &resp, sizeof resp);
 }
 
+/* k: uverbs_cmd.c ib_uverbs_create_ah: an unknown PD handle -> EINVAL */
+static int cmd_create_ah(struct emu_file *f, const struct emu_wcmd *w)
+{
+    struct ib_uverbs_create_ah cmd;
+    int r = request(w, &cmd, sizeof cmd);
+    if (r) return r;
+    if (!f->ctx.has_ucontext) return -EINVAL;
+    void *pd;
+    if (emu_uobj_get(f, cmd.pd_handle, UO_PD, &pd)) return -EINVAL;
+    uint32_t h;
+    struct mlx5_ib_create_ah_resp uresp;
+    size_t ulen;
+    r = emu_k_create_ah(f, pd, &cmd.attr, w->uhw_outlen, &h, &uresp, &ulen);
+    if (r) return r;
+    struct ib_uverbs_create_ah_resp resp = { .ah_handle = h };
+    r = udata_out(w, &uresp, ulen, true);
+    if (!r) r = respond(w, &resp, sizeof resp);
+    if (r) { void *o; if (!emu_uobj_get(f, h, UO_AH, &o)) emu_k_destroy_ah(f, o); }
+    return r;
+}
+
+static int cmd_destroy_ah(struct emu_file *f, const struct emu_wcmd *w)
+{
+    struct ib_uverbs_destroy_ah cmd;
+    int r = request(w, &cmd, sizeof cmd);
+    void *o;
+    if (!r && emu_uobj_get(f, cmd.ah_handle, UO_AH, &o)) r = -EINVAL;
+    return r ? r : emu_k_destroy_ah(f, o);
+}
+
 int emu_run_write_cmd(struct emu_file *f, struct emu_wcmd *w)
 {
     if (!w->ex) {
@@ -398,6 +430,8 @@ int emu_run_write_cmd(struct emu_file *f, struct emu_wcmd *w)
         case IB_USER_VERBS_CMD_DESTROY_QP: return cmd_destroy_qp(f, w);
         case IB_USER_VERBS_CMD_MODIFY_SRQ: return cmd_modify_srq(f, w);
         case IB_USER_VERBS_CMD_QUERY_SRQ: return cmd_query_srq(f, w);
+        case IB_USER_VERBS_CMD_CREATE_AH: return cmd_create_ah(f, w);
+        case IB_USER_VERBS_CMD_DESTROY_AH: return cmd_destroy_ah(f, w);
         }
     } else {
         switch (w->cmd) {

@@ -61,6 +61,9 @@ struct nic_msg {
     uint64_t raddr;
     uint32_t rkey, len;
     uint64_t swap_add, compare;/* atomics: the atomic segment (host order) */
+    uint32_t ud_qkey, ud_dqpn; /* UD: the datagram segment's Q_Key and destination QP */
+    uint32_t ud_dip;           /* UD: destination IPv4 (network order, from the AV's rgid) */
+    uint8_t  ud_tclass, ud_hop;
     uint32_t first_psn, npsn;  /* PSNs the message uses (READ: its responses) */
     uint32_t read_rcvd;        /* READ: response bytes received */
     bool     read_done;
@@ -177,6 +180,7 @@ struct nic_cqe {
     uint16_t wqe_counter;
     uint32_t byte_cnt, imm;     /* imm raw */
     uint32_t qpn, uidx;
+    uint32_t flags_rqpn;        /* responder, UD: @24 of the CQE (nic_ud.c) */
     const uint8_t *inl;         /* responder scatter-to-CQE: the message, inl_len bytes (<= 32 in a
                                  * 64-byte CQE: format 1; <= 64 in a 128-byte one: format 2) */
     uint8_t  inl_len;
@@ -209,6 +213,17 @@ void nic_resp_send_aeth(struct nic_qp *q, uint32_t psn, uint8_t syndrome);
 void nic_resp_fatal(struct nic_qp *q, uint32_t psn, uint8_t nak_code, int event);
 struct emu_mr *nic_resp_rkey_check(struct nic_qp *q, uint32_t rkey, uint64_t va, uint32_t len,
                                    uint32_t acc);
+
+/* nic_resp.c, for nic_ud.c */
+uint16_t nic_resp_rq_pi(const struct nic_qp *q);
+uint8_t  nic_resp_scatter(struct nic_qp *q, uint32_t off, const uint8_t *src, uint32_t len, bool dry);
+/* nic_ud.c: unreliable datagram */
+/* Reads the datagram segment (48 bytes) of a send WQE into m. */
+void nic_ud_parse_av(struct nic_msg *m, const uint8_t av[48]);
+void nic_ud_hdr(struct nic_qp *q, const struct nic_msg *m, struct mlxd_roce_pkt *p,
+                struct sockaddr_in *to);
+void nic_ud_recv(struct nic_qp *q, const struct mlxd_roce_pkt *p);
+static inline bool nic_qp_is_ud(const struct nic_qp *q) { return q->qp->type == 4; }
 
 /* wire_udp.c */
 int  wire_open(struct nic_dev *nd);

@@ -1,6 +1,7 @@
 /* nic_cq.c: writing CQEs into the process's CQ ring, and CQ arming.
  *
  * Layout: struct mlx5_cqe64 / struct mlx5_err_cqe (mlx5dv.h; kernel include/linux/mlx5/device.h):
+ *   @24 flags_rqpn BE32 (UD receives: GRH flag, L3 type, source QPN)
  *   @32 srqn_uidx BE32 (uidx, cqe_version 1)   @36 imm_inval_pkey (immediate, wire order)
  *   @44 byte_cnt BE32    @48 timestamp BE64    @54 vendor_err_synd  @55 syndrome (error CQEs)
  *   @56 sop_drop_qpn BE32 (WQE opcode << 24 | QPN)   @60 wqe_counter BE16   @62 signature
@@ -61,6 +62,7 @@ int nic_cqe_write(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c
     v = __builtin_bswap32(c->uidx & 0xffffff); memcpy(tmp + 32, &v, 4);
     if (!err) {
         memcpy(tmp + 36, &c->imm, 4);
+        v = __builtin_bswap32(c->flags_rqpn); memcpy(tmp + 24, &v, 4);
         v = __builtin_bswap32(c->byte_cnt); memcpy(tmp + 44, &v, 4);
         uint64_t ts = __builtin_bswap64(emu_nic_cqe_timestamp(cq));
         memcpy(tmp + 48, &ts, 8);

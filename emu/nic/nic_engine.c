@@ -75,6 +75,7 @@ static uint32_t mtu_bytes(struct nic_qp *q)
     uint32_t m = q->qp->attr.path_mtu >= 1 && q->qp->attr.path_mtu <= 5
                      ? 128u << q->qp->attr.path_mtu : 1024;
     uint32_t port = q->nd->dev->cfg.mtu ? q->nd->dev->cfg.mtu : 4096;
+    if (nic_qp_is_ud(q)) return port;        /* a datagram QP has no path: the port's MTU */
     return m < port ? m : port;
 }
 
@@ -93,7 +94,7 @@ int emu_nic_qp_create(struct emu_qp *qp)
 {
     struct nic_dev *nd = qp->ctx && qp->ctx->dev ? qp->ctx->dev->nic : NULL;
     if (!nd) return -ENODEV;
-    if (qp->type != 2 && qp->type != 3) return 0;   /* RC and UC only: others are inert */
+    if (qp->type < 2 || qp->type > 4) return 0;   /* RC, UC and UD only: others are inert */
     struct nic_qp *q = calloc(1, sizeof *q);
     if (!q) return -ENOMEM;
     q->cap = qp->sq_wqe_cnt ? qp->sq_wqe_cnt : 1;

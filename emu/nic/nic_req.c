@@ -53,13 +53,19 @@ uint32_t nic_pkt_hdrs(struct nic_qp *q, uint8_t *buf, const struct mlxd_roce_pkt
     return hl > 0 ? (uint32_t)hl : 0;
 }
 
-void nic_pkt_send(struct nic_qp *q, struct nic_txslot *s, uint32_t hl, uint32_t payload_len)
+static void pkt_send_to(struct nic_qp *q, struct nic_txslot *s, uint32_t hl, uint32_t payload_len,
+                        const struct sockaddr_in *to)
 {
     uint32_t pad = (4 - (payload_len & 3)) & 3;
     memset(s->buf + hl + payload_len, 0, pad);
     uint32_t total = hl + payload_len + pad + MLXD_ROCE_ICRC_LEN;
     mlxd_roce_icrc_fill(s->buf, total);
-    wire_tx_commit(q->nd, s, total, &q->peer);
+    wire_tx_commit(q->nd, s, total, to);
+}
+
+void nic_pkt_send(struct nic_qp *q, struct nic_txslot *s, uint32_t hl, uint32_t payload_len)
+{
+    pkt_send_to(q, s, hl, payload_len, &q->peer);
 }
 
 static struct nic_txslot *slot(struct nic_qp *q)
@@ -105,6 +111,13 @@ static void fail_head(struct nic_qp *q, uint8_t synd, uint8_t vendor)
     if (q->send < q->head) { q->send = q->head; q->send_pkt = 0; }
     complete(q, m, synd, vendor);
     q->deadline_ns = 0;
+    if (nic_qp_is_ud(q) && q->qp->state != NIC_QPS_ERR) {
+        /* UD: a send error stops the send queue only (SQE; IB spec 10.3.1, "Send Queue
+         * Error"); the receive queue keeps working, SQE -> RTS resumes */
+        q->qp->state = NIC_QPS_SQE;
+        nic_req_flush(q);
+        return;
+    }
     nic_qp_to_err(q, -1);
 }
 
@@ -211,6 +224,13 @@ static void fetch(struct nic_qp *q, struct nic_msg *m)
         m->err_synd = NIC_SYND_LOCAL_QP_OP;
         return;
     }
+    if (nic_qp_is_ud(q)) {     /* SEND only, the datagram segment after the control segment */
+        if (rdma || end < 64) { m->err_synd = NIC_SYND_LOCAL_QP_OP; return; }
+        uint8_t av[48];
+        for (int i = 0; i < 48; i++) av[i] = *sq_at(qp, m->wqe_idx, 16 + (uint32_t)i);
+        nic_ud_parse_av(m, av);
+        off = 64;
+    }
     if (rdma) {
         if (end < 32) { m->err_synd = NIC_SYND_LOCAL_QP_OP; return; }
         uint8_t r[16];
@@ -264,6 +284,8 @@ static void fetch(struct nic_qp *q, struct nic_msg *m)
         off += 16;
     }
     if (total > 0x80000000ull) { m->err_synd = NIC_SYND_LOCAL_LENGTH; return; }
+    /* a datagram is one packet: longer than the MTU is a local length error (nic_ud.c) */
+    if (nic_qp_is_ud(q) && total > q->mtu) { m->err_synd = NIC_SYND_LOCAL_LENGTH; return; }
     /* an atomic returns 8 bytes into exactly one 8-byte local buffer (libmlx5 writes the data
      * segment with byte_count MLX5_ATOMIC_SIZE whatever the SGE says, providers/mlx5/qp.c) */
     if (atomic && (m->nsge != 1 || total != 8)) { m->err_synd = NIC_SYND_LOCAL_LENGTH; return; }
@@ -319,6 +341,20 @@ static unsigned send_msg(struct nic_qp *q, struct nic_msg *m, unsigned budget)
         m->read_done = false;
     }
     unsigned sent = 0;
+    if (nic_qp_is_ud(q)) {                  /* one packet to the WQE's address (nic_ud.c) */
+        struct nic_txslot *s = slot(q);
+        struct mlxd_roce_pkt p;
+        struct sockaddr_in to;
+        nic_ud_hdr(q, m, &p, &to);
+        ssize_t hl = mlxd_roce_build_hdrs(s->buf, NIC_PKT_MAX, &p, m->len);
+        if (hl <= 0) hl = 0;
+        gather(m, 0, s->buf + hl, m->len);
+        pkt_send_to(q, s, (uint32_t)hl, m->len, &to);
+        m->npsn = 1;
+        q->next_psn = (m->first_psn + 1) & MLXD_ROCE_PSN_MASK;
+        q->send_pkt = 1;
+        return 1;
+    }
     if (nic_op_is_atomic(m->opcode)) {      /* one request packet, AtomicETH, no payload */
         struct nic_txslot *s = slot(q);
         uint8_t op = m->opcode == NIC_OP_ATOMIC_CS ? MLXD_ROCE_OP_COMPARE_SWAP : MLXD_ROCE_OP_FETCH_ADD;
@@ -410,7 +446,7 @@ int nic_req_progress(struct nic_qp *q)
     struct emu_qp *qp = q->qp;
     if (!qp->sq_wqe_cnt || !qp->dbrec) return 0;
     int work = nic_doorbell_scan(q);
-    if (qp->state == NIC_QPS_ERR) {
+    if (qp->state == NIC_QPS_ERR || qp->state == NIC_QPS_SQE) {
         if ((int16_t)(q->sq_rung - q->sq_ci) <= 0) return work;
         flush_unfetched(q);
         return 1;

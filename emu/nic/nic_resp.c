@@ -400,14 +400,18 @@ void nic_resp_packet(struct nic_dev *nd, const struct mlxd_roce_pkt *p)
     /* transport of the opcode must be the QP's; default partition only (P_Key 0x7fff/0xffff) */
     uint8_t tr = p->opcode & 0xe0;
     if ((qp->type == 2 && tr != MLXD_ROCE_TRANSPORT_RC) ||
-        (qp->type == 3 && tr != MLXD_ROCE_TRANSPORT_UC) || (p->pkey & 0x7fff) != 0x7fff) {
+        (qp->type == 3 && tr != MLXD_ROCE_TRANSPORT_UC) ||
+        (qp->type == 4 && tr != MLXD_ROCE_TRANSPORT_UD) || (p->pkey & 0x7fff) != 0x7fff) {
         nd->st.rx_malformed++;
         return;
     }
-    if (qp->state != NIC_QPS_RTR && qp->state != NIC_QPS_RTS && qp->state != NIC_QPS_SQD) {
+    /* SQE (a UD send error) stops only the send queue: the QP still receives */
+    if (qp->state != NIC_QPS_RTR && qp->state != NIC_QPS_RTS && qp->state != NIC_QPS_SQD &&
+        qp->state != NIC_QPS_SQE) {
         nd->st.rx_bad_state++;
         return;
     }
+    if (nic_qp_is_ud(q)) { nic_ud_recv(q, p); return; }   /* datagrams: from anyone */
     /* a connected (RC/UC) QP takes packets only from the address it was connected to (IB spec
      * annex A17: the IP addresses stand for the GIDs of the QP's path; compare Linux rxe) */
     if (p->src_ip != ntohl(q->peer.sin_addr.s_addr)) {
@@ -447,6 +451,11 @@ void nic_resp_send_aeth(struct nic_qp *q, uint32_t psn, uint8_t syndrome) { send
 void nic_resp_fatal(struct nic_qp *q, uint32_t psn, uint8_t nak_code, int event)
 {
     resp_fatal(q, psn, nak_code, event);
+}
+uint16_t nic_resp_rq_pi(const struct nic_qp *q) { return rq_pi(q); }
+uint8_t nic_resp_scatter(struct nic_qp *q, uint32_t off, const uint8_t *src, uint32_t len, bool dry)
+{
+    return scatter(q, off, src, len, dry);
 }
 struct emu_mr *nic_resp_rkey_check(struct nic_qp *q, uint32_t rkey, uint64_t va, uint32_t len,
                                    uint32_t acc)
