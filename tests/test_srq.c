@@ -28,14 +28,6 @@ struct rig {
     unsigned char *abuf, *bbuf;
 };
 
-static void emu_setup(void)
-{
-    unsigned v = (unsigned)getpid() * 2654435761u;
-    char spec[128];
-    snprintf(spec, sizeof spec, "mlx5_0:127.%u.%u.1,mlx5_1:127.%u.%u.2", 1 + (v >> 8) % 250,
-             (v >> 16) & 0xff, 1 + (v >> 8) % 250, (v >> 16) & 0xff);
-    ck_assert_int_eq(mlxd_emu_configure(spec), 0);
-}
 
 static void rig_open(struct rig *r, uint32_t type)
 {
@@ -296,7 +288,7 @@ Suite *srq_suite(void)
     Suite *s = suite_create("srq");
     TCase *tc = tcase_create("srq");
     tcase_set_timeout(tc, 120);
-    tcase_add_checked_fixture(tc, emu_setup, NULL);
+    tcase_add_checked_fixture(tc, mlxd_test_emu_two_devices, NULL);
     tcase_add_test(tc, shared_by_qps_fifo_reuse);
     tcase_add_test(tc, limit_event_once);
     tcase_add_test(tc, empty_rc_rnr_then_delivery);
