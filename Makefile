@@ -18,6 +18,9 @@
 #              them (emu/emu.h); libmlx5direct-emu.so, LD_PRELOAD-able
 #   tools/     mlxd-<verb>.c, one program each; tools/common/*.c is linked into all of them
 #   tests/     Check suites: tests/test_<name>.c defines  Suite *<name>_suite(void)
+#   hololink/  optional C++17 part, built when $(CXX) exists: Holoscan Sensor Bridge's
+#              hololink::module::RoceReceiverInterfaceV1 on the receiver (docs/hololink.md),
+#              libmlx5direct-hololink; its Check suite is tests/hololink/ (mlxd-hololink-tests)
 
 BUILD    ?= build
 CC       ?= gcc
@@ -63,8 +66,20 @@ HELPERS  := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(HELPER_SRC))
 RUNNER   := $(BUILD)/tests/mlxd-tests
 DEPS_OK  := $(BUILD)/.deps-ok
 
-.PHONY: all test demo sanitize tsan install deps clean bench fuzz soak cross-aarch64
-all: $(STATIC) $(SHARED) $(SHARED).0 $(EMU) $(TOOLS)
+# The C++ part (hololink/), only when a C++ compiler is present.
+HAVE_CXX := $(if $(shell command -v $(CXX) 2>/dev/null),1,0)
+CXXFLAGS += -std=c++17 $(OPT) $(WARN) -fPIC -pthread $(SAN)
+HL_SRC   := $(wildcard hololink/src/*.cpp)
+HL_OBJ   := $(HL_SRC:%.cpp=$(BUILD)/obj/%.o)
+HL_TEST_OBJ := $(patsubst %.cpp,$(BUILD)/obj/%.o,$(wildcard tests/hololink/test_*.cpp)) $(BUILD)/obj/tests/util.o
+HL_STATIC := $(BUILD)/lib/libmlx5direct-hololink.a
+HL_SHARED := $(BUILD)/lib/libmlx5direct-hololink.so
+HL_RUNNER := $(BUILD)/tests/mlxd-hololink-tests
+HL_ALL   := $(if $(filter 1,$(HAVE_CXX)),$(HL_STATIC) $(HL_SHARED) $(HL_SHARED).0)
+HL_HEADERS := $(wildcard hololink/module/*.h hololink/module/*.hpp)
+
+.PHONY: all test demo sanitize tsan install deps clean bench fuzz soak cross-aarch64 hololink-installed-test
+all: $(STATIC) $(SHARED) $(SHARED).0 $(EMU) $(TOOLS) $(HL_ALL)
 
 # --- dependencies: installs missing Debian packages itself (prints the command without root)
 $(DEPS_OK): scripts/deps.sh
@@ -100,6 +115,29 @@ $(EMU): $(EMU_OBJ)
 	@mkdir -p $(@D)
 	$(CC) -shared -Wl,-soname,libmlx5direct-emu.so -o $@ $^ $(LDFLAGS) -lz -ldl -lm
 
+# --- C++ (hololink/): <hololink/module/...> resolves from the repository root
+$(BUILD)/obj/%.o: %.cpp | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) -I. $(CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(HL_STATIC): $(HL_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(HL_SHARED): $(HL_OBJ) $(SHARED).0
+	@mkdir -p $(@D)
+	$(CXX) -shared -Wl,-soname,libmlx5direct-hololink.so.0 -Wl,--no-undefined -o $@ $(HL_OBJ) \
+	    -L$(BUILD)/lib -lmlx5direct $(LDFLAGS)
+
+$(HL_SHARED).0: $(HL_SHARED)
+	ln -sf $(notdir $(HL_SHARED)) $@
+
+$(BUILD)/obj/tests/hololink/%.o: CPPFLAGS += -Itests
+$(HL_RUNNER): $(HL_TEST_OBJ) $(HL_STATIC) $(STATIC) $(EMU)
+	@mkdir -p $(@D)
+	$(CXX) -o $@ $(HL_TEST_OBJ) $(HL_STATIC) $(STATIC) -L$(BUILD)/lib -lmlx5direct-emu \
+	    -Wl,-rpath,'$$ORIGIN/../lib' $(LDFLAGS) $(LIBS) $(CHECK_LIBS)
+
 $(BUILD)/bin/%: tools/%.c $(TOOLCOMMON_OBJ) $(STATIC) | $(DEPS_OK)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -o $@ $< $(TOOLCOMMON_OBJ) $(STATIC) $(LDFLAGS) $(LIBS)
@@ -132,12 +170,19 @@ $(BUILD)/tests/progs/nic_unit: $(wildcard emu/nic/*.c emu/nic/*.h emu/emu.h abi/
 $(BUILD)/tests/progs/rdma_core_scatter: private LIBS += -libverbs -lmlx5
 $(BUILD)/tests/progs/rdma_core_srq: private LIBS += -libverbs -ldl
 
+# hsb_feed replays a capture with the library, as the sensor bridge of another process's
+# receiver (tests/hololink/installed_test.sh).
+$(BUILD)/tests/progs/hsb_feed: $(STATIC)
+$(BUILD)/tests/progs/hsb_feed: private LIBS := $(STATIC) $(LIBS)
+
 # make test: the suite (with the short soak), then the same suite under ASan+UBSan and the
 # threaded suites under TSan (docs/reliability.md); MLXD_TEST_SANITIZERS=0 runs the suite only.
 MLXD_TEST_SANITIZERS ?= 1
-test: all $(RUNNER) $(HELPERS)
+test: all $(RUNNER) $(HELPERS) $(if $(filter 1,$(HAVE_CXX)),$(HL_RUNNER))
 	@sh scripts/deps.sh test
 	MLXD_BUILD=$(BUILD) MLXD_SRC=$(CURDIR) $(RUNNER)
+	$(if $(filter 1,$(HAVE_CXX)),MLXD_BUILD=$(BUILD) MLXD_SRC=$(CURDIR) $(HL_RUNNER))
+	$(if $(filter 1,$(HAVE_CXX)),$(if $(SAN),,$(MAKE) hololink-installed-test))
 	$(if $(filter 0,$(MLXD_TEST_SANITIZERS)),,$(MAKE) MLXD_TEST_SANITIZERS=0 sanitize tsan)
 
 # Sanitizer builds: same sources, separate build directories.
@@ -151,7 +196,18 @@ tsan:
 	@fail=0; for s in $${CK_RUN_SUITE:-$(TSAN_SUITES)}; do \
 	  CK_RUN_SUITE=$$s MLXD_BUILD=build-tsan MLXD_SRC=$(CURDIR) MLXD_TSAN=1 \
 	  TSAN_OPTIONS=$${TSAN_OPTIONS:-second_deadlock_stack=1} build-tsan/tests/mlxd-tests || fail=1; \
-	done; exit $$fail
+	done; \
+	if [ $(HAVE_CXX) = 1 ] && [ -z "$$CK_RUN_SUITE" ]; then \
+	  $(MAKE) BUILD=build-tsan SAN="-fsanitize=thread" OPT="-O1 -g" build-tsan/tests/mlxd-hololink-tests && \
+	  MLXD_BUILD=build-tsan MLXD_SRC=$(CURDIR) MLXD_TSAN=1 \
+	  TSAN_OPTIONS=$${TSAN_OPTIONS:-second_deadlock_stack=1} build-tsan/tests/mlxd-hololink-tests || fail=1; \
+	fi; exit $$fail
+
+# The "Done when" of docs/hololink.md: install to a temporary PREFIX, build a program written
+# against the seed's interface alone with `pkg-config --cflags --libs mlx5direct-hololink`, and
+# replay a real capture into it on the emulator (tests/hololink/installed_test.sh).
+hololink-installed-test: all $(BUILD)/tests/progs/hsb_feed
+	sh tests/hololink/installed_test.sh $(BUILD)
 
 # make soak: 10 million frames through receiver + emulator (event mode; busy-poll 1 million:
 # its spinning monitor shares 2 cores with the engine), loss and stalls injected, the device
@@ -210,6 +266,14 @@ install: all
 	install -m 755 $(EMU) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
 	for pc in mlx5direct mlx5direct-emu; do sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/$$pc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc; done
+ifeq ($(HAVE_CXX),1)
+	install -d $(DESTDIR)$(PREFIX)/include/mlx5direct/hololink/module
+	install -m 644 $(HL_HEADERS) $(DESTDIR)$(PREFIX)/include/mlx5direct/hololink/module/
+	install -m 644 $(HL_STATIC) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(HL_SHARED) $(DESTDIR)$(PREFIX)/lib/libmlx5direct-hololink.so.0
+	ln -sf libmlx5direct-hololink.so.0 $(DESTDIR)$(PREFIX)/lib/libmlx5direct-hololink.so
+	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/mlx5direct-hololink.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/mlx5direct-hololink.pc
+endif
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-aarch64

@@ -160,6 +160,10 @@ struct mlxd_emu_nic_stats {
     uint64_t rx_ud_datagrams;      /* UD datagrams delivered into a receive WQE */
     uint64_t rx_ud_bad_qkey;       /* UD datagrams dropped: DETH Q_Key is not the QP's */
     uint64_t rx_ud_no_recv;        /* UD datagrams dropped: no receive WQE posted */
+    uint64_t rx_dropped_socket;    /* datagrams for this port the host dropped before the port saw
+                                      them (its UDP socket's receive buffer was full: the engine
+                                      was not scheduled in time on a loaded machine): lost on the
+                                      emulated wire.  The socket's SO_MEMINFO drop counter. */
 };
 
 /* Sets (f) or clears (f == NULL) the egress faults of device `index`; resets the packet index

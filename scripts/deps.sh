@@ -6,7 +6,7 @@
 #   deps.sh all     everything (CI, benchmarks, cross build)
 # As root it runs apt-get itself; otherwise it prints the exact command and fails.
 set -e
-BUILD_PKGS="gcc make check pkg-config libibverbs-dev libpcap-dev zlib1g-dev"
+BUILD_PKGS="gcc g++ make check pkg-config libibverbs-dev libpcap-dev zlib1g-dev"
 TEST_PKGS="tshark ibverbs-utils ibverbs-providers perftest iproute2"
 BENCH_PKGS="ibverbs-providers valgrind gnuplot-nox"
 ALL_PKGS="gcc-aarch64-linux-gnu libc6-dev-arm64-cross clang libclang-rt-14-dev $BENCH_PKGS"

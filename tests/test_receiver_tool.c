@@ -231,7 +231,12 @@ END_TEST
 
 /* The stress case of docs/receiver.md: no flow control and 4 pages, so the device laps the
  * consumer and rewrites pages before their completion is polled.  Those frames hold other
- * frames' pattern words (right index, another frame's tag): rewritten, not failures. */
+ * frames' pattern words (right index, another frame's tag): rewritten, not failures.
+ * Unpaced, the generator's 48000 packets can overflow the emulated port's UDP socket on a loaded
+ * machine (the engine not scheduled for a while): the host drops them before the port sees them,
+ * as a wire would.  Every packet is then either counted by the port (rx_write_requests) or under
+ * that named cause (rx_dropped_socket), each missing frame lost at least one packet, and the
+ * run fails (exit 1: frames missing) rather than passing over the loss. */
 START_TEST(generate_fps0_lapped)
 {
     static char out[1 << 20];
@@ -240,8 +245,13 @@ START_TEST(generate_fps0_lapped)
     int rc = run_tool(out, sizeof out, args);
     const char *sum = strstr(out, "\"summary\":true");
     ck_assert_msg(sum != NULL, "exit %d, no summary", rc);
-    ck_assert_msg(rc == 0, "exit %d\n%s", rc, sum);
-    ck_assert_int_eq(json_num(sum, "frames_received"), 1000);
+    long frames = json_num(sum, "frames_received"), lost = json_num(sum, "rx_dropped_socket");
+    ck_assert_int_eq(json_num(sum, "packets_sent"), 48000);
+    ck_assert_msg(json_num(sum, "packets_sent") == json_num(sum, "rx_write_requests") + lost,
+                  "packets neither seen by the port nor counted as dropped:\n%s", sum);
+    ck_assert_int_le(1000 - frames, lost);
+    ck_assert_msg(rc == (frames == 1000 ? 0 : 1), "exit %d\n%s", rc, sum);
+    ck_assert_int_eq(json_num(sum, "errors"), 0);
     ck_assert_int_eq(json_num(sum, "payload_failures"), 0);
     ck_assert_int_eq(json_num(sum, "payload_checked"), json_num(sum, "frames_consumed"));
 }
@@ -754,6 +764,16 @@ static const struct { const char *file, *line; bool real_nic; } EXAMPLES[] = {
     { "scripts/demo-capture.sh", "\"$tool\" --replay \"$pcap\" --print-frames --quiet", false },
 };
 
+/* The count of packets the host dropped before the emulated port saw them, from the "emulated
+ * port:" line mlxd-capture prints when a run fails (its UDP socket's buffer was full); 0 if none. */
+static unsigned long host_dropped(const char *out)
+{
+    const char *p = strstr(out, "emulated port: ");
+    const char *q = p ? strstr(p, " dropped (UC), ") : NULL;
+    if (!q || !strstr(q, " dropped by the host before the port")) return 0;
+    return strtoul(q + strlen(" dropped (UC), "), NULL, 10);
+}
+
 START_TEST(documented_examples_run)
 {
     static char out[1 << 20], text[1 << 18];
@@ -799,6 +819,9 @@ START_TEST(documented_examples_run)
     const char *tail = strlen(out) > 2000 ? out + strlen(out) - 2000 : out;
     if (EXAMPLES[_i].real_nic)
         ck_assert_msg((rc == 0 || rc == 1) && !strstr(out, "(try mlxd-capture --help)"),
+                      "%s: %s: exit %d\n%s", EXAMPLES[_i].file, EXAMPLES[_i].line, rc, tail);
+    else if (rc == 1 && host_dropped(out) > 0)   /* a loaded machine: see generate_fps0_lapped */
+        ck_assert_msg(strstr(out, " 0 error completions") && strstr(out, " checked, 0 bad"),
                       "%s: %s: exit %d\n%s", EXAMPLES[_i].file, EXAMPLES[_i].line, rc, tail);
     else
         ck_assert_msg(rc == 0 && strstr(out, "OK: all expected frames received and verified"),

@@ -1023,16 +1023,19 @@ static int run(struct cfg *c)
     char delay_json[256] = "";
     delay_report(&delays, c->json, delay_json, sizeof delay_json);
     if (c->json) {
+        char rxw[24] = "null", sockdrop[24] = "null";    /* null: no such counter here */
+        if (st.rx_write_requests_valid) snprintf(rxw, sizeof rxw, "%" PRIu64, st.rx_write_requests);
+        if (have_es) snprintf(sockdrop, sizeof sockdrop, "%" PRIu64, es.rx_dropped_socket);
         printf("{\"summary\":true,\"frames_received\":%" PRIu64 ",\"frames_consumed\":%" PRIu64
                ",\"expected\":%" PRIu64 ",\"dropped\":%" PRIu64 ",\"replaced\":%" PRIu64
                ",\"overwritten\":%" PRIu64 ",\"overwritten_after_read\":%" PRIu64 ",\"errors\":%" PRIu64
                ",\"bad_page\":%" PRIu64 ",\"payload_checked\":%" PRIu64 ",\"payload_failures\":%" PRIu64 ",\"payload_overwritten\":%" PRIu64
                ",\"packets_sent\":%" PRIu64 ",\"send_errors\":%" PRIu64 ",\"consumer_wakeups\":%" PRIu64 ",\"last_frame_number\":%" PRIu64
-               ",\"rx_write_requests\":%s%" PRIu64 "%s,\"save_failures\":%" PRIu64 "%s,\"seconds\":%.3f,\"ok\":%s}\n",
+               ",\"rx_write_requests\":%s,\"rx_dropped_socket\":%s,\"save_failures\":%" PRIu64
+               "%s,\"seconds\":%.3f,\"ok\":%s}\n",
                st.frames, got, R.expected, st.dropped, st.replaced, st.overwritten, st.overwritten_after_read,
                errors, st.bad_page, checked, bad_payload, bad_overwritten, R.sst.packets, R.sst.send_errors, st.consumer_wakeups, st.last_frame_number,
-               st.rx_write_requests_valid ? "" : "null", st.rx_write_requests_valid ? st.rx_write_requests : 0,
-               st.rx_write_requests_valid ? "" : "", save_failed, delay_json, elapsed, ok ? "true" : "false");
+               rxw, sockdrop, save_failed, delay_json, elapsed, ok ? "true" : "false");
     } else {
         printf("summary: %" PRIu64 " frames received (%" PRIu64 " expected), %" PRIu64 " consumed, %" PRIu64
                " dropped, %" PRIu64 " replaced before the first read, %" PRIu64 " overwritten (PSN), %" PRIu64
@@ -1045,9 +1048,10 @@ static int run(struct cfg *c)
         printf("\n");
         if (have_es && (!ok || c->print_frames))
             printf("emulated port: %" PRIu64 " packets in, %" PRIu64 " bad iCRC, %" PRIu64 " malformed, %" PRIu64
-                   " unknown QP, %" PRIu64 " bad QP state, %" PRIu64 " out of sequence, %" PRIu64 " dropped (UC)\n",
+                   " unknown QP, %" PRIu64 " bad QP state, %" PRIu64 " out of sequence, %" PRIu64 " dropped (UC), %" PRIu64
+                   " dropped by the host before the port (UDP socket buffer full: the machine is loaded)\n",
                    es.rx_pkts, es.rx_bad_icrc, es.rx_malformed, es.rx_unknown_qp, es.rx_bad_state,
-                   es.rx_out_of_seq, es.rx_dropped_uc);
+                   es.rx_out_of_seq, es.rx_dropped_uc, es.rx_dropped_socket);
         if (image == 0)
             printf("buffer image: the %" PRIu64 " bytes the capture writes are in place, byte for byte\n",
                    image_bytes);

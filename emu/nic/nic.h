@@ -234,6 +234,7 @@ void wire_tx_commit(struct nic_dev *nd, struct nic_txslot *s, uint32_t len,
                     const struct sockaddr_in *to);
 void wire_tx_flush(struct nic_dev *nd);
 int  wire_rx(struct nic_dev *nd);       /* receives and dispatches a batch; returns packets */
+uint64_t wire_rx_socket_drops(const struct nic_dev *nd);   /* datagrams the host dropped for us */
 void wire_fault_parse_env(struct nic_dev *nd);
 
 /* port_share.c */

@@ -499,6 +499,7 @@ API int mlxd_emu_nic_stats(unsigned index, struct mlxd_emu_nic_stats *st)
     struct nic_dev *nd = lock_dev(index);
     if (!nd) return -ENODEV;
     *st = nd->st;
+    st->rx_dropped_socket = wire_rx_socket_drops(nd);
     pthread_mutex_unlock(&nd->dev->lock);
     return 0;
 }

@@ -8,6 +8,7 @@
  * source address and our own (mlxd_roce_wrap_udp) and the packet is parsed and its iCRC
  * checked before anything else looks at it. */
 #include <errno.h>
+#include <linux/sock_diag.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
 #include <stdio.h>
@@ -303,6 +304,25 @@ static int rx_socket(struct nic_dev *nd, int sock, bool inbox)
         if (n < NIC_RX_BATCH) break;
     }
     return total;
+}
+
+/* Datagrams the host kernel dropped before the emulated port could see them, nearly always
+ * because the socket's receive buffer was full while the engine was not scheduled (a loaded
+ * machine): the socket's drop counter (SO_MEMINFO's SK_MEMINFO_DROPS, the "drops" column of
+ * /proc/net/udp), for this device's socket and its inbox.  To the emulated port these are packets
+ * lost on the wire. */
+uint64_t wire_rx_socket_drops(const struct nic_dev *nd)
+{
+    uint64_t n = 0;
+    int socks[2] = { nd->sock, nd->share ? nd->share->inbox : -1 };
+    for (int i = 0; i < 2; i++) {
+        uint32_t mi[SK_MEMINFO_VARS];
+        socklen_t l = sizeof mi;
+        if (socks[i] >= 0 && getsockopt(socks[i], SOL_SOCKET, SO_MEMINFO, mi, &l) == 0 &&
+            l > SK_MEMINFO_DROPS * sizeof mi[0])
+            n += mi[SK_MEMINFO_DROPS];
+    }
+    return n;
 }
 
 int wire_rx(struct nic_dev *nd)
