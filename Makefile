@@ -25,8 +25,13 @@
 BUILD    ?= build
 CC       ?= gcc
 PREFIX   ?= /usr/local
-CUDA     ?= 0
+# Only make cuda-api-check reads the CUDA toolkit: no build needs it (docs/receiver.md).
 CUDA_HOME ?= /usr/local/cuda
+# 1: the test runner finds the emulated NVIDIA driver ($(BUILD)/tests/fakecuda/libcuda.so.1) by
+# its DT_RPATH; 0: the real one (scripts/gpu-check.sh).  DT_RPATH, not DT_RUNPATH: under the
+# sanitizers dlopen is called from their runtime's interceptor, and glibc applies a RUNPATH only
+# to the object that calls, but the executable's RPATH to every caller.
+FAKE_CUDA ?= 1
 
 WARN     := -Wall -Wextra -Werror
 OPT      ?= -O2 -g
@@ -35,14 +40,9 @@ CPPFLAGS += -D_GNU_SOURCE -Iabi -Iuverbs -Imlx5 -Ireceiver -Iemu -Itools/common
 CFLAGS   += -std=gnu11 $(OPT) $(WARN) -fPIC -pthread $(SAN)
 LDFLAGS  += -pthread $(SAN)
 
-ifeq ($(CUDA),1)
-CPPFLAGS += -DMLXD_HAVE_CUDA=1 -I$(CUDA_HOME)/include
-CUDA_LIBS := -L$(CUDA_HOME)/lib64/stubs -L$(CUDA_HOME)/lib64 -lcuda
-endif
-
 # Libraries every program may need.  libpcap for captures, zlib for CRC-32 (iCRC); rdma-core is
 # used for its headers only, and tests/test_linkage.c proves nothing links libibverbs/libmlx5.
-LIBS     := -lpcap -lz -ldl -lm $(CUDA_LIBS)
+LIBS     := -lpcap -lz -ldl -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 
 LIB_SRC  := $(wildcard abi/*.c uverbs/*.c mlx5/*.c receiver/*.c)
@@ -78,7 +78,7 @@ HL_RUNNER := $(BUILD)/tests/mlxd-hololink-tests
 HL_ALL   := $(if $(filter 1,$(HAVE_CXX)),$(HL_STATIC) $(HL_SHARED) $(HL_SHARED).0)
 HL_HEADERS := $(wildcard hololink/module/*.h hololink/module/*.hpp)
 
-.PHONY: all test demo sanitize tsan install deps clean bench fuzz soak cross-aarch64 hololink-installed-test
+.PHONY: all test demo sanitize tsan install deps clean bench fuzz soak cross-aarch64 hololink-installed-test cuda-api-check fakecuda
 all: $(STATIC) $(SHARED) $(SHARED).0 $(EMU) $(TOOLS) $(HL_ALL)
 
 # --- dependencies: installs missing Debian packages itself (prints the command without root)
@@ -154,10 +154,28 @@ $(BUILD)/obj/tests/%.o: CPPFLAGS += -I$(BUILD)/tests -Itests
 # failure); at -O1 under the sanitizers GCC then guesses "maybe uninitialized" for them.
 $(BUILD)/obj/tests/%.o: CFLAGS += -Wno-maybe-uninitialized
 
-$(RUNNER): $(TEST_OBJ) $(STATIC) $(EMU)
+FAKECUDA := $(BUILD)/tests/fakecuda/libcuda.so.1
+# the same, as a driver before CUDA 11.7 (no cuMemGetHandleForAddressRange), for the tests
+FAKECUDA_OLD := $(BUILD)/tests/fakecuda-11.6/libcuda.so.1
+comma := ,
+FAKECUDA_RPATH := $(if $(filter 1,$(FAKE_CUDA)),-Wl$(comma)-rpath$(comma)'$$ORIGIN/fakecuda' -Wl$(comma)--disable-new-dtags)
+$(RUNNER): $(TEST_OBJ) $(STATIC) $(EMU) $(FAKECUDA) $(FAKECUDA_OLD)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $(TEST_OBJ) $(STATIC) -L$(BUILD)/lib -lmlx5direct-emu -Wl,-rpath,'$$ORIGIN/../lib' \
-	    $(LDFLAGS) $(LIBS) $(CHECK_LIBS)
+	    $(FAKECUDA_RPATH) $(LDFLAGS) $(LIBS) $(CHECK_LIBS)
+
+# The emulated NVIDIA driver (tests/fakecuda/libcuda.c): for the tests only, never installed.
+# make fakecuda builds it alone (LD_LIBRARY_PATH=$(BUILD)/tests/fakecuda mlxd-capture --gpu).
+fakecuda: $(FAKECUDA)
+$(FAKECUDA) $(FAKECUDA_OLD): tests/fakecuda/libcuda.c receiver/cuda_api.h | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(if $(findstring 11.6,$@),-DFAKECUDA_BEFORE_11_7) $(CFLAGS) -shared \
+	    -Wl,-soname,libcuda.so.1 -o $@ $< $(LDFLAGS)
+
+# Our declarations of the CUDA driver API (receiver/cuda_api.h) against the toolkit's cuda.h,
+# where one is installed (.ci/run): every value and entry-point name asserted equal.
+cuda-api-check:
+	$(CC) $(CPPFLAGS) -I$(CUDA_HOME)/include $(CFLAGS) -fsyntax-only tests/fakecuda/api_check.c
 
 # Small stand-alone programs the tests run (e.g. the syscall-only "no project code" client).
 $(BUILD)/tests/progs/%: tests/progs/%.c | $(DEPS_OK)
@@ -166,6 +184,9 @@ $(BUILD)/tests/progs/%: tests/progs/%.c | $(DEPS_OK)
 
 # nic_unit compiles the NIC sources in (their hooks are hidden in the emulator library).
 $(BUILD)/tests/progs/nic_unit: $(wildcard emu/nic/*.c emu/nic/*.h emu/emu.h abi/roce.c abi/mlxd_roce.h abi/error.c)
+# no_libcuda links the library (and nothing that finds the emulated NVIDIA driver).
+$(BUILD)/tests/progs/no_libcuda: $(STATIC)
+$(BUILD)/tests/progs/no_libcuda: private LIBS := $(STATIC) $(LIBS)
 # rdma_core_scatter is rdma-core's side of scatter-to-CQE (tests/test_rdma_core.c): libibverbs + libmlx5.
 $(BUILD)/tests/progs/rdma_core_scatter: private LIBS += -libverbs -lmlx5
 $(BUILD)/tests/progs/rdma_core_srq: private LIBS += -libverbs -ldl
@@ -189,8 +210,8 @@ test: all $(RUNNER) $(HELPERS) $(if $(filter 1,$(HAVE_CXX)),$(HL_RUNNER))
 sanitize:
 	$(MAKE) BUILD=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" OPT="-O1 -g" test
 # The threaded suites (receiver monitor and close, the emulator's engine, replay feeders, soak,
-# close races) under TSan, one suite per run (CK_RUN_SUITE=<one> for a single one).
-TSAN_SUITES ?= races soak receiver receiver_live receiver_replay receiver_fixture record replay frameq emu_nic emu_shared driver ud
+# close races, the CUDA monitor) under TSan, one suite per run (CK_RUN_SUITE=<one> for a single one).
+TSAN_SUITES ?= races soak receiver receiver_live receiver_events receiver_replay receiver_fixture receiver_cuda record replay frameq emu_nic emu_shared driver ud
 tsan:
 	$(MAKE) BUILD=build-tsan SAN="-fsanitize=thread" OPT="-O1 -g" all $(patsubst $(BUILD)/%,build-tsan/%,$(RUNNER) $(HELPERS))
 	@fail=0; for s in $${CK_RUN_SUITE:-$(TSAN_SUITES)}; do \

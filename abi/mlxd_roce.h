@@ -17,8 +17,8 @@
  * stand-in) followed by the IPv4 header with TOS, TTL and header checksum replaced by ones,
  * the UDP header with its checksum replaced by ones, the BTH with its byte 4 (reserved /
  * FECN/BECN) replaced by ones, then everything after the BTH up to the iCRC.  The 32-bit
- * result is stored little-endian on the wire (as Linux soft-RoCE and the shared captures in
- * ../shared/fixtures/roce-pcaps do).
+ * result is stored little-endian on the wire (as Linux soft-RoCE, drivers/infiniband/sw/rxe,
+ * and the captures of Holoscan Sensor Bridge traffic in fixtures/roce-pcaps/ do).
  *
  * Packets received through a UDP socket have no IP header in hand: mlxd_roce_wrap_udp() writes
  * the IPv4 + UDP headers that the sender's kernel sent (IP ID 0, don't-fragment, as Linux sends

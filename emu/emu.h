@@ -198,6 +198,10 @@ struct emu_device {
      * without a lock).  Lives as long as the configuration (as a Q counter lives as long as the
      * driver), across engine restarts. */
     _Atomic uint64_t rx_write_requests;
+    /* hw_counters/out_of_buffer: packets dropped because no receive WQE was posted (mlx5 Q
+     * counter; kernel drivers/infiniband/hw/mlx5/counters.c); hw_counters/out_of_sequence:
+     * packets that arrived with a PSN gap before them.  Same rules as rx_write_requests. */
+    _Atomic uint64_t out_of_buffer, out_of_sequence;
     void    *nic;                 /* engine-private (thread, socket, pcap, ...) */
     /* lookups the engine needs (kernel half maintains them under dev->lock) */
     struct emu_qp *(*qp_by_qpn)(struct emu_device *dev, uint32_t qpn);

@@ -177,6 +177,25 @@ int mlxd_emu_fault_set(unsigned index, const struct mlxd_emu_fault *f);
  * IB_EVENT_PORT_ERR (10) / IB_EVENT_PORT_ACTIVE (9) on its default async fd.  -ENODEV if the device is not open. */
 int mlxd_emu_port_set(unsigned index, bool up);
 
+/* Raises a hardware error on device `index`, as the kernel reports it on the async fd
+ * (include/rdma/ib_verbs.h enum ib_event_type):
+ *   type 8 (IB_EVENT_DEVICE_FATAL): every QP of the device goes to the error state (its receives
+ *          flushed) and every open context gets the event (mlx5_ib_handle_internal_error);
+ *   type 1, 2, 3 (IB_EVENT_QP_FATAL, _REQ_ERR, _ACCESS_ERR): QP number `num` (UINT32_MAX: every
+ *          RC/UC QP of the device) goes to the error state and its owner gets the event;
+ *   type 0 (IB_EVENT_CQ_ERR): CQ number `num` (UINT32_MAX: every CQ) takes no more CQEs and its
+ *          owner gets the event.
+ * Returns 0; -EINVAL another type or index; -ENODEV the device is not open; -ENOENT no such QP
+ * or CQ. */
+int mlxd_emu_inject_event(unsigned index, uint32_t type, uint32_t num);
+
+/* Address resolution at RTR (kernel core/addr.c, emu/kernel/neigh.c): whether the IPv4 address
+ * answers ARP.  answers 1: it does; 0: it is silent (a MODIFY_QP to it waits 1 s and fails with
+ * ETIMEDOUT; setting 1 meanwhile ends the wait with success, as a late reply); -1: back to the
+ * default (127/8, the host's own addresses and complete /proc/net/arp entries answer).
+ * -EINVAL bad address or value; -ENOSPC more than 32 addresses set. */
+int mlxd_emu_neigh_set(const char *ipv4, int answers);
+
 /* Starts (path) or stops (NULL) the wire capture of device `index`.  -ENODEV if not open;
  * -EIO if the file cannot be created. */
 int mlxd_emu_pcap(unsigned index, const char *path);

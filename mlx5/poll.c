@@ -15,16 +15,24 @@
  *     last run, a receiver's only QP) are decoded with no QP lookup and no accounting per
  *     CQE (the receives completed are the CQEs decoded); the first other CQE hands the rest
  *     of the batch to the general path (poll_general), which takes any QP, opcode or error;
+ *   - a ring with no QP table (a detached ring: replay, mlxd_cq_create_detached; issue 16)
+ *     has no hot QP: its receive completions take the same decoding with qp NULL and wr_id the
+ *     wqe_counter (what the general path gives them), so it costs what the hot path costs;
+ *     a recorded CQ (mlx5/record.c) takes the general path, where the recorder copies;
  *   - in the general path the QP of a run of CQEs is looked up once (user index ->
  *     nic->qp_table, QPN checked) and its wr_id table, mask and receive count stay in
  *     registers; the QP's rq_ci / sq_ci are published once per run, not once per CQE, and
  *     only after the CQ's doorbell record has handed the run's CQE slots back (struct release:
  *     why a CQ as deep as its rings suffices);
- *   - a CQE is read with five loads: the 8-byte tail (sop_drop_qpn, wqe_counter, signature,
- *     op_own) once, byte-swapped, the QPN, wqe_counter and opcode taken from that word; then
- *     the timestamp, imm, byte_cnt and the hw_drops byte (srqn_uidx only when the QP changes);
- *   - each completion is written with seven 8-byte stores; error CQEs and rare opcodes go to
- *     an out-of-line function, so the common path has no per-opcode branch but one.
+ *   - the general path reads a CQE's 8-byte tail (sop_drop_qpn, wqe_counter, signature,
+ *     op_own) once, byte-swapped, and takes the QPN, wqe_counter and opcode from that word;
+ *     the hot path loads op_own, wqe_counter and sop_drop_qpn by themselves and compares the
+ *     QPN big-endian (fewer instructions, issue 18); then the timestamp, imm, byte_cnt and the
+ *     hw_drops byte (srqn_uidx only when the QP changes);
+ *   - each responder completion is written with six 8-byte stores and two 4-byte ones
+ *     (byte_len, imm), its op_own-dependent words from four tables indexed by op_own - 0x10;
+ *     error CQEs and rare opcodes go to an out-of-line function, so the common path has no
+ *     per-opcode branch but one.
  */
 #define MLXD__NO_INLINE_POLL 1      /* this file defines the mlxd_cq_poll symbol itself */
 #include <endian.h>
@@ -47,7 +55,7 @@ _Static_assert(offsetof(struct mlxd_cq, state) == offsetof(mlxd__cq_head, state)
 _Static_assert(sizeof(((struct mlxd_cq *)0)->ci) == 4 && sizeof(((struct mlxd_cq *)0)->ncqe) == 4 &&
                sizeof(((struct mlxd_cq *)0)->state) == 4, "cq head: widths");
 _Static_assert(MLXD__CQ_LIVE == OBJ_LIVE, "cq head: live");
-/* The seven 8-byte stores of a completion (the public layout of struct mlxd_completion). */
+/* The 8-byte words of a completion (the public layout of struct mlxd_completion). */
 _Static_assert(sizeof(struct mlxd_completion) == 56, "completion: 56 bytes");
 _Static_assert(offsetof(struct mlxd_completion, timestamp) == 8 &&
                offsetof(struct mlxd_completion, qp) == 16 &&
@@ -96,7 +104,7 @@ static const uint8_t req_wc_opcode[256] = {
 
 uint32_t mlxd__syndrome_status(uint8_t s) { return syndrome_status[s]; }
 
-/* ---- the completion, written as seven 8-byte words -------------------------------------- */
+/* ---- the completion, written in 8-byte words -------------------------------------------- */
 
 /* Two adjacent 32-bit fields (the first at the lower address) as one 8-byte store. */
 static inline void put_2x32(struct mlxd_completion *w, size_t off, uint32_t first, uint32_t second)
@@ -207,28 +215,36 @@ static __attribute__((noinline)) void release_mid_batch(const struct mlxd_cq *cq
 }
 
 /* Responder CQEs (opcodes 1..4: MLX5_CQE_RESP_WR_IMM, _SEND, _SEND_IMM, _SEND_INV) are looked
- * up by op_own >> 1 (opcode, CQE format, SE): index (op_own >> 1) - 8 is 0..31 exactly for
- * them, so the range check is the opcode check, and the table holds every word of the
- * completion that depends on op_own alone.  WR_IMM and SEND_IMM carry an immediate. */
-struct resp_words {
-    uint64_t status_opcode;    /* status (0) and opcode: the 8 bytes at offsetof(status) */
-    uint64_t flags_hi;         /* flags (SOLICITED, WITH_IMM) in the qpn/flags word */
-    uint64_t tail;             /* cqe_opcode in the tail word (wqe_counter, ..., hw_drops) */
-    uint64_t imm_mask;         /* all ones when imm is valid (LE: in the upper half) */
+ * up by op_own (opcode, CQE format, SE, owner): index op_own - 0x10 is 0..63 exactly for them,
+ * so the range check is the opcode check, and the table holds every word of the completion that
+ * depends on op_own alone (each twice: the owner bit changes nothing).  Four arrays, not an
+ * array of structs: an entry's words are then loaded from the table's address plus the index
+ * times 8 and a constant, with no shift or add per CQE to find the entry.  WR_IMM and SEND_IMM
+ * carry an immediate. */
+struct resp_table {
+    uint64_t status_opcode[64]; /* status (0) and opcode: the 8 bytes at offsetof(status) */
+    uint64_t flags_hi[64];      /* flags (SOLICITED, WITH_IMM) in the qpn/flags word */
+    uint64_t tail[64];          /* cqe_opcode in the tail word (wqe_counter, ..., hw_drops) */
+    uint64_t imm_mask[64];      /* 0xffffffff when imm is valid (its low half masks imm) */
 };
-#define R_OP(i)   (1 + ((i) >> 3))                                   /* CQE opcode of entry i */
-#define R_IMM(i)  (R_OP(i) == MLXD_CQE_RESP_WR_IMM || R_OP(i) == MLXD_CQE_RESP_SEND_IMM)
-#define R_WC(i)   (R_OP(i) == MLXD_CQE_RESP_WR_IMM ? MLXD_WC_RECV_RDMA_WITH_IMM : MLXD_WC_RECV)
-#define R_FLAGS(i) (((i) & 1 ? MLXD_WC_SOLICITED : 0) | (R_IMM(i) ? MLXD_WC_WITH_IMM : 0))
+#define R_OP(j)   (1 + ((j) >> 4))                                   /* CQE opcode of entry j */
+#define R_IMM(j)  (R_OP(j) == MLXD_CQE_RESP_WR_IMM || R_OP(j) == MLXD_CQE_RESP_SEND_IMM)
+#define R_WC(j)   (R_OP(j) == MLXD_CQE_RESP_WR_IMM ? MLXD_WC_RECV_RDMA_WITH_IMM : MLXD_WC_RECV)
+#define R_FLAGS(j) (((j) & 2 ? MLXD_WC_SOLICITED : 0) | (R_IMM(j) ? MLXD_WC_WITH_IMM : 0))
+#define R_MASK(j) (R_IMM(j) ? 0xffffffffull : 0)
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define R(i) { (uint64_t)R_WC(i) << 32, (uint64_t)R_FLAGS(i) << 32, (uint64_t)R_OP(i) << 32, \
-               R_IMM(i) ? 0xffffffff00000000ull : 0 }
+#define R_SO(j)   ((uint64_t)R_WC(j) << 32)
+#define R_FL(j)   ((uint64_t)R_FLAGS(j) << 32)
+#define R_TL(j)   ((uint64_t)R_OP(j) << 32)
 #else
-#define R(i) { R_WC(i), R_FLAGS(i), (uint64_t)R_OP(i) << 24, R_IMM(i) ? 0xffffffffull : 0 }
+#define R_SO(j)   ((uint64_t)R_WC(j))
+#define R_FL(j)   ((uint64_t)R_FLAGS(j))
+#define R_TL(j)   ((uint64_t)R_OP(j) << 24)
 #endif
-#define R4(i) R(i), R(i + 1), R(i + 2), R(i + 3)
-static const struct resp_words resp_words[32] = { R4(0), R4(4), R4(8), R4(12), R4(16), R4(20), R4(24), R4(28) };
-#define RESP_INDEX_BASE ((MLXD_CQE_RESP_WR_IMM << MLXD_CQE_OPCODE_SHIFT) >> 1)   /* 8 */
+#define R8(F, j)  F(j), F(j + 1), F(j + 2), F(j + 3), F(j + 4), F(j + 5), F(j + 6), F(j + 7)
+#define R64(F)    { R8(F, 0), R8(F, 8), R8(F, 16), R8(F, 24), R8(F, 32), R8(F, 40), R8(F, 48), R8(F, 56) }
+static const struct resp_table resp = { R64(R_SO), R64(R_FL), R64(R_TL), R64(R_MASK) };
+#define RESP_OP_OWN_BASE (MLXD_CQE_RESP_WR_IMM << MLXD_CQE_OPCODE_SHIFT)   /* 0x10 */
 
 /* The receive flags that come from the CQE's flags_rqpn (bytes 24..27): MLXD_WC_GRH when its
  * 'g' bits 29:28 are not 0, the source QPN in bits 31:8 (mlxd_mlx5.h).  One load, no branch. */
@@ -238,30 +254,30 @@ static inline uint32_t rqpn_flags(const uint8_t *c)
     return (uint32_t)(((fr >> 28) & 3) != 0) * MLXD_WC_GRH | (fr & MLXD_QPN_MASK) << MLXD_WC_SRC_QP_SHIFT;
 }
 
-/* The words of a responder completion (success) but wr_id, timestamp and qp: seven 8-byte
- * stores with the ones above, from the CQE's tail word and the table entry of its op_own. */
+/* The words of a responder completion (success) but wr_id, timestamp and qp, from the CQE and
+ * the table entries j = op_own - 0x10. */
 static inline __attribute__((always_inline)) void put_resp(struct mlxd_completion *w, const uint8_t *c,
-                                                           uint64_t tail, uint32_t qpn, uint64_t wc,
-                                                           const struct resp_words *r)
+                                                           uint32_t qpn, uint64_t wc, uint32_t j)
 {
     uint64_t v;
-    memcpy((char *)w + offsetof(struct mlxd_completion, status), &r->status_opcode, 8);
+    memcpy((char *)w + offsetof(struct mlxd_completion, status), &resp.status_opcode[j], 8);
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    v = mlxd_cqe_byte_cnt(c) | ((uint64_t)mlxd_cqe_imm(c) << 32 & r->imm_mask);
-    memcpy((char *)w + offsetof(struct mlxd_completion, byte_len), &v, 8);
-    v = qpn | r->flags_hi | (uint64_t)rqpn_flags(c) << 32;
+    /* byte_len and imm as two 4-byte stores: no shift and merge of the two (fewer instructions) */
+    const uint32_t byte_len = mlxd_cqe_byte_cnt(c), imm = mlxd_cqe_imm(c) & (uint32_t)resp.imm_mask[j];
+    memcpy((char *)w + offsetof(struct mlxd_completion, byte_len), &byte_len, 4);
+    memcpy((char *)w + offsetof(struct mlxd_completion, imm), &imm, 4);
+    v = qpn | resp.flags_hi[j] | (uint64_t)rqpn_flags(c) << 32;
     memcpy((char *)w + offsetof(struct mlxd_completion, qpn), &v, 8);
     /* hw_drops (byte 56 of the CQE, the top byte of sop_drop_qpn) into byte 6: loaded as a
      * byte, which needs no 64-bit mask constant in a register */
-    v = wc | (uint64_t)c[MLXD_CQE_OFF_SOP_DROP_QPN] << 48 | r->tail;
-    (void)tail;
+    v = wc | (uint64_t)c[MLXD_CQE_OFF_SOP_DROP_QPN] << 48 | resp.tail[j];
     memcpy((char *)w + offsetof(struct mlxd_completion, wqe_counter), &v, 8);
 #else
-    v = (uint64_t)mlxd_cqe_byte_cnt(c) << 32 | (mlxd_cqe_imm(c) & r->imm_mask);
+    v = (uint64_t)mlxd_cqe_byte_cnt(c) << 32 | (mlxd_cqe_imm(c) & resp.imm_mask[j]);
     memcpy((char *)w + offsetof(struct mlxd_completion, byte_len), &v, 8);
-    v = (uint64_t)qpn << 32 | r->flags_hi | rqpn_flags(c);
+    v = (uint64_t)qpn << 32 | resp.flags_hi[j] | rqpn_flags(c);
     memcpy((char *)w + offsetof(struct mlxd_completion, qpn), &v, 8);
-    put_tail(w, (uint32_t)wc, 0, 0, (uint8_t)tail >> MLXD_CQE_OPCODE_SHIFT, 0, (uint32_t)(tail >> 56));
+    put_tail(w, (uint32_t)wc, 0, 0, c[MLXD_CQE_OFF_OP_OWN] >> MLXD_CQE_OPCODE_SHIFT, 0, c[MLXD_CQE_OFF_SOP_DROP_QPN]);
 #endif
 }
 
@@ -307,9 +323,9 @@ static inline __attribute__((always_inline)) void decode_run(const struct mlxd_c
         memcpy((char *)w + offsetof(struct mlxd_completion, timestamp), &ts, sizeof ts);
         memcpy((char *)w + offsetof(struct mlxd_completion, qp), &qp, sizeof qp);
         uint64_t wr_id = wc;
-        uint32_t ri = (op_own >> 1) - RESP_INDEX_BASE;
-        if (mlxd_likely(ri < 32)) {                                      /* responder, success */
-            put_resp(w, c, tail, qpn, wc, &resp_words[ri]);
+        uint32_t ri = op_own - RESP_OP_OWN_BASE;
+        if (mlxd_likely(ri < 64)) {                                      /* responder, success */
+            put_resp(w, c, qpn, wc, ri);
             if (mlxd_likely(rq_wrid != NULL)) {
                 wr_id = rq_wrid[wc & rq_mask];
                 rq_done++;
@@ -378,7 +394,8 @@ static __attribute__((noinline)) int poll_general(struct mlxd_cq *cq, struct mlx
 {
     const uint8_t *c = (const uint8_t *)(uintptr_t)cq->buf + ((size_t)(cq->ci & (cq->ncqe - 1)) << 6);
     if (mlxd_unlikely(cq->recorder != NULL)) mlxd__record_cqes(cq->recorder, c, n);   /* before hand-back */
-    struct release rel = { k ? hot : NULL, k, NULL };
+    /* k CQEs of hot decoded (receives it completed); of a no-QP ring (hot NULL): none */
+    struct release rel = { k ? hot : NULL, hot ? k : 0, NULL };
     decode_run(cq, c + ((size_t)k << 6), out + k, n - k, out, &rel);
     cq->hot_qp = hot_candidate(cq, rel.qp);
     return hand_back(cq, n, &rel);
@@ -401,31 +418,62 @@ static __attribute__((noinline)) int poll_straddle(struct mlxd_cq *cq, struct ml
     return hand_back(cq, n1 + n2, &rel);
 }
 
+/* How many 64-byte CQEs lie from c up to e. */
+static inline uint32_t cqes_between(const uint8_t *c, const uint8_t *e)
+{
+    return (uint32_t)((size_t)(e - c) >> 6);
+}
+
 /* The hot path: receive completions (success) of the CQ's hot QP, the one of the last run of
  * the previous batch (a receiver's only QP): no QP lookup, no per-opcode branch but the one,
- * and the receives completed are the CQEs decoded.  Returns how many of the CQEs from c to
- * c_end it decoded into w; stops at the first other one (another QP, a requester, error or
+ * and the receives completed are the CQEs decoded.  Decodes the CQEs from c to c_end into w and
+ * returns where it stopped: c_end, or the first other one (another QP, a requester, error or
  * rare CQE). */
-static inline __attribute__((always_inline)) uint32_t decode_hot(struct mlxd_qp *qp, const uint8_t *c,
-                                                                 const uint8_t *const c_end,
-                                                                 struct mlxd_completion *w)
+static inline __attribute__((always_inline)) const uint8_t *decode_hot_as(struct mlxd_qp *qp, const uint8_t *c,
+                                                                    const uint8_t *const c_end,
+                                                                    struct mlxd_completion *w, const bool no_qp)
 {
-    const uint32_t key = qp->qpn, rq_mask = qp->rq_wqe_cnt - 1;
-    const uint64_t *const rq_wrid = qp->rq_wrid;
-    const uint8_t *const c0 = c;
+    const uint32_t key = no_qp ? 0 : qp->qpn, rq_mask = no_qp ? 0 : qp->rq_wqe_cnt - 1;
+    const uint64_t *const rq_wrid = no_qp ? NULL : qp->rq_wrid;
+    /* the QPN as the CQE holds it (big-endian, bytes 57..59 of sop_drop_qpn): compared without
+     * a byte swap; op_own and wqe_counter loaded by themselves (no shifts out of one word) */
+    const uint32_t key_be = htobe32(key & MLXD_QPN_MASK);
     for (; c != c_end; c += 64, w++) {
-        uint64_t tail = mlxd_load_be64(c + MLXD_CQE_OFF_SOP_DROP_QPN);
-        const uint32_t qpn = (uint32_t)(tail >> 32) & MLXD_QPN_MASK;
-        const uint64_t wc = (tail >> 16) & 0xffff;      /* 64-bit: one register for both uses */
-        uint32_t ri = ((uint32_t)(uint8_t)tail >> 1) - RESP_INDEX_BASE;
-        if (mlxd_unlikely(qpn != key || ri >= 32)) break;
+        uint32_t ri = (uint32_t)c[MLXD_CQE_OFF_OP_OWN] - RESP_OP_OWN_BASE;
+        uint32_t sop_be;
+        memcpy(&sop_be, c + MLXD_CQE_OFF_SOP_DROP_QPN, 4);
+        if (mlxd_unlikely((!no_qp && (sop_be & htobe32(MLXD_QPN_MASK)) != key_be) || ri >= 64)) break;
+        const uint64_t wc = mlxd_load_be16(c + MLXD_CQE_OFF_WQE_COUNTER);
+        const uint32_t qpn = no_qp ? be32toh(sop_be) & MLXD_QPN_MASK : key;
         uint64_t ts = mlxd_load_be64(c + MLXD_CQE_OFF_TIMESTAMP);
         memcpy((char *)w + offsetof(struct mlxd_completion, timestamp), &ts, sizeof ts);
         memcpy((char *)w + offsetof(struct mlxd_completion, qp), &qp, sizeof qp);
-        put_resp(w, c, tail, qpn, wc, &resp_words[ri]);
-        w->wr_id = rq_wrid[wc & rq_mask];
+        put_resp(w, c, qpn, wc, ri);
+        w->wr_id = no_qp ? wc : rq_wrid[wc & rq_mask];   /* no QP: the wqe_counter, as decode_run */
     }
-    return (uint32_t)((size_t)(c - c0) >> 6);
+    return c;
+}
+#define decode_hot(qp, c, c_end, w) decode_hot_as(qp, c, c_end, w, false)
+
+/* A ring whose CQEs can have no QP: a CQ with no QP table (a detached ring: replay,
+ * mlxd_cq_create_detached) finds none for any QPN (qp_by_qpn), so its responder CQEs take the
+ * hot path's decoding with qp NULL and wr_id the wqe_counter, no QPN compare and no receive
+ * accounting: exactly what decode_run gives them.  Not while recorded: the recorder copies in
+ * the general path. */
+static inline bool no_qp_ring(const struct mlxd_cq *cq)
+{
+    return !cq->qp_table && !cq->recorder;
+}
+#define decode_no_qp(c, c_end, w) decode_hot_as(NULL, c, c_end, w, true)
+
+/* Hands n slots back after a batch that completed no ring entry of any QP (a no-QP ring's). */
+static inline int hand_back_no_qp(struct mlxd_cq *cq, uint32_t n)
+{
+    const uint32_t nci = cq->ci + n;
+    cq->ci = nci;
+    mlxd_wmb();                               /* CQE reads before the slots are handed back */
+    mlxd_shared_store(&cq->dbrec[MLXD_CQ_SET_CI], htobe32(nci & MLXD_CQ_CI_MASK));
+    return (int)n;
 }
 
 /* A batch of up to max (> 1) CQEs; the caller saw the one at ci. */
@@ -463,9 +511,14 @@ static __attribute__((noinline)) int poll_batch(struct mlxd_cq *cq, struct mlxd_
     /* 3. Decode: the hot path while it can, the general one for the rest.  4. Hand the slots
      *    back, then free the receive slots (struct release: in this order). */
     struct mlxd_qp *hot = cq->hot_qp;
-    if (mlxd_unlikely(!hot)) return poll_general(cq, out, n, 0, NULL);
-    uint32_t k = decode_hot(hot, c, p, out);
-    if (mlxd_unlikely(k != n)) return poll_general(cq, out, n, k, hot);
+    if (mlxd_unlikely(!hot)) {
+        if (!no_qp_ring(cq)) return poll_general(cq, out, n, 0, NULL);
+        const uint8_t *e = decode_no_qp(c, p, out);
+        return mlxd_likely(e == p) ? hand_back_no_qp(cq, n) : poll_general(cq, out, n, cqes_between(c, e), NULL);
+    }
+    /* where the hot path stopped, compared as a pointer (no count in the common case) */
+    const uint8_t *e = decode_hot(hot, c, p, out);
+    if (mlxd_unlikely(e != p)) return poll_general(cq, out, n, cqes_between(c, e), hot);
     const uint32_t nci = cq->ci + n;          /* reloaded: fewer values live across the loop */
     cq->ci = nci;
     mlxd_wmb();                               /* CQE reads before the slots are handed back */
@@ -484,7 +537,11 @@ int mlxd__cq_poll_ready(struct mlxd_cq *cq, struct mlxd_completion *out, int max
     const uint8_t *c = (const uint8_t *)(uintptr_t)cq->buf + ((size_t)(ci & (cq->ncqe - 1)) << 6);
     mlxd_rmb();                               /* see poll_batch */
     struct mlxd_qp *hot = cq->hot_qp;
-    if (mlxd_unlikely(!hot || decode_hot(hot, c, c + 64, out) != 1)) return poll_general(cq, out, 1, 0, NULL);
+    if (mlxd_unlikely(!hot)) {
+        if (no_qp_ring(cq) && decode_no_qp(c, c + 64, out) == c + 64) return hand_back_no_qp(cq, 1);
+        return poll_general(cq, out, 1, 0, NULL);
+    }
+    if (mlxd_unlikely(decode_hot(hot, c, c + 64, out) != c + 64)) return poll_general(cq, out, 1, 0, NULL);
     cq->ci = ci + 1;
     mlxd_wmb();                               /* CQE reads before the slot is handed back */
     mlxd_shared_store(&cq->dbrec[MLXD_CQ_SET_CI], htobe32((ci + 1) & MLXD_CQ_CI_MASK));

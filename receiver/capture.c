@@ -14,6 +14,7 @@
 
 #include "mlxd_capture.h"
 #include "mlxd_error.h"
+#include "mlxd_uverbs.h"
 #include "opts.h"
 
 #ifndef DLT_LINUX_SLL2
@@ -530,6 +531,10 @@ static int sender_open(struct sender *s, const struct mlxd_send_opts *o, const c
         if (bind(s->fd, (struct sockaddr *)&b, sizeof b) < 0) {
             int e = errno;
             close(s->fd);
+            if (e == EADDRNOTAVAIL)
+                return mlxd_err(e, "%s: src_ip %s is not an address of this host (bind: %s): packets can "
+                                "only be sent from a local address; on the emulated port use the "
+                                "receiver's peer_ip, any 127.x.y.z", fn, o->src_ip, strerror(e));
             return mlxd_err(e, "%s: bind %s: %s", fn, o->src_ip, strerror(e));
         }
     }
@@ -722,6 +727,63 @@ int mlxd_capture_replay(const struct mlxd_capture *c, const struct mlxd_replay_m
 /* ---------------------------------------------------------------------------------------- */
 /* generator                                                                                  */
 
+/* The active MTU of the RDMA port that owns the IPv4 address dst (host order): the port with a
+ * GID ::ffff:dst; 0 when no port of this host has it (a remote or plain UDP destination). */
+static uint32_t port_mtu_of(uint32_t dst)
+{
+    char **names = NULL;
+    size_t n = 0;
+    uint32_t mtu = 0;
+    if (mlxd_names(&names, &n) < 0)
+        return 0;
+    for (size_t i = 0; i < n && !mtu; i++) {
+        struct mlxd_nic *nic = NULL;
+        struct mlxd_open_opts oo = { .sz = sizeof oo, .port = 1 };
+        if (mlxd_open(names[i], &oo, &nic) < 0)
+            continue;
+        struct mlxd_gid gids[64];
+        int k = mlxd_gids(nic, gids, 64);
+        struct mlxd_port_info pi;
+        for (int j = 0; j < k && j < 64; j++) {
+            const uint8_t *r = gids[j].raw;
+            uint32_t a = (uint32_t)r[12] << 24 | (uint32_t)r[13] << 16 | (uint32_t)r[14] << 8 | r[15];
+            if (r[10] == 0xff && r[11] == 0xff && a == dst && mlxd_port_info(nic, &pi) == 0)
+                mtu = pi.active_mtu_bytes;
+        }
+        mlxd_close(nic);
+    }
+    mlxd_names_free(names, n);
+    mlxd_err_clear();
+    return mtu;
+}
+
+/* What only a tool checked before (issue 13): a generator feeding a receiver must send from the
+ * address the receiver's QP is connected to, and packets no larger than the port takes. */
+static int gen_check_path(const struct mlxd_gen_opts *g, const struct mlxd_send_opts *so, uint32_t psize)
+{
+    const char *dst = so && so->dst_ip ? so->dst_ip : "127.0.0.1";
+    struct in_addr d;
+    if (inet_pton(AF_INET, dst, &d) != 1)
+        return 0;   /* sender_open names it */
+    if (!so || !so->src_ip)
+        return mlxd_err(EINVAL, "mlxd_gen_run: src_ip is not set: a receiver's QP takes packets only from the "
+                        "peer it was connected to, so every frame would be dropped as from a wrong source; "
+                        "set send opts src_ip to the receiver's peer_ip");
+    /* the port's MTU binds RoCE traffic only (UDP 4791): another destination port is not an
+     * RDMA port's */
+    if (so->dst_port && so->dst_port != MLXD_ROCE_UDP_PORT)
+        return 0;
+    uint64_t whole = mlxd_hsb_metadata_offset(g->frame_size) + MLXD_HSB_METADATA_SIZE;
+    uint32_t largest = whole < psize ? (uint32_t)whole : psize;
+    uint32_t mtu = port_mtu_of(ntohl(d.s_addr));
+    if (mtu && largest > mtu)
+        return mlxd_err(EMSGSIZE, "mlxd_gen_run: packets of up to %u bytes of payload exceed the MTU %u of the "
+                        "port at %s, which drops them (every frame would be lost): set payload_size to %u "
+                        "or less, or raise the port's MTU (emulated: mtu=4096 in MLXD_EMU_DEVICES)",
+                        largest, mtu, dst, mtu - mtu % MLXD_HSB_ALIGN);
+    return 0;
+}
+
 int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
                  const struct mlxd_send_opts *so, struct mlxd_send_stats *st)
 {
@@ -753,6 +815,9 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
         return mlxd_err(EINVAL, "mlxd_gen_run: fps %g is not 0 or a finite number > 0", g->fps);
     if (g->imm_layout > MLXD_HSB_IMM_LEGACY_8_24)
         return mlxd_err(EINVAL, "mlxd_gen_run: imm_layout %u unknown", g->imm_layout);
+    int prc = gen_check_path(g, so, psize);
+    if (prc < 0)
+        return prc;
     const enum mlxd_hsb_imm_layout layout = (enum mlxd_hsb_imm_layout)g->imm_layout;
     /* the legacy layout carries 24 PSN bits, the current one 20 (the device masks to them) */
     const uint32_t psn_mask = layout == MLXD_HSB_IMM_LEGACY_8_24 ? 0xFFFFFFu : 0xFFFFFu;
@@ -867,5 +932,7 @@ out:
     free(frame);
     free(buf);
     close(s.fd);
+    if (rc == 0)
+        mlxd_err_clear();   /* no stale message from an earlier refusal */
     return rc;
 }

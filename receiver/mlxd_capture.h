@@ -245,7 +245,14 @@ struct mlxd_gen_opts {
  * packet, bytes_written = frame_size, frame_number = f (32 bits at offset 32),
  * CLOCK_REALTIME timestamps).  so: destination, pacing (frame_gap_us), stop, callback; loops and
  * max_frames ignored (use g->frames); so may be NULL (defaults), st may be NULL.
+ * A generator feeds a receiver whose QP takes packets only from the peer it was connected to, and
+ * a port drops packets above its MTU: so->src_ip must be set (the receiver's peer_ip), and the
+ * largest packet must fit the MTU of the RDMA port that owns dst_ip (when a port of this host
+ * owns it).  A run that succeeds leaves no message in mlxd_errmsg().
  * Returns 0, or (messages start "mlxd_gen_run: "):
+ *   -EINVAL: so or so->src_ip NULL (the message says to set the receiver's peer_ip);
+ *   -EADDRNOTAVAIL: src_ip is not an address of this host;
+ *   -EMSGSIZE: the packets exceed the MTU of the port at dst_ip (both sizes and the fix named);
  *   -EINVAL: m or g NULL; g->sz below sizeof(struct mlxd_gen_opts), or larger with non-zero
  *            unknown bytes; payload_size not a multiple of 128 or above 8192; frame_size 0 or
  *            above 2^32; metadata or imm_layout not an enum value; m->pages 0 or m->page_size

@@ -1,5 +1,6 @@
 /* mlxd_receiver.h: a frame receiver with the semantics of Holoscan Sensor Bridge's RoceReceiver
- * (hololink::module::RoceReceiverInterfaceV1, ../shared/seeds/000_*.txt), on the direct driver
+ * (hololink::module::RoceReceiverInterfaceV1: Holoscan Sensor Bridge
+ * src/hololink/operators/roce_receiver/roce_receiver.hpp and .cpp), on the direct driver
  * (uverbs/mlxd_uverbs.h, mlx5/mlxd_mlx5.h) instead of libibverbs.
  *
  * How a sensor bridge delivers a frame (Holoscan Sensor Bridge RTL
@@ -23,8 +24,19 @@
  *
  * Memory: the receiver never allocates the frame buffer; the caller owns it and keeps it mapped
  * and valid from start until close returns.  Host memory is registered as it is; CUDA device
- * memory (a CUdeviceptr, builds with CUDA=1) through a dma-buf of the range
- * (cuMemGetHandleForAddressRange, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD).
+ * memory (a CUdeviceptr) through a dma-buf of the range (cuMemGetHandleForAddressRange,
+ * CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD).  Every build can: the NVIDIA driver (libcuda.so.1) is
+ * loaded at run time when present, no CUDA toolkit is needed (docs/receiver.md, "GPU memory").
+ *
+ * fork(): a child of fork cannot disturb its parent's receiver.  The rings, doorbell records and
+ * the registered frame buffer are MADV_DONTFORK (as rdma-core's ibv_fork_init arranges): they
+ * are not mapped in the child.  Registration covers whole pages, so allocate the frame buffer
+ * in whole pages (mmap, or posix_memalign with the size rounded up to the page size): heap data
+ * sharing its first or last page would be missing in the child too.  In the child every call on
+ * the parent's receiver returns -EINVAL (false, 0), with a message saying so, and changes
+ * nothing; destroy does nothing there.  So a child's atexit handler or C++ static destructor
+ * that closes the receiver neither hangs nor stops the parent's monitor, which stops only when
+ * the parent's own close asks it to.  A child that wants frames makes its own receiver.
  *
  * Errors (abi/mlxd_error.h): int-returning calls give 0 or a negative errno and a per-thread
  * message naming the call, the argument and the bound.  Misuse gives -EINVAL and changes nothing.
@@ -56,9 +68,9 @@ enum mlxd_receiver_mode {
 };
 
 enum mlxd_receiver_memory {
-    MLXD_RECEIVER_MEM_AUTO = 0,  /* CUDA builds: ask CUDA what buffer is; else host */
+    MLXD_RECEIVER_MEM_AUTO = 0,  /* ask the NVIDIA driver what buffer is (host without one) */
     MLXD_RECEIVER_MEM_HOST = 1,  /* buffer is a pointer into this process */
-    MLXD_RECEIVER_MEM_CUDA = 2,  /* buffer is a CUdeviceptr (CUDA=1 builds only: -ENOTSUP else) */
+    MLXD_RECEIVER_MEM_CUDA = 2,  /* buffer is a CUdeviceptr (-ENOTSUP without libcuda.so.1) */
 };
 
 /* The arguments of RoceReceiver::start, plus this library's choices.  Zero = default. */
@@ -134,6 +146,13 @@ int mlxd_receiver_replay_progress(const struct mlxd_receiver *r, uint64_t *writt
                                         delivered with its previous frame (or held at start).
                                         Set with MLXD_FRAME_PSN_MISMATCH when there is metadata;
                                         counted in stats.overwritten.  The frame is not a new one */
+#define MLXD_FRAME_MISSING_METADATA 0x8u /* the block at metadata_offset was all zeros: the device
+                                        wrote no metadata there (usually frame_size or
+                                        metadata_offset differs from what the device was
+                                        programmed with).  Counted in stats.missing_metadata,
+                                        never as overwritten */
+#define MLXD_FRAME_SIZE_MISMATCH 0x10u /* the metadata's bytes_written differs from frame_size
+                                        (stats.short_frames / long_frames) */
 
 /* One frame (RoceReceiverFrameInfoV1 + the decoded metadata). */
 struct mlxd_receiver_frame {
@@ -143,7 +162,8 @@ struct mlxd_receiver_frame {
     uint64_t metadata_memory;    /* frame_memory + metadata_offset */
     struct mlxd_hsb_metadata metadata; /* snapshot taken when the completion was seen */
     uint64_t frame_number;       /* metadata.frame_number (16 bits) extended to 64 across wraps,
-                                    over every completion in arrival order, dropped ones included.
+                                    over every completion in arrival order, dropped ones included
+                                    (0 with MLXD_FRAME_MISSING_METADATA).
                                     With MLXD_FRAME_PSN_MISMATCH the metadata is the rewriting
                                     frame's (as far as its write had landed), or (with
                                     MLXD_FRAME_STALE) an older frame's, and it does not advance
@@ -188,7 +208,86 @@ struct mlxd_receiver_stats {
     uint64_t rx_write_requests;  /* <sysfs>/class/infiniband/<dev>/ports/1/hw_counters/
                                     rx_write_requests, read by mlxd_receiver_stats() */
     bool     rx_write_requests_valid; /* false when that file does not exist or cannot be read */
+    /* Frame accounting (docs/receiver.md "Where every frame went").  The frames a device sent
+     * up to the newest one seen add up: frames + errors + bad_page + hw_drops + lost.  Of the
+     * frames, those handed out intact are what remains after dropped, replaced, overwritten,
+     * missing_metadata and the size mismatches. */
+    uint64_t lost;               /* frames lost before the port (on the wire, or while the link
+                                    was down): gaps in the metadata's frame number not explained
+                                    by hw_drops, error completions, bad pages, overwritten or
+                                    missing metadata.  A backward step or a jump of 32768 or
+                                    more is taken as a restart of the sensor, not a loss */
+    uint64_t lost_link_down;     /* of lost, the frames of gaps that spanned a link outage */
+    uint64_t missing_metadata;   /* completions whose metadata block was all zeros
+                                    (MLXD_FRAME_MISSING_METADATA) */
+    uint64_t short_frames;       /* bytes_written < frame_size (MLXD_FRAME_SIZE_MISMATCH) */
+    uint64_t long_frames;        /* bytes_written > frame_size */
+    uint64_t last_bytes_written; /* bytes_written of the newest mismatched frame (0: none): the
+                                    frame_size the device was programmed with */
+    uint64_t out_of_buffer;      /* <sysfs>/.../ports/1/hw_counters/out_of_buffer since start:
+                                    packets the port dropped for lack of posted receives (kernel
+                                    drivers/infiniband/hw/mlx5/counters.c, Q counter) */
+    uint64_t out_of_sequence;    /* .../hw_counters/out_of_sequence since start: packets that
+                                    arrived with a PSN gap before them (packets lost on the wire) */
+    bool     hw_counters_valid;  /* out_of_buffer / out_of_sequence could be read */
+    /* Async events (mlxd_receiver_next_event) */
+    uint64_t events;             /* async events the monitor read, of every kind */
+    uint64_t events_dropped;     /* events the queue could not hold (the oldest are dropped) */
+    uint64_t port_down, port_up; /* MLXD_RX_EVENT_PORT_DOWN / _UP */
+    uint64_t link_down_ns;       /* total time the port was down (an outage in progress counts
+                                    up to now) */
+    uint64_t qp_errors;          /* QP_FATAL, QP_REQ_ERROR, QP_ACCESS_ERROR */
+    uint64_t cq_errors;          /* CQ_ERROR */
+    uint64_t device_fatal;       /* DEVICE_FATAL */
 };
+
+/* Async events of the NIC, as the receiver reports them (kernel include/rdma/ib_verbs.h enum
+ * ib_event_type, delivered on the device's async fd: drivers/infiniband/core/uverbs_main.c). */
+enum mlxd_receiver_event_kind {
+    MLXD_RX_EVENT_PORT_DOWN = 1,  /* IB_EVENT_PORT_ERR: the link went down.  The receiver keeps
+                                     running and goes on when the link comes back */
+    MLXD_RX_EVENT_PORT_UP = 2,    /* IB_EVENT_PORT_ACTIVE: the link is back; down_ns = the outage */
+    MLXD_RX_EVENT_RESUMED = 3,    /* the first frame after PORT_UP: frames_lost = the frames the
+                                     device numbered during the outage that never arrived,
+                                     down_ns = the outage */
+    MLXD_RX_EVENT_QP_FATAL = 4,   /* IB_EVENT_QP_FATAL: the QP is in the error state */
+    MLXD_RX_EVENT_QP_REQ_ERROR = 5,    /* IB_EVENT_QP_REQ_ERR */
+    MLXD_RX_EVENT_QP_ACCESS_ERROR = 6, /* IB_EVENT_QP_ACCESS_ERR */
+    MLXD_RX_EVENT_CQ_ERROR = 7,   /* IB_EVENT_CQ_ERR: the CQ overran or failed */
+    MLXD_RX_EVENT_DEVICE_FATAL = 8, /* IB_EVENT_DEVICE_FATAL: the device is gone or reset */
+    MLXD_RX_EVENT_OTHER = 9,      /* any other async event: kernel_type says which */
+};
+
+/* One event.  QP_*, CQ_ERROR and DEVICE_FATAL end blocking_monitor (it returns -EIO, -ENODEV for
+ * DEVICE_FATAL, with a message naming the event): nothing more can arrive; close and start
+ * again. */
+struct mlxd_receiver_event {
+    uint32_t kind;               /* enum mlxd_receiver_event_kind */
+    uint32_t kernel_type;        /* ib_event_type number (IB_EVENT_*); 0 for RESUMED */
+    int64_t  time_s;             /* CLOCK_REALTIME when the monitor read it */
+    uint32_t time_ns;
+    uint64_t frames;             /* stats.frames at that moment */
+    uint64_t down_ns;            /* PORT_UP, RESUMED: how long the link was down */
+    uint64_t frames_lost;        /* RESUMED: frames lost across the outage */
+};
+
+/* Called on the monitor thread for each event, as it is read (NULL: stop calling).  Stays set
+ * across start/close; register before the monitor starts.  It may call next_event and close,
+ * not blocking_monitor.  Events are queued whether or not a callback is set. */
+typedef void (*mlxd_receiver_event_fn)(void *ctx, const struct mlxd_receiver_event *ev);
+void mlxd_receiver_set_event_handler(struct mlxd_receiver *r, mlxd_receiver_event_fn cb, void *ctx);
+
+/* Takes the oldest queued event into *ev without waiting; false when none is queued (or r/ev
+ * NULL).  The queue holds 64 events from start on; when full the oldest is dropped and counted
+ * (stats.events_dropped).  Any thread; events stay readable after close until the next start.
+ * Latency: event mode polls the async fd beside the completion channel; busy-poll mode looks at
+ * it at most every millisecond (one poll(2) per millisecond, no system call per frame), so an
+ * event is reported within a few milliseconds. */
+bool mlxd_receiver_next_event(struct mlxd_receiver *r, struct mlxd_receiver_event *ev);
+
+/* "port down", "QP fatal error (IB_EVENT_QP_FATAL)", ...: a static string, "unknown event" for
+ * a kind not listed. */
+const char *mlxd_receiver_event_name(uint32_t kind);
 
 /* A new, stopped receiver, or NULL (ENOMEM; message set). */
 struct mlxd_receiver *mlxd_receiver_new(void);
@@ -210,11 +309,21 @@ void mlxd_receiver_destroy(struct mlxd_receiver *r);
  *   (1..256 legacy), queue_size not in 1..pages, peer_ip not an IPv4 address, mode/imm_layout/
  *   memory unknown, recv_depth not 0 or 2..32768, repost_batch above recv_depth/2;
  *   -ENODEV: no RDMA device of that name (sysfs listing; the device is not opened);
- *   -ENOTSUP: MLXD_RECEIVER_MEM_CUDA in a build without CUDA.
+ *   -ENOTSUP: MLXD_RECEIVER_MEM_CUDA where libcuda.so.1 cannot be loaded; device memory where
+ *   the driver or kernel cannot export/register it as a dma-buf (cuMemGetHandleForAddressRange
+ *   CUDA_ERROR_NOT_SUPPORTED, or a driver before CUDA 11.7: the message says what is needed);
+ *   -EINVAL (CUDA): MLXD_RECEIVER_MEM_CUDA with host memory, a buffer running past the end of
+ *   its CUDA allocation, a context other than the buffer's current (cuPointerGetAttributes);
+ *   -EFAULT (AUTO, no usable libcuda.so.1): memory the kernel cannot pin; the message says the
+ *   library could not have recognized GPU memory.
  * Device errors: those of mlxd_open, mlxd_cq_create, mlxd_region_register(_dmabuf),
  * mlxd_qp_create, mlxd_qp_receive, mlxd_gid_for_peer (-EADDRNOTAVAIL: no GID routes to the peer),
- * mlxd_qp_connect, with that call's message (it begins with the call's name, e.g. "mlxd_open
- * mlx5_0: ..."); CUDA failures give -EIO naming the CUDA call.  Everything made is undone. */
+ * mlxd_qp_connect, with that call's message; -ETIMEDOUT when the QP could not reach RTR because
+ * the kernel could not resolve the peer's MAC address (drivers/infiniband/core/addr.c): tried 5
+ * times, 200 ms apart, as Holoscan Sensor Bridge's receiver does (about 6 s in all), and the
+ * message says to check that the peer is up and on the same subnet (it begins with the call's name, e.g. "mlxd_open
+ * mlx5_0: ..."); CUDA failures give -EIO naming the CUDA call and its CUresult name (e.g.
+ * "cuMemGetHandleForAddressRange(...): CUDA_ERROR_INVALID_VALUE").  Everything made is undone. */
 int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts *opts);
 
 /* Runs the receive loop on the calling thread until close.  Per completion: decode the immediate,
@@ -223,10 +332,20 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
  * the frame (queue semantics: see get_next_frame), call the frame-ready callback, re-post
  * receives in batches of repost_batch.  Error completions are counted by syndrome and their
  * receives re-posted.  None of these stops the loop.
- * Busy-poll mode makes no system call per frame (clock_gettime is the vDSO's).
- * CUDA: the loop makes the CUDA context that was current at start current on this thread.
- * Returns 0 after close; -EINVAL if not started or a monitor already runs; a driver error that
- * makes receiving impossible (then the receiver stays started: call close). */
+ * Busy-poll mode makes no system call per frame (clock_gettime is the vDSO's); it looks at the
+ * NIC's async events at most every millisecond (one poll(2)); event mode polls the async fd
+ * beside the completion channel.  Events and the frames that never came are counted in the
+ * stats and reported through mlxd_receiver_next_event / the event handler (a port flap does not
+ * stop the loop).
+ * CUDA: the loop makes the CUDA context that was current at start (the buffer's, when none was)
+ * current on this thread (-EIO naming cuCtxSetCurrent if it cannot), and reads each metadata
+ * block with cuMemcpyDtoH; a failed copy stops the loop: -EIO naming cuMemcpyDtoH, its CUresult
+ * name and what to do (the frame is not delivered).
+ * Returns 0 after close; -EINVAL if not started or a monitor already runs; -EIO after a QP
+ * fatal / request / access error or a CQ error event, -ENODEV after a device fatal event (the
+ * message names the event, e.g. "mlxd_receiver_blocking_monitor: QP fatal error
+ * (IB_EVENT_QP_FATAL) on the receiver's QP 0x000012: ..."); a driver error that makes receiving
+ * impossible.  After any error the receiver stays started: call close. */
 int mlxd_receiver_blocking_monitor(struct mlxd_receiver *r);
 
 /* Ends the run: wakes the monitor and waits for it to return (unless called on the monitor's own
@@ -273,7 +392,8 @@ enum mlxd_frame_state {
  * atomic loads and one 4-byte read of the page's metadata (host memory, after a load fence, so
  * the caller's earlier reads of the page come before it; a 4-byte copy from device memory in
  * CUDA mode; skipped with no_metadata).  OVERWRITTEN verdicts are counted in
- * stats.overwritten_after_read.  Returns the verdict, or -EINVAL (NULL, page out of range, or
+ * stats.overwritten_after_read.  Returns the verdict; -EIO when the cuMemcpyDtoH of CUDA memory
+ * fails (the message names it and its CUresult); or -EINVAL (NULL, page out of range, or
  * not started: before start and once close has returned, when it reads nothing, neither the
  * buffer nor the page's metadata, since the caller may have freed the buffer). */
 int mlxd_receiver_frame_check(struct mlxd_receiver *r, const struct mlxd_receiver_frame *info);

@@ -13,9 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef MLXD_HAVE_CUDA
-#define MLXD_HAVE_CUDA 0
-#endif
 #include "cuda_shim.h"
 
 #include "frameq.h"
@@ -27,11 +24,27 @@
 #include "mlxd_abi.h"
 #include "rx_replay.h"
 #include "opts.h"
+#include "rx_events.h"
+#include "fork_gen.h"
 
 #define DEFAULT_RECV_DEPTH 256u    /* the original posts 256 receives (roce_receiver.cpp start) */
 #define DEFAULT_REPOST_BATCH 16u
 #define POLL_BATCH 32
 #define DRAIN_MS 500
+#define EVENT_CHECK_NS 1000000ull  /* busy mode looks at the async fd at most this often */
+#define EVENT_CHECK_SPINS 64u      /* idle polls between two clock reads */
+#define FN_RESTART 32768u          /* a frame-number jump this large is a restart, not a loss */
+#define RTR_TRIES 5                /* connect_rtr: as Holoscan Sensor Bridge's receiver */
+#define RTR_RETRY_MS 200
+
+/* Accounting and event counters (struct mlxd_receiver.acct): written by the monitor, read by
+ * stats; reset at start. */
+enum {
+    A_LOST, A_LOST_LINK_DOWN, A_MISSING_MD, A_SHORT, A_LONG, A_LAST_BYTES, A_EVENTS, A_PORT_DOWN,
+    A_PORT_UP, A_LINK_DOWN_NS, A_QP_ERR, A_CQ_ERR, A_DEV_FATAL, A_DOWN_SINCE, A_COUNT
+};
+/* the port's hw_counters that account for packets (ports/1/hw_counters/<name>) */
+static const char *const hw_counter_names[2] = { "out_of_buffer", "out_of_sequence" };
 
 /* Slot layout in the frame queue (FRAMEQ_WORDS 64-bit words). */
 enum {
@@ -46,6 +59,7 @@ enum {
 };
 
 struct mlxd_receiver {
+    unsigned fork_gen;             /* mlxd__fork_gen at new: a child of fork may not use it */
     pthread_mutex_t lock;          /* start / close / monitor entry and exit; never per frame */
     pthread_cond_t cond;           /* monitor_running changes */
     bool monitor_running, teardown_by_monitor;
@@ -60,7 +74,8 @@ struct mlxd_receiver {
     uint32_t peer_ip;              /* network order */
     uint8_t *host;                 /* buffer as a host pointer (NULL for CUDA memory) */
     bool cuda_mem;
-    void *cu_ctx;                  /* CUcontext current at start (CUDA builds) */
+    void *cu_ctx;                  /* CUDA memory: the context made current on the monitor thread */
+    char cuda_err[512];            /* monitor only: the first failed device-memory read stops it */
 
     /* device objects */
     struct mlxd_nic *nic;
@@ -101,17 +116,36 @@ struct mlxd_receiver {
     /* frame-ready callback: kept across starts */
     _Atomic(mlxd_receiver_frame_ready_fn) cb;
     _Atomic(void *) cb_ctx;
+
+    /* async events (rx_events.h) and frame accounting */
+    struct rx_evq evq;
+    _Atomic(mlxd_receiver_event_fn) ev_cb;   /* kept across starts */
+    _Atomic(void *) ev_ctx;
+    _Atomic uint64_t acct[A_COUNT];
+    uint64_t ev_check_ns;          /* busy mode: CLOCK_REALTIME ns of the last look (monitor) */
+    unsigned ev_spins;             /* idle polls since the last clock read (monitor) */
+    bool resume_pending;           /* monitor: the port came back, no frame since */
+    uint64_t outage_ns;            /* monitor: length of the last outage */
+    uint64_t lost_at_down;         /* monitor: acct[A_LOST] when the port went down */
+    bool good_seen;                /* monitor: a frame with its own metadata was seen */
+    uint64_t good_fn;              /* monitor: its extended frame number */
+    uint64_t since_good;           /* monitor: frames accounted otherwise since then */
+    uint64_t hw_base[2];           /* hw_counters at start */
+    bool hw_base_ok[2];
 };
 
 struct mlxd_receiver *mlxd_receiver_new(void)
 {
-    /* 64-byte aligned: the frame queue's and the counters' cache lines (_Alignas(64)) are real
-     * cache lines only if the struct is; calloc guarantees 16 bytes */
+    /* whole pages of its own: a registered frame buffer's pages are MADV_DONTFORK, and a
+     * receiver sharing its last page would be unmapped in a child of fork, whose calls must
+     * still read fork_gen to be refused */
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t size = (sizeof(struct mlxd_receiver) + (size_t)pg - 1) & ~((size_t)pg - 1);
     struct mlxd_receiver *r = NULL;
-    if (posix_memalign((void **)&r, _Alignof(struct mlxd_receiver), sizeof *r))
+    if (posix_memalign((void **)&r, (size_t)pg, size))
         r = NULL;
     if (r)
-        memset(r, 0, sizeof *r);
+        memset(r, 0, size);
     if (!r) {
         mlxd_err(ENOMEM, "mlxd_receiver_new: out of memory");
         return NULL;
@@ -120,7 +154,25 @@ struct mlxd_receiver *mlxd_receiver_new(void)
     pthread_cond_init(&r->cond, NULL);
     r->stop_fd = -1;
     r->gid_index = -1;
+    r->fork_gen = mlxd__fork_gen;
+    rx_evq_init(&r->evq);
     return r;
+}
+
+/* A child of fork() holds a copy of the parent's receiver: its rings, doorbell records and
+ * registered buffer are not mapped there (MADV_DONTFORK), its file descriptors and stop eventfd
+ * are the parent's.  Every call is refused and changes nothing, so that neither the child's
+ * close (an atexit handler, a C++ static destructor) nor anything else disturbs the parent. */
+static inline bool forked(const struct mlxd_receiver *r)
+{
+    return r->fork_gen != mlxd__fork_gen;
+}
+
+static int forked_err(const char *fn)
+{
+    return mlxd_err(EINVAL, "%s: called in a child of fork(): the receiver belongs to the parent process "
+                    "(its rings, doorbell records and frame buffer are not mapped in the child, and its "
+                    "descriptors are the parent's); nothing was done: a child makes its own receiver", fn);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -219,6 +271,13 @@ static uint64_t mono_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void count_completion_error(struct mlxd_receiver *r, const struct mlxd_completion *c)
 {
     if (c->status == 5 /* IBV_WC_WR_FLUSH_ERR */) {
@@ -292,44 +351,89 @@ static int teardown(struct mlxd_receiver *r)
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* accounting and hw_counters                                                                 */
+
+static void reset_accounting(struct mlxd_receiver *r)
+{
+    for (int i = 0; i < A_COUNT; i++)
+        atomic_store(&r->acct[i], 0);
+    rx_evq_reset(&r->evq);
+    r->ev_check_ns = 0;
+    r->ev_spins = 0;
+    r->resume_pending = false;
+    r->outage_ns = 0;
+    r->good_seen = false;
+    r->good_fn = 0;
+    r->since_good = 0;
+    r->hw_base_ok[0] = r->hw_base_ok[1] = false;
+}
+
+/* Reads an unsigned decimal file (sysfs "%llu\n"); false when it cannot. */
+static bool read_u64_file(const char *path, uint64_t *v)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    char buf[64];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = 0;
+    char *end;
+    unsigned long long x = strtoull(buf, &end, 10);
+    if (end == buf)
+        return false;
+    *v = x;
+    return true;
+}
+
+/* <sysfs>/class/infiniband/<dev>/ports/1/hw_counters/<name> (kernel
+ * drivers/infiniband/hw/mlx5/counters.c). */
+static bool read_hw_counter(const struct mlxd_receiver *r, const char *name, uint64_t *v)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/class/infiniband/%s/ports/1/hw_counters/%s", mlxd_sysfs_root(),
+             r->device, name);
+    return read_u64_file(path, v);
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* start                                                                                      */
 
-#if MLXD_HAVE_CUDA
-static const char *cu_name(const struct cuda_shim *cu, CUresult e)
+/* The QP to RTR towards peer (network order).  ETIMEDOUT there means the kernel could not
+ * resolve the peer's MAC address within its 1 s (drivers/infiniband/core/addr.c); Holoscan
+ * Sensor Bridge's receiver (roce_receiver.cpp) tries 5 times, 200 ms apart, and so does this. */
+static int connect_rtr(struct mlxd_receiver *r, uint32_t peer)
 {
-    const char *s = NULL;
-    cu->GetErrorName(e, &s);
-    return s ? s : "CUDA error";
+    struct mlxd_endpoint peer_ep = { .qpn = 0, .psn = 0 };
+    peer_ep.gid[10] = 0xff;
+    peer_ep.gid[11] = 0xff;
+    memcpy(peer_ep.gid + 12, &peer, 4);
+    struct mlxd_connect_opts cn = { .sz = sizeof cn, .peer_access = MLXD_ACCESS_REMOTE_WRITE,
+                                    .receive_only = true, .hop_limit = 0xff,
+                                    .path_mtu = 5 /* 4096, as the original */ };
+    uint64_t t0 = mono_ms();
+    int rc = 0;
+    for (int tries = 1; tries <= RTR_TRIES; tries++) {
+        rc = mlxd_qp_connect(r->qp, &peer_ep, &cn);
+        if (rc != -ETIMEDOUT)
+            return rc;
+        if (tries < RTR_TRIES) {
+            struct timespec ts = { 0, RTR_RETRY_MS * 1000000L };
+            nanosleep(&ts, NULL);
+        }
+    }
+    char ip[INET_ADDRSTRLEN] = "?", me[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &peer, ip, sizeof ip);
+    uint32_t local = htonl(r->local_ip);
+    inet_ntop(AF_INET, &local, me, sizeof me);
+    return mlxd_err(ETIMEDOUT, "mlxd_receiver_start: the QP could not reach RTR: %d tries over %.1f s each "
+                    "timed out (ETIMEDOUT) because the kernel could not resolve the MAC address of the peer "
+                    "%s (address resolution, drivers/infiniband/core/addr.c); check that the sensor bridge "
+                    "is up and on the same subnet as %s (%s); last: %s", RTR_TRIES,
+                    (mono_ms() - t0) / 1000.0, ip, me, r->device, mlxd_errmsg());
 }
-
-static bool cuda_is_device_memory(const struct cuda_shim *cu, uint64_t buffer)
-{
-    unsigned int type = 0;
-    CUresult e = cu->PointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)buffer);
-    return e == CUDA_SUCCESS && type == CU_MEMORYTYPE_DEVICE;
-}
-
-static int cuda_register(struct mlxd_receiver *r, const struct cuda_shim *cu,
-                         const struct mlxd_region_opts *ro)
-{
-    long pg = sysconf(_SC_PAGESIZE);
-    uint64_t start = r->o.buffer & ~(uint64_t)(pg - 1);
-    uint64_t off = r->o.buffer - start;
-    uint64_t len = (off + r->o.buffer_size + (uint64_t)pg - 1) & ~(uint64_t)(pg - 1);
-    int fd = -1;
-    CUresult e = cu->MemGetHandleForAddressRange(&fd, (CUdeviceptr)start, len,
-                                                 CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
-    if (e != CUDA_SUCCESS)
-        return mlxd_err(EIO, "mlxd_receiver_start: cuMemGetHandleForAddressRange(0x%llx, %llu, "
-                        "DMA_BUF_FD): %s", (unsigned long long)start, (unsigned long long)len,
-                        cu_name(cu, e));
-    struct mlxd_region_opts o = *ro;
-    o.iova = off;   /* page 0 at IOVA `off`: the offset within the dma-buf */
-    int rc = mlxd_region_register_dmabuf(r->nic, fd, off, r->o.buffer_size, &o, &r->mr);
-    close(fd);      /* the kernel holds its own reference */
-    return rc;
-}
-#endif
 
 /* The recorder's metadata hook: the block of the page a RESP_WR_IMM CQE names, as the monitor
  * is about to find it (host memory only). */
@@ -357,6 +461,13 @@ static int start_recording(struct mlxd_receiver *r)
     int rc = mlxd_cq_record_start(r->cq, r->o.record_cqes, &ropts, &r->rec);
     r->o.record_cqes = NULL;   /* the caller's string: used only here */
     return rc;
+}
+
+/* page_md as the host buffer holds it at start (device memory: zeros). */
+static void page_md_init(struct mlxd_receiver *r)
+{
+    for (unsigned i = 0; i < r->o.pages && r->host; i++)
+        memcpy(r->page_md[i], r->host + (size_t)i * r->o.page_size + r->o.metadata_offset, 48);
 }
 
 /* opts.replay_fixture: a detached CQ fed from the fixture instead of a NIC: no device, QP or
@@ -391,6 +502,8 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
 {
     if (!r || !opts)
         return mlxd_err(EINVAL, "mlxd_receiver_start: NULL %s", r ? "opts" : "receiver");
+    if (forked(r))
+        return forked_err("mlxd_receiver_start");
     uint32_t peer = 0;
     int rc = check_opts(opts, &peer);
     if (rc < 0)
@@ -398,9 +511,6 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
     struct mlxd_receiver_opts o = { 0 };
     memcpy(&o, opts, opts->sz < sizeof o ? opts->sz : sizeof o);
     o.sz = sizeof o;
-    if (o.memory == MLXD_RECEIVER_MEM_CUDA && !MLXD_HAVE_CUDA)
-        return mlxd_err(ENOTSUP, "mlxd_receiver_start: memory CUDA asked but this build has no CUDA "
-                        "(build with make CUDA=1)");
 
     pthread_mutex_lock(&r->lock);
     if (r->started) {
@@ -429,24 +539,9 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
     r->peer_ip = peer;
     r->cuda_mem = false;
     r->host = NULL;
-#if MLXD_HAVE_CUDA
-    {
-        const struct cuda_shim *cu = cuda_shim();
-        if (!cu && o.memory == MLXD_RECEIVER_MEM_CUDA) {
-            rc = mlxd_err(ENOTSUP, "mlxd_receiver_start: memory CUDA asked but libcuda.so.1 (the "
-                          "NVIDIA driver) cannot be loaded");
-            goto out_unlock;
-        }
-        r->cu_ctx = NULL;
-        if (cu) {
-            CUcontext ctx = NULL;
-            cu->CtxGetCurrent(&ctx);
-            r->cu_ctx = ctx;
-            r->cuda_mem = o.memory == MLXD_RECEIVER_MEM_CUDA ||
-                          (o.memory == MLXD_RECEIVER_MEM_AUTO && cuda_is_device_memory(cu, o.buffer));
-        }
-    }
-#endif
+    rc = mlxd__cuda_classify(o.buffer, o.buffer_size, o.memory, &r->cuda_mem, &r->cu_ctx);
+    if (rc < 0)
+        goto out_unlock;
     if (!r->cuda_mem)
         r->host = (uint8_t *)(uintptr_t)o.buffer;
 
@@ -474,8 +569,6 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
         rc = mlxd_err(ENOMEM, "mlxd_receiver_start: out of memory");
         goto fail;
     }
-    for (unsigned i = 0; i < r->o.pages && r->host; i++)
-        memcpy(r->page_md[i], r->host + (size_t)i * r->o.page_size + r->o.metadata_offset, 48);
     for (unsigned i = 0; i < r->o.recv_depth; i++)
         r->recvs[i].wr_id = 0x1000 + i;
     atomic_store(&r->last_page, r->o.pages - 1);   /* the device's next page is 0 */
@@ -491,7 +584,9 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
     atomic_store(&r->last_fn, 0);
     for (int i = 0; i < 256; i++)
         atomic_store(&r->by_syndrome[i], 0);
+    reset_accounting(r);
     atomic_store(&r->stop, false);
+    r->cuda_err[0] = 0;
     r->teardown_by_monitor = false;
 
     if (r->o.mode == MLXD_RECEIVER_EVENT) {
@@ -503,6 +598,7 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
     }
 
     if (r->o.replay_fixture) {
+        page_md_init(r);
         rc = start_replay(r);
         if (rc < 0)
             goto fail;
@@ -564,14 +660,16 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
                                    .access = MLXD_ACCESS_LOCAL_WRITE | MLXD_ACCESS_REMOTE_WRITE,
                                    .order = MLXD_ORDER_IN_ORDER };
     if (r->cuda_mem) {
-#if MLXD_HAVE_CUDA
-        rc = cuda_register(r, cuda_shim(), &ro);
-#endif
+        rc = mlxd__cuda_register(r->nic, r->o.buffer, r->o.buffer_size, &ro, &r->mr);
     } else {
         rc = mlxd_region_register(r->nic, r->host, r->o.buffer_size, &ro, &r->mr);
+        if (rc == -EFAULT)
+            rc = mlxd__cuda_explain_efault(r->o.buffer, r->o.memory, "mlxd_receiver_start");
     }
     if (rc < 0)
         goto fail;
+    page_md_init(r);   /* after the kernel took the buffer: a GPU pointer taken for host memory
+                          is refused there (EFAULT, explained), not read here */
     struct mlxd_remote rem = mlxd_region_remote(r->mr);
     r->rkey = rem.rkey;
     r->iova = rem.addr;
@@ -596,19 +694,14 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
     r->posted = r->o.recv_depth;
     r->pending = 0;
 
-    struct mlxd_endpoint peer_ep = { .qpn = 0, .psn = 0 };
-    peer_ep.gid[10] = 0xff;
-    peer_ep.gid[11] = 0xff;
-    memcpy(peer_ep.gid + 12, &peer, 4);
-    struct mlxd_connect_opts cn = { .sz = sizeof cn, .peer_access = MLXD_ACCESS_REMOTE_WRITE,
-                                    .receive_only = true, .hop_limit = 0xff,
-                                    .path_mtu = 5 /* 4096, as the original */ };
-    rc = mlxd_qp_connect(r->qp, &peer_ep, &cn);
+    rc = connect_rtr(r, peer);
     if (rc < 0)
         goto fail;
 
     snprintf(r->rxw_path, sizeof r->rxw_path, "%s/class/infiniband/%s/ports/1/hw_counters/rx_write_requests",
              mlxd_sysfs_root(), r->device);
+    for (int i = 0; i < 2; i++)
+        r->hw_base_ok[i] = read_hw_counter(r, hw_counter_names[i], &r->hw_base[i]);
     r->started = true;
     pthread_mutex_unlock(&r->lock);
     return 0;
@@ -634,25 +727,208 @@ out_unlock:
 /* ---------------------------------------------------------------------------------------- */
 /* the monitor                                                                                */
 
+/* A device-memory read failed (the message is set): the monitor stops and returns it. */
+static void cuda_failed(struct mlxd_receiver *r)
+{
+    if (!r->cuda_err[0])
+        snprintf(r->cuda_err, sizeof r->cuda_err, "%s", mlxd_errmsg());
+    atomic_store(&r->stop, true);
+}
+
 /* Copies the first 48 bytes of the page's metadata block into md; false when the device was
  * rewriting the block meanwhile (md_snapshot.h: then md may mix two frames). */
 static inline bool snapshot_metadata(struct mlxd_receiver *r, uint64_t page_off, uint8_t md[48])
 {
     if (r->host)
         return md_snapshot_host(r->host + page_off + r->o.metadata_offset, md);
-#if MLXD_HAVE_CUDA
     /* Device memory: the same rule with two copies (the second after the first has completed:
-     * cuMemcpyDtoH is synchronous). */
-    CUdeviceptr a = (CUdeviceptr)(r->o.buffer + page_off + r->o.metadata_offset);
+     * cuMemcpyDtoH is synchronous).  A copy that fails stops the monitor with its message. */
+    uint64_t a = r->o.buffer + page_off + r->o.metadata_offset;
     uint8_t again[4];
-    if (cuda_shim()->MemcpyDtoH(md, a, 48) == CUDA_SUCCESS) {
-        if (cuda_shim()->MemcpyDtoH(again, a + MLXD_HSB_MD_PSN, 4) != CUDA_SUCCESS)
-            return true;   /* the copy stands; nothing more is known */
-        return !memcmp(again, md + MLXD_HSB_MD_PSN, 4);
+    if (mlxd__cuda_read(md, a, 48, NULL, "metadata") < 0 ||
+        mlxd__cuda_read(again, a + MLXD_HSB_MD_PSN, 4, NULL, "metadata") < 0) {
+        cuda_failed(r);
+        memset(md, 0, 48);
+        return false;
     }
-#endif
-    memset(md, 0, 48);
-    return true;
+    return !memcmp(again, md + MLXD_HSB_MD_PSN, 4);
+}
+
+/* ---- events --------------------------------------------------------------------------- */
+
+/* Queues an event and calls the event handler (monitor thread). */
+static void emit(struct mlxd_receiver *r, uint32_t kind, uint32_t ktype, uint64_t down_ns,
+                 uint64_t lost)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct mlxd_receiver_event ev = { .kind = kind, .kernel_type = ktype, .time_s = ts.tv_sec,
+                                      .time_ns = (uint32_t)ts.tv_nsec,
+                                      .frames = atomic_load_explicit(&r->frames, memory_order_relaxed),
+                                      .down_ns = down_ns, .frames_lost = lost };
+    rx_evq_push(&r->evq, &ev);
+    mlxd_receiver_event_fn cb = atomic_load_explicit(&r->ev_cb, memory_order_acquire);
+    if (cb)
+        cb(atomic_load_explicit(&r->ev_ctx, memory_order_relaxed), &ev);
+}
+
+static inline void acct_add(struct mlxd_receiver *r, int i, uint64_t v)
+{
+    atomic_fetch_add_explicit(&r->acct[i], v, memory_order_relaxed);
+}
+
+/* One async event: counted, queued, handed to the handler.  Returns a negative errno (message
+ * set) for the events after which nothing more can arrive. */
+static int on_async(struct mlxd_receiver *r, const struct mlxd_event *e)
+{
+    acct_add(r, A_EVENTS, 1);
+    uint32_t kind;
+    int err = 0;
+    uint64_t down_ns = 0;
+    switch (e->kind) {
+    case MLXD_EVENT_PORT_ERROR:
+        kind = MLXD_RX_EVENT_PORT_DOWN;
+        acct_add(r, A_PORT_DOWN, 1);
+        if (!atomic_load(&r->acct[A_DOWN_SINCE])) {
+            atomic_store(&r->acct[A_DOWN_SINCE], mono_ns());
+            r->lost_at_down = atomic_load(&r->acct[A_LOST]);
+        }
+        break;
+    case MLXD_EVENT_PORT_ACTIVE: {
+        kind = MLXD_RX_EVENT_PORT_UP;
+        acct_add(r, A_PORT_UP, 1);
+        uint64_t since = atomic_exchange(&r->acct[A_DOWN_SINCE], 0);
+        if (since) {
+            uint64_t now = mono_ns();
+            down_ns = now > since ? now - since : 0;
+            acct_add(r, A_LINK_DOWN_NS, down_ns);
+            r->outage_ns = down_ns;
+            r->resume_pending = true;
+        }
+        break;
+    }
+    case MLXD_EVENT_QP_FATAL: kind = MLXD_RX_EVENT_QP_FATAL; err = EIO; break;
+    case MLXD_EVENT_QP_REQ_ERROR: kind = MLXD_RX_EVENT_QP_REQ_ERROR; err = EIO; break;
+    case MLXD_EVENT_QP_ACCESS_ERROR: kind = MLXD_RX_EVENT_QP_ACCESS_ERROR; err = EIO; break;
+    case MLXD_EVENT_CQ_ERROR: kind = MLXD_RX_EVENT_CQ_ERROR; err = EIO; break;
+    case MLXD_EVENT_DEVICE_FATAL: kind = MLXD_RX_EVENT_DEVICE_FATAL; err = ENODEV; break;
+    default: kind = MLXD_RX_EVENT_OTHER; break;
+    }
+    if (kind == MLXD_RX_EVENT_CQ_ERROR)
+        acct_add(r, A_CQ_ERR, 1);
+    else if (kind == MLXD_RX_EVENT_DEVICE_FATAL)
+        acct_add(r, A_DEV_FATAL, 1);
+    else if (err)
+        acct_add(r, A_QP_ERR, 1);
+    emit(r, kind, e->kernel_type, down_ns, 0);
+    if (!err)
+        return 0;
+    if (kind == MLXD_RX_EVENT_DEVICE_FATAL)
+        return mlxd_err(err, "%s on %s: the device failed or was reset and receives nothing more; "
+                        "close, then start again once the device is back", mlxd_receiver_event_name(kind),
+                        r->device);
+    if (kind == MLXD_RX_EVENT_CQ_ERROR)
+        return mlxd_err(err, "%s on the receiver's CQ: completions are lost from here on; close and "
+                        "start again", mlxd_receiver_event_name(kind));
+    return mlxd_err(err, "%s on the receiver's QP 0x%06x: the QP is in the error state and receives "
+                    "nothing more; close and start again", mlxd_receiver_event_name(kind), r->qpn);
+}
+
+/* Reads the NIC's pending events (one poll(2), no wait).  *completion: a completion event was
+ * among them (event mode re-arms).  Returns 0, or the first fatal event's negative errno. */
+static __attribute__((noinline)) int read_events(struct mlxd_receiver *r, bool *completion)
+{
+    struct mlxd_event ev[8];
+    int n = mlxd_wait(r->nic, 0, ev, 8);
+    if (n < 0)
+        return n;
+    int rc = 0;
+    char msg[512] = "";
+    for (int i = 0; i < n; i++) {
+        if (ev[i].kind == MLXD_EVENT_COMPLETION) {
+            if (completion)
+                *completion = true;
+            continue;
+        }
+        int e = on_async(r, &ev[i]);
+        if (e < 0 && !rc) {
+            rc = e;
+            snprintf(msg, sizeof msg, "%s", mlxd_errmsg());
+        }
+    }
+    if (rc < 0)
+        mlxd_err(-rc, "%s", msg);
+    return rc;
+}
+
+/* Busy mode: looks at the async fd when EVENT_CHECK_NS have passed since the last look. */
+static inline int maybe_read_events(struct mlxd_receiver *r, uint64_t now_ns)
+{
+    if (now_ns - r->ev_check_ns < EVENT_CHECK_NS || !r->nic)   /* no NIC: a fixture replay */
+        return 0;
+    r->ev_check_ns = now_ns;
+    return read_events(r, NULL);
+}
+
+static uint64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);   /* the vDSO's: no system call */
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- frame accounting ------------------------------------------------------------------ */
+
+static inline bool md_all_zero(const uint64_t *w)
+{
+    return !(w[0] | w[1] | w[2] | w[3] | w[4] | w[5]);
+}
+
+/* A frame with its own metadata numbered fnum came after a gap, or after frames accounted
+ * otherwise, or after the link came back: the frame numbers in between that no completion
+ * accounts for were lost before the port. */
+static __attribute__((noinline)) void account_gap(struct mlxd_receiver *r, uint64_t fnum)
+{
+    uint64_t lost = 0;
+    if (r->good_seen && fnum > r->good_fn && fnum - r->good_fn - 1 < FN_RESTART) {
+        uint64_t gap = fnum - r->good_fn - 1;
+        lost = gap > r->since_good ? gap - r->since_good : 0;
+    }
+    if (lost)
+        acct_add(r, A_LOST, lost);
+    if (r->resume_pending) {
+        /* the frames lost since the port went down: the gap may have been counted already, when
+         * the first frame after the outage came before the monitor read PORT_UP */
+        r->resume_pending = false;
+        uint64_t outage_lost = atomic_load(&r->acct[A_LOST]) - r->lost_at_down;
+        if (outage_lost)
+            acct_add(r, A_LOST_LINK_DOWN, outage_lost);
+        emit(r, MLXD_RX_EVENT_RESUMED, 0, r->outage_ns, outage_lost);
+    }
+}
+
+static __attribute__((noinline)) uint32_t size_mismatch(struct mlxd_receiver *r, uint64_t bytes)
+{
+    acct_add(r, bytes < r->o.frame_size ? A_SHORT : A_LONG, 1);
+    atomic_store_explicit(&r->acct[A_LAST_BYTES], bytes, memory_order_relaxed);
+    return MLXD_FRAME_SIZE_MISMATCH;
+}
+
+/* A frame whose metadata is its own (PSN matches): checks its size and its number. */
+static inline uint32_t account_frame(struct mlxd_receiver *r, uint64_t fnum, const uint8_t *md)
+{
+    uint32_t flags = 0;
+    uint64_t bytes;
+    memcpy(&bytes, md + MLXD_HSB_MD_BYTES_WRITTEN, 8);
+    bytes = __builtin_bswap64(bytes);
+    if (__builtin_expect(bytes != r->o.frame_size, 0))
+        flags = size_mismatch(r, bytes);
+    if (__builtin_expect((r->good_seen && fnum != r->good_fn + 1) || r->since_good || r->resume_pending, 0))
+        account_gap(r, fnum);
+    r->good_seen = true;
+    r->good_fn = fnum;
+    r->since_good = 0;
+    return flags;
 }
 
 /* A completion that wrote nothing into its page: a WRITE with immediate of no bytes (the IB
@@ -682,6 +958,7 @@ static inline void handle_frame(struct mlxd_receiver *r, const struct mlxd_compl
     uint32_t page = mlxd_hsb_imm_page(imm, layout);
     if (page >= r->o.pages) {
         atomic_fetch_add_explicit(&r->bad_page, 1, memory_order_relaxed);
+        r->since_good++;
         return;
     }
     uint32_t ipsn = mlxd_hsb_imm_psn(imm, layout);
@@ -698,26 +975,38 @@ static inline void handle_frame(struct mlxd_receiver *r, const struct mlxd_compl
     } else {
         uint8_t md[48];
         bool whole = snapshot_metadata(r, page_off, md);
+        if (r->cuda_err[0])
+            return;        /* device memory unreadable: the monitor stops with the reason */
         memcpy(&w[W_MD], md, 48);
         uint32_t mpsn = (uint32_t)md[4] << 24 | (uint32_t)md[5] << 16 | (uint32_t)md[6] << 8 | md[7];
         uint16_t fn16 = (uint16_t)(md[MLXD_HSB_MD_FRAME_NUMBER] << 8 | md[MLXD_HSB_MD_FRAME_NUMBER + 1]);
-        if (!whole || !mlxd_hsb_psn_match(mpsn, ipsn, layout)) {
+        if (__builtin_expect(md_all_zero(&w[W_MD]), 0)) {
+            /* nothing was written where the metadata should be: not a rewrite (a device that
+             * rewrote the page wrote a block) but a device programmed otherwise */
+            flags |= MLXD_FRAME_MISSING_METADATA;
+            acct_add(r, A_MISSING_MD, 1);
+            r->since_good++;
+            fnum = 0;
+        } else if (!whole || !mlxd_hsb_psn_match(mpsn, ipsn, layout)) {
             /* The device rewrote the page (the block is another frame's), or was rewriting it
              * while it was copied (the copy may mix two frames: its PSN says nothing).  Report
              * the number the copy carries as an extension of the current state, without
              * advancing the state with it. */
             flags |= MLXD_FRAME_PSN_MISMATCH;
             atomic_fetch_add_explicit(&r->overwritten, 1, memory_order_relaxed);
+            r->since_good++;
             fnum = mlxd_hsb_counter16_peek(&r->fn, fn16);
         } else if (stale_frame(r, c, page, md)) {
             /* not this completion's block: reported as the old frame's number, without
              * advancing the state with it */
             flags |= MLXD_FRAME_PSN_MISMATCH | MLXD_FRAME_STALE;
             atomic_fetch_add_explicit(&r->overwritten, 1, memory_order_relaxed);
+            r->since_good++;
             fnum = mlxd_hsb_counter16_peek(&r->fn, fn16);
         } else {
             fnum = mlxd_hsb_counter16_update(&r->fn, fn16);
             atomic_store_explicit(&r->last_fn, fnum, memory_order_relaxed);
+            flags |= account_frame(r, fnum, md);
         }
     }
     uint64_t count = atomic_load_explicit(&r->frames, memory_order_relaxed) + 1;
@@ -737,8 +1026,8 @@ static inline void handle_frame(struct mlxd_receiver *r, const struct mlxd_compl
         cb(atomic_load_explicit(&r->cb_ctx, memory_order_relaxed));
 }
 
-/* Handles n completions; returns a negative errno only for a driver failure. */
-static inline int handle_batch(struct mlxd_receiver *r, const struct mlxd_completion *c, int n)
+/* Handles n completions; returns the batch's timestamp (CLOCK_REALTIME, ns). */
+static inline uint64_t handle_batch(struct mlxd_receiver *r, const struct mlxd_completion *c, int n)
 {
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);   /* one timestamp per batch, as the original */
@@ -748,16 +1037,21 @@ static inline int handle_batch(struct mlxd_receiver *r, const struct mlxd_comple
         if (r->posted)
             r->posted--;
         r->pending++;
+        if (c[i].hw_drops) {
+            /* each packet dropped for want of a receive was a frame's WRITE with immediate */
+            atomic_fetch_add_explicit(&r->hw_drops, c[i].hw_drops, memory_order_relaxed);
+            r->since_good += c[i].hw_drops;
+        }
         if (c[i].status != MLXD_WC_SUCCESS) {
+            if (c[i].status != 5 /* IBV_WC_WR_FLUSH_ERR: no frame */)
+                r->since_good++;
             count_completion_error(r, &c[i]);
             continue;
         }
-        if (c[i].hw_drops)
-            atomic_fetch_add_explicit(&r->hw_drops, c[i].hw_drops, memory_order_relaxed);
         uint64_t ts = c[i].timestamp;
         handle_frame(r, &c[i], &now, r->nic_real_time ? mlxd_real_time_ts_to_ns(ts) : conv ? mlxd_ts_to_ns(&ci, ts) : 0);
     }
-    return 0;
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 }
 
 static inline int repost(struct mlxd_receiver *r, bool all)
@@ -792,6 +1086,12 @@ static int loop_busy(struct mlxd_receiver *r)
                 if (rc < 0)
                     return rc;
             }
+            if (++r->ev_spins >= EVENT_CHECK_SPINS) {
+                r->ev_spins = 0;
+                int rc = maybe_read_events(r, realtime_ns());
+                if (rc < 0)
+                    return rc;
+            }
 #if defined(__x86_64__) || defined(__i386__)
             __builtin_ia32_pause();
 #elif defined(__aarch64__)
@@ -799,8 +1099,11 @@ static int loop_busy(struct mlxd_receiver *r)
 #endif
             continue;
         }
-        handle_batch(r, c, n);
+        uint64_t t = handle_batch(r, c, n);
         int rc = repost(r, false);
+        if (rc < 0)
+            return rc;
+        rc = maybe_read_events(r, t);
         if (rc < 0)
             return rc;
     }
@@ -840,15 +1143,23 @@ static int loop_event(struct mlxd_receiver *r)
             return rc;
         if (atomic_load(&r->stop))
             return 0;
-        struct pollfd p[2] = { { .fd = comp_fd, .events = POLLIN }, { .fd = r->stop_fd, .events = POLLIN } };
-        int pr = poll(p, 2, -1);
+        struct pollfd p[3] = { { .fd = comp_fd, .events = POLLIN }, { .fd = r->stop_fd, .events = POLLIN },
+                               { .fd = async_fd, .events = POLLIN } };
+        int pr = poll(p, 3, -1);
         if (pr < 0) {
             if (errno == EINTR)
                 continue;
             return mlxd_err(errno, "mlxd_receiver_blocking_monitor: poll: %s", strerror(errno));
         }
-        if (p[1].revents || atomic_load(&r->stop))
+        if (atomic_load(&r->stop))
             return 0;
+        if (p[1].revents) {
+            /* only this process's close stops the monitor (stop is set first); a write by
+             * anyone else (a child of fork shares the eventfd) is drained and ignored */
+            uint64_t v;
+            ssize_t rd = read(r->stop_fd, &v, sizeof v);
+            (void)rd;
+        }
         if (p[0].revents) {
             /* one read of the one event an armed CQ raises: with the poll above, the two system
              * calls per wake-up that the kernel's interface needs (issue 18) */
@@ -860,6 +1171,17 @@ static int loop_event(struct mlxd_receiver *r)
             if (rc < 0)
                 return rc;
         }
+        if (p[2].revents) {
+            bool completion = false;
+            rc = read_events(r, &completion);   /* async events (and a completion event, if one came) */
+            if (rc < 0)
+                return rc;
+            if (completion) {
+                rc = mlxd_cq_arm(r->cq, false);
+                if (rc < 0)
+                    return rc;
+            }
+        }
     }
 }
 
@@ -867,6 +1189,8 @@ int mlxd_receiver_blocking_monitor(struct mlxd_receiver *r)
 {
     if (!r)
         return mlxd_err(EINVAL, "mlxd_receiver_blocking_monitor: NULL receiver");
+    if (forked(r))
+        return forked_err("mlxd_receiver_blocking_monitor");
     pthread_mutex_lock(&r->lock);
     if (!r->started) {
         pthread_mutex_unlock(&r->lock);
@@ -880,14 +1204,14 @@ int mlxd_receiver_blocking_monitor(struct mlxd_receiver *r)
     r->monitor_thread = pthread_self();
     pthread_mutex_unlock(&r->lock);
 
-#if MLXD_HAVE_CUDA
-    if (r->cu_ctx)
-        cuda_shim()->CtxSetCurrent((CUcontext)r->cu_ctx);
-#endif
-    int rc = r->o.mode == MLXD_RECEIVER_EVENT ? loop_event(r) : loop_busy(r);
+    int rc = r->cu_ctx ? mlxd__cuda_set_current(r->cu_ctx) : 0;
+    if (rc == 0)
+        rc = r->o.mode == MLXD_RECEIVER_EVENT ? loop_event(r) : loop_busy(r);
     char msg[512];
+    if (rc == 0 && r->cuda_err[0])
+        rc = -EIO;
     if (rc < 0)
-        snprintf(msg, sizeof msg, "%s", mlxd_errmsg());
+        snprintf(msg, sizeof msg, "%s", r->cuda_err[0] ? r->cuda_err : mlxd_errmsg());
 
     pthread_mutex_lock(&r->lock);
     r->monitor_running = false;
@@ -907,6 +1231,8 @@ int mlxd_receiver_close(struct mlxd_receiver *r)
 {
     if (!r)
         return mlxd_err(EINVAL, "mlxd_receiver_close: NULL receiver");
+    if (forked(r))
+        return forked_err("mlxd_receiver_close");
     pthread_mutex_lock(&r->lock);
     if (!r->started) {
         pthread_mutex_unlock(&r->lock);
@@ -944,6 +1270,12 @@ void mlxd_receiver_destroy(struct mlxd_receiver *r)
 {
     if (!r)
         return;
+    if (forked(r)) {
+        /* its lock may have been held by a parent thread at the fork, and its monitor runs in
+         * the parent only: the child's copy is left as it is (the child exits or execs) */
+        forked_err("mlxd_receiver_destroy");
+        return;
+    }
     mlxd_receiver_close(r);
     pthread_mutex_lock(&r->lock);
     while (r->monitor_running)
@@ -954,6 +1286,7 @@ void mlxd_receiver_destroy(struct mlxd_receiver *r)
     free(r->page_gen);
     free(r->page_md);
     free(r->recvs);
+    rx_evq_fini(&r->evq);
     pthread_cond_destroy(&r->cond);
     pthread_mutex_destroy(&r->lock);
     free(r);
@@ -971,6 +1304,10 @@ bool mlxd_receiver_get_next_frame(struct mlxd_receiver *r, unsigned timeout_ms,
     }
     if (!r->q_ready) {
         mlxd_err(EINVAL, "mlxd_receiver_get_next_frame: start() has not been called");
+        return false;
+    }
+    if (forked(r)) {
+        forked_err("mlxd_receiver_get_next_frame");
         return false;
     }
     uint64_t w[FRAMEQ_WORDS];
@@ -997,7 +1334,28 @@ bool mlxd_receiver_get_next_frame(struct mlxd_receiver *r, unsigned timeout_ms,
 
 bool mlxd_receiver_frames_ready(struct mlxd_receiver *r)
 {
-    return r && r->q_ready && frameq_nonempty(&r->q);
+    return r && r->q_ready && !forked(r) && frameq_nonempty(&r->q);
+}
+
+void mlxd_receiver_set_event_handler(struct mlxd_receiver *r, mlxd_receiver_event_fn cb, void *ctx)
+{
+    if (!r)
+        return;
+    atomic_store_explicit(&r->ev_ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&r->ev_cb, cb, memory_order_release);
+}
+
+bool mlxd_receiver_next_event(struct mlxd_receiver *r, struct mlxd_receiver_event *ev)
+{
+    if (!r || !ev) {
+        mlxd_err(EINVAL, "mlxd_receiver_next_event: NULL %s", r ? "ev" : "receiver");
+        return false;
+    }
+    if (forked(r)) {
+        forked_err("mlxd_receiver_next_event");
+        return false;
+    }
+    return rx_evq_pop(&r->evq, ev);
 }
 
 void mlxd_receiver_set_frame_ready(struct mlxd_receiver *r, mlxd_receiver_frame_ready_fn cb, void *ctx)
@@ -1012,6 +1370,8 @@ int mlxd_receiver_frame_check(struct mlxd_receiver *r, const struct mlxd_receive
 {
     if (!r || !info)
         return mlxd_err(EINVAL, "mlxd_receiver_frame_check: NULL %s", r ? "info" : "receiver");
+    if (forked(r))
+        return forked_err("mlxd_receiver_frame_check");
     /* started, not page_gen: close keeps page_gen, and after close the buffer may be gone */
     if (!r->started || !r->page_gen || !r->o.pages)
         return mlxd_err(EINVAL, "mlxd_receiver_frame_check: not started (start() not called, or "
@@ -1031,11 +1391,9 @@ int mlxd_receiver_frame_check(struct mlxd_receiver *r, const struct mlxd_receive
             for (int i = 0; i < 4; i++)
                 p[i] = v[i];
         }
-#if MLXD_HAVE_CUDA
-        else {
-            cuda_shim()->MemcpyDtoH(p, (CUdeviceptr)(r->o.buffer + off), 4);
+        else if (mlxd__cuda_read(p, r->o.buffer + off, 4, "mlxd_receiver_frame_check", "metadata PSN") < 0) {
+            return -EIO;
         }
-#endif
         uint32_t psn = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
         if (psn != info->metadata.psn)
             verdict = MLXD_FRAME_OVERWRITTEN;
@@ -1049,10 +1407,44 @@ int mlxd_receiver_frame_check(struct mlxd_receiver *r, const struct mlxd_receive
     return next == info->page ? MLXD_FRAME_AT_RISK : MLXD_FRAME_INTACT;
 }
 
+static void stats_accounting(struct mlxd_receiver *r, struct mlxd_receiver_stats *out)
+{
+    out->lost = atomic_load(&r->acct[A_LOST]);
+    out->lost_link_down = atomic_load(&r->acct[A_LOST_LINK_DOWN]);
+    out->missing_metadata = atomic_load(&r->acct[A_MISSING_MD]);
+    out->short_frames = atomic_load(&r->acct[A_SHORT]);
+    out->long_frames = atomic_load(&r->acct[A_LONG]);
+    out->last_bytes_written = atomic_load(&r->acct[A_LAST_BYTES]);
+    out->events = atomic_load(&r->acct[A_EVENTS]);
+    out->events_dropped = rx_evq_dropped(&r->evq);
+    out->port_down = atomic_load(&r->acct[A_PORT_DOWN]);
+    out->port_up = atomic_load(&r->acct[A_PORT_UP]);
+    out->link_down_ns = atomic_load(&r->acct[A_LINK_DOWN_NS]);
+    uint64_t since = atomic_load(&r->acct[A_DOWN_SINCE]);
+    if (since) {
+        uint64_t now = mono_ns();
+        out->link_down_ns += now > since ? now - since : 0;
+    }
+    out->qp_errors = atomic_load(&r->acct[A_QP_ERR]);
+    out->cq_errors = atomic_load(&r->acct[A_CQ_ERR]);
+    out->device_fatal = atomic_load(&r->acct[A_DEV_FATAL]);
+    if (r->device[0] && r->hw_base_ok[0] && r->hw_base_ok[1]) {
+        uint64_t v[2];
+        if (read_hw_counter(r, hw_counter_names[0], &v[0]) &&
+            read_hw_counter(r, hw_counter_names[1], &v[1])) {
+            out->out_of_buffer = v[0] - r->hw_base[0];
+            out->out_of_sequence = v[1] - r->hw_base[1];
+            out->hw_counters_valid = true;
+        }
+    }
+}
+
 int mlxd_receiver_stats(struct mlxd_receiver *r, struct mlxd_receiver_stats *out)
 {
     if (!r || !out)
         return mlxd_err(EINVAL, "mlxd_receiver_stats: NULL %s", r ? "out" : "receiver");
+    if (forked(r))
+        return forked_err("mlxd_receiver_stats");
     memset(out, 0, sizeof *out);
     out->frames = atomic_load(&r->frames);
     out->consumed = atomic_load(&r->consumed);
@@ -1068,23 +1460,9 @@ int mlxd_receiver_stats(struct mlxd_receiver *r, struct mlxd_receiver_stats *out
     out->flushed = atomic_load(&r->flushed);
     out->hw_drops = atomic_load(&r->hw_drops);
     out->last_frame_number = atomic_load(&r->last_fn);
-    if (r->rxw_path[0]) {
-        int fd = open(r->rxw_path, O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            char buf[64];
-            ssize_t n = read(fd, buf, sizeof buf - 1);
-            close(fd);
-            if (n > 0) {
-                buf[n] = 0;
-                char *end;
-                unsigned long long v = strtoull(buf, &end, 10);
-                if (end != buf) {
-                    out->rx_write_requests = v;
-                    out->rx_write_requests_valid = true;
-                }
-            }
-        }
-    }
+    if (r->rxw_path[0])
+        out->rx_write_requests_valid = read_u64_file(r->rxw_path, &out->rx_write_requests);
+    stats_accounting(r, out);
     return 0;
 }
 
@@ -1098,6 +1476,10 @@ bool mlxd_receiver_started(const struct mlxd_receiver *r)
 
 static bool need_started(const struct mlxd_receiver *r, const char *fn)
 {
+    if (r && forked(r)) {
+        forked_err(fn);
+        return false;
+    }
     if (r && r->started)
         return true;
     mlxd_err(EINVAL, "%s: start() has not been called", fn);

@@ -42,6 +42,17 @@ done |
                   printf "  %-24s %10.3f / %10.3f / %10.3f %-7s (%.2fx)\n", t, lo, mid, hi, u[t], (lo > 0 ? hi / lo : 0) } }' |
     tee "$OUT/spread.txt"
 
+# Replay throughput against issue 16's goal (a benchmark figure, never a timed test): the
+# consumer draining a detached ring the replay feeder fills, at batch 16 and above.
+if grep -q '^  replay_batch' "$OUT/spread.txt" 2>/dev/null; then
+    echo
+    echo "replay throughput (consumer on one core, feeder on another; goal: 200 M CQE/s at batch >= 16):"
+    awk '$1 ~ /^replay_batch/ { b = substr($1, 13) + 0; if (b < 16) next
+             printf "  batch %-3d %8.1f M CQE/s (runs: %s to %s)  %s\n", b, $4, $2, $6,
+                    ($4 >= 200 ? "goal met" : sprintf("%.0f%% of the goal", 100 * $4 / 200)) }' \
+        "$OUT/spread.txt" | tee "$OUT/replay.txt"
+fi
+
 # System calls per frame for each consumer style (issue 18): the test runner's counting cases
 # (tests/test_bench.c: seccomp user notification per thread), which print their counts.
 if [ -x "$B/tests/mlxd-tests" ]; then

@@ -674,7 +674,8 @@ START_TEST(cq_overrun_events)
     ck_assert_int_eq(mlxd_region_register(b.nic, b.buf, BUF, &ro, &b.reg), 0);
     struct mlxd_cq_opts co = { .sz = sizeof co, .user_data = 0xc0ffee };
     ck_assert_int_eq(mlxd_cq_create(b.nic, 2, &co, &b.cq), 0);
-    struct mlxd_qp_opts qo = { .sz = sizeof qo, .recv_depth = 16, .user_data = 0xbeef };
+    /* a 2-entry CQ under 16 receives, on purpose (share_cq: mlxd_qp_create would refuse it) */
+    struct mlxd_qp_opts qo = { .sz = sizeof qo, .recv_depth = 16, .user_data = 0xbeef, .share_cq = true };
     ck_assert_int_eq(mlxd_qp_create(b.cq, &qo, &b.qp), 0);
     struct mlxd_endpoint ea, eb;
     mlxd_qp_endpoint(a.qp, &ea);
@@ -763,7 +764,8 @@ START_TEST(destroyed_qp_completions_removed)
     ck_assert_int_eq(mlxd_cq_poll(b.cq, w, 4), 0);              /* the batch path */
     /* a new QP on the same CQ gets its completions (the destroyed QP, the CQ's hot QP until
      * then, is not used: its struct is kept until mlxd_close, its tables are freed) */
-    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_UC, .send_depth = 4, .recv_depth = 4 };
+    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_UC, .send_depth = 4, .recv_depth = 4,
+                               .share_cq = true };   /* beside the first QP's budget */
     struct mlxd_qp *a2, *b2;
     ck_assert_int_eq(mlxd_qp_create(a.cq, &qo, &a2), 0);
     ck_assert_int_eq(mlxd_qp_create(b.cq, &qo, &b2), 0);

@@ -244,7 +244,8 @@ static void gen_and_compare(uint32_t mdmode, const char *capture, unsigned frame
                                  .page_size = c->geo.page_size, .pages = c->geo.pages };
     struct mlxd_gen_opts g = { .sz = sizeof g, .frame_size = c->geo.frame_size, .metadata = mdmode,
                                .frames = frames, .first_page = 1 };
-    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = "127.0.0.1", .dst_port = ntohs(a.sin_port) };
+    struct mlxd_send_opts so = { .sz = sizeof so, .dst_ip = "127.0.0.1", .dst_port = ntohs(a.sin_port),
+                                 .src_ip = "127.0.0.1" };
     struct mlxd_send_stats st;
     ck_assert_int_eq(mlxd_gen_run(&m, &g, &so, &st), 0);
     ck_assert_uint_eq(st.frames, frames);

@@ -442,6 +442,85 @@ START_TEST(hot_path_same_as_general)
 }
 END_TEST
 
+/* A detached ring (no QP table: replay, mlxd_cq_create_detached) decodes its responder CQEs on
+ * the hot path's no-QP variant (mlx5/poll.c, no_qp_ring), with no QP lookup per batch.  Its
+ * completions at batch 1 and 64 must equal those of the general path, which a CQ with an empty
+ * QP table takes (every lookup fails there too: qp NULL, wr_id the wqe_counter): one stream of
+ * every responder opcode with SE, formats, immediates and hw_drops, any QPN, and a requester,
+ * an error and a rare CQE in between, across the ring's end. */
+START_TEST(detached_ring_same_as_general)
+{
+    enum { N = 40, RING = 16 };
+    static const uint8_t ops[4] = { MLX5_CQE_RESP_WR_IMM, MLX5_CQE_RESP_SEND, MLX5_CQE_RESP_SEND_IMM,
+                                    MLX5_CQE_RESP_SEND_INV };
+    struct spec s[N];
+    for (uint32_t i = 0; i < N; i++)
+        s[i] = (struct spec){ .opcode = ops[i & 3], .fmt = (uint8_t)(i >> 2 & 3), .se = (i % 5) == 0,
+                              .top = (uint8_t)(i % 7), .qpn = 0x100000u + (i / 6), .uidx = i,
+                              .byte_cnt = 4096 + i, .imm_be = htobe32(0xbeef0000u + i),
+                              .wqe_counter = (uint16_t)(0xfff0 + i), .ts = 0x0102030405060708ull * (i + 1) };
+    s[9] = (struct spec){ .opcode = MLX5_CQE_REQ, .top = MLX5_OPCODE_RDMA_WRITE, .qpn = 0x55, .wqe_counter = 9 };
+    s[17] = (struct spec){ .opcode = MLX5_CQE_RESP_ERR, .syndrome = 0x05, .qpn = 0x56, .wqe_counter = 17 };
+    s[26] = (struct spec){ .opcode = MLX5_CQE_INVALID - 1 /* 0xe: RESIZE_CQ, rare */, .qpn = 0x57, .wqe_counter = 26 };
+    static const int batch[3] = { 1, 1, 64 };
+    struct mlxd_completion got[3][N];
+    for (int r = 0; r < 3; r++) {
+        struct mlxd_cq *cq;
+        if (r == 1) {
+            cq = cq_with_table(RING);                /* the general path (an empty QP table) */
+        } else {
+            ck_assert_int_eq(mlxd_cq_create_detached(RING, &cq), 0);
+            ck_assert_ptr_null(cq->qp_table);
+        }
+        memset(got[r], 0xee, sizeof got[r]);
+        uint32_t pi = 0, n = 0;
+        while (n < N) {
+            while (pi < N && pi - n < RING) { put(cq, pi, &s[pi]); pi++; }
+            int m = mlxd_cq_poll(cq, got[r] + n, batch[r]);
+            ck_assert_int_gt(m, 0);
+            ck_assert_int_le(m, batch[r]);
+            n += (uint32_t)m;
+            ck_assert_uint_eq(record_ci(cq), n);   /* the doorbell record after each batch */
+            ck_assert_ptr_null(cq->hot_qp);
+        }
+        ck_assert_int_eq(mlxd_cq_poll(cq, got[r], batch[r]), 0);
+        if (r == 1) cq_done(cq);
+        else ck_assert_int_eq(mlxd_cq_destroy(cq), 0);
+    }
+    for (int r = 1; r < 3; r++)
+        for (int i = 0; i < N; i++)
+            ck_assert_msg(memcmp(&got[0][i], &got[r][i], sizeof got[0][i]) == 0,
+                          "completion %d of the detached ring at batch 1 differs from run %d", i, r);
+    /* the values, from the CQEs (mlx5dv.h layout; ibv_wc_opcode / ibv_wc_status numbering) */
+    for (uint32_t i = 0; i < N; i++) {
+        const struct mlxd_completion *w = &got[0][i];
+        ck_assert_ptr_null(w->qp);
+        ck_assert_uint_eq(w->wr_id, (uint16_t)(0xfff0 + i) * (i != 9 && i != 17 && i != 26) +
+                                    i * (i == 9 || i == 17 || i == 26));
+        if (i == 9 || i == 17 || i == 26) continue;
+        bool imm = ops[i & 3] == MLX5_CQE_RESP_WR_IMM || ops[i & 3] == MLX5_CQE_RESP_SEND_IMM;
+        ck_assert_uint_eq(w->status, 0);
+        ck_assert_uint_eq(w->opcode, ops[i & 3] == MLX5_CQE_RESP_WR_IMM ? 129u : 128u);
+        ck_assert_uint_eq(w->cqe_opcode, ops[i & 3]);
+        ck_assert_uint_eq(w->flags, (imm ? MLXD_WC_WITH_IMM : 0u) | ((i % 5) == 0 ? MLXD_WC_SOLICITED : 0u));
+        ck_assert_uint_eq(w->imm, imm ? 0xbeef0000u + i : 0);
+        ck_assert_uint_eq(w->byte_len, 4096 + i);
+        ck_assert_uint_eq(w->qpn, 0x100000u + i / 6);
+        ck_assert_uint_eq(w->wqe_counter, (uint16_t)(0xfff0 + i));
+        ck_assert_uint_eq(w->timestamp, 0x0102030405060708ull * (i + 1));
+        ck_assert_uint_eq(w->hw_drops, i % 7);
+        ck_assert_uint_eq(w->syndrome, 0);
+        ck_assert_uint_eq(w->reserved, 0);
+    }
+    ck_assert_uint_eq(got[0][9].opcode, 1);          /* IBV_WC_RDMA_WRITE */
+    ck_assert_uint_eq(got[0][9].status, 0);
+    ck_assert_uint_eq(got[0][17].status, 5);         /* WR_FLUSH_ERR -> IBV_WC_WR_FLUSH_ERR */
+    ck_assert_uint_eq(got[0][17].opcode, 128);       /* IBV_WC_RECV */
+    ck_assert_uint_eq(got[0][26].status, MLXD_WC_GENERAL_ERR);
+    ck_assert_uint_eq(got[0][26].cqe_opcode, 0xe);
+}
+END_TEST
+
 /* mlxd_qp_destroy removes the QP's completions nobody polled (mlx5/cq_clean.c, as libmlx5's
  * __mlx5_cq_clean): the other QPs' CQEs move up over them, keeping their order, each with the
  * owner bit of its new slot's pass (here across the ring's end), the consumer index skips the
@@ -567,6 +646,7 @@ Suite *poll_suite(void)
     tcase_add_test(tc, runs_of_qps_in_one_batch);
     tcase_add_test(tc, rings_freed_after_cq_slots_return);
     tcase_add_test(tc, hot_path_same_as_general);
+    tcase_add_test(tc, detached_ring_same_as_general);
     tcase_add_test(tc, destroyed_qp_cqes_cleaned);
     tcase_add_test(tc, responder_opcodes_formats_se);
     tcase_add_test(tc, symbol_matches_inline);

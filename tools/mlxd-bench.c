@@ -955,7 +955,7 @@ static void bench_e2e_one(uint64_t fsize, bool event)
                                       .base_va = mlxd_receiver_external_frame_memory(e.r),
                                       .page_size = page, .pages = pages };
     e.window = C.e2e_window < 0 ? pages / 2 : (uint64_t)C.e2e_window;
-    e.so = (struct mlxd_send_opts){ .sz = sizeof e.so, .dst_ip = dst, .sent_frame = e.window ? e2e_window : NULL,
+    e.so = (struct mlxd_send_opts){ .sz = sizeof e.so, .dst_ip = dst, .src_ip = "127.0.0.1", .sent_frame = e.window ? e2e_window : NULL,
                                     .ctx = &e };
     e.g = (struct mlxd_gen_opts){ .sz = sizeof e.g, .frame_size = fsize, .frames = frames, .first_page = 1,
                                   .payload_size = C.e2e_packet };

@@ -27,6 +27,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "gpu_buffer.h"
 #include "mlxd_capture.h"
 #include "mlxd_capture_classify.h"
 #include "mlxd_emu.h"
@@ -72,6 +73,10 @@ static void usage(FILE *f)
 "      --busy | --event     monitor mode: busy-poll or completion events (default event)\n"
 "      --legacy-imm         immediate = {psn[23:0], page[7:0]} (HSB-Lite 2510)\n"
 "      --no-metadata        the device sends no metadata block (md_disable)\n"
+"      --gpu                receive into CUDA device memory (cuMemAlloc on GPU 0, registered\n"
+"                           through its dma-buf); frames are read back (cuMemcpyDtoH) to be\n"
+"                           checked and saved.  Without a GPU: LD_LIBRARY_PATH=build/tests/fakecuda\n"
+"                           (the tests' emulated NVIDIA driver; make fakecuda)\n"
 "\n"
 "sources:\n"
 "      --emulate            use the emulated NIC (default when no mlx5 device exists;\n"
@@ -103,6 +108,9 @@ static void usage(FILE *f)
 "      --consumer-delay-ms M  sleep M ms after each frame (a deliberately slow consumer)\n"
 "      --timeout-ms M       [replay, generate] give up when no frame came for M ms after the\n"
 "                           source ended (2000)\n"
+"      --link-down F:MS     [replay, generate] pull the emulated port's link after F frames\n"
+"                           were sent, for MS ms (the emulator's link control): the receiver\n"
+"                           reports the events and the frames lost\n"
 "  -q, --quiet              no live status line\n"
 "  -h, --help\n"
 "\n"
@@ -124,7 +132,7 @@ struct cfg {
     uint64_t frames;
     double duration;
     uint32_t mode;
-    bool legacy, no_metadata;
+    bool legacy, no_metadata, gpu;
     bool emulate, generate;
     const char *replay;
     const char *pace;
@@ -138,6 +146,8 @@ struct cfg {
     const char *record_cqes;
     bool json, print_frames, verify, quiet;
     unsigned consumer_delay_ms, timeout_ms;
+    uint64_t link_down_at;      /* --link-down FRAME:MS: after FRAME frames were sent, */
+    unsigned link_down_ms;      /* the emulated port goes down for MS ms (0: never) */
 };
 
 static volatile int g_stop;      /* mlxd_send_opts.stop: __atomic_load_n/__atomic_store_n */
@@ -377,6 +387,8 @@ struct run {
     char target_ip[64];
     uint16_t target_port;
     uint64_t expected;          /* frames expected (0 = unknown) */
+    int link_state;             /* --link-down: 0 not yet, 1 down, 2 back up */
+    double link_down_t;
 };
 
 static _Atomic uint64_t g_taken;     /* frames the consumer has finished with */
@@ -406,6 +418,40 @@ static void *monitor_main(void *arg)
     return NULL;
 }
 
+/* --link-down: the emulator's link control (mlxd_emu_port_set, found with dlsym), as pulling
+ * the cable would: the port drops every packet while down and raises PORT_ERR / PORT_ACTIVE. */
+static void set_emulated_link(const struct cfg *c, bool up)
+{
+    int (*port_set)(unsigned, bool) = (int (*)(unsigned, bool))dlsym(RTLD_DEFAULT, "mlxd_emu_port_set");
+    const char *us = strrchr(c->device, '_');   /* mlx5_N is the emulator's device N */
+    if (port_set && us && us[1] >= '0' && us[1] <= '9')
+        port_set((unsigned)atoi(us + 1), up);
+}
+
+static void link_control(struct run *r, uint64_t sent)
+{
+    const struct cfg *c = r->c;
+    if (!c->link_down_ms) return;
+    if (r->link_state == 0 && sent >= c->link_down_at) {
+        set_emulated_link(c, false);
+        r->link_down_t = now_s();
+        r->link_state = 1;
+    } else if (r->link_state == 1 && now_s() - r->link_down_t >= c->link_down_ms / 1000.0) {
+        set_emulated_link(c, true);
+        r->link_state = 2;
+    }
+}
+
+/* After each frame sent: the link control, then lock-step pacing when asked for. */
+static bool sent_frame(void *ctx, uint64_t frame)
+{
+    struct run *r = ctx;
+    link_control(r, frame + 1);
+    if (r->c->replay && !strcmp(r->c->pace, "lockstep") && r->link_state != 1)
+        return lockstep_wait(ctx, frame);
+    return !__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE);
+}
+
 static void *feed_main(void *arg)
 {
     struct run *r = arg;
@@ -422,6 +468,12 @@ static void *feed_main(void *arg)
     }
     if (r->feed_rc < 0)
         snprintf(r->feed_err, sizeof r->feed_err, "%s", mlxd_errmsg());
+    if (r->link_state == 1) {    /* the source ended while the link was down: bring it back */
+        double left = c->link_down_ms / 1000.0 - (now_s() - r->link_down_t);
+        if (left > 0) usleep((useconds_t)(left * 1e6));
+        set_emulated_link(c, true);
+        r->link_state = 2;
+    }
     atomic_store(&r->feed_done, true);
     return NULL;
 }
@@ -459,7 +511,8 @@ static int check_image(const struct mlxd_capture *cap, const struct mlxd_replay_
 
 /* A generated frame's payload failed mlxd_hsb_payload_check(): true when every differing word
  * is still the pattern's word i (low 24 bits i & 0xFFFFFF) but tagged with another frame a
- * sender could have sent (top 8 bits: that frame's number & 0xFF), i.e. the device rewrote (part
+ * sender could have sent (top 8 bits: that frame's number & 0xFF; never a block of zeros), i.e.
+ * the device rewrote (part
  * of) the page with a later frame before or while it was read: with no flow control the sender
  * may lap the consumer, and mlxd_receiver_frame_check() cannot see a write whose completion the
  * CPU has not polled yet.  sent: frames the generator numbers 0..sent-1 (0 = unknown).  False
@@ -584,6 +637,242 @@ static const char *state_name(int s)
          : s == MLXD_FRAME_OVERWRITTEN ? "overwritten" : "unknown";
 }
 
+/* What the consumer saw (run's frame loop). */
+struct tally {
+    uint64_t got, bad_payload, bad_overwritten, checked, bytes, last_fn, overwritten_read;
+    uint64_t save_failed;       /* consumed frames --save could not write */
+};
+
+/* What the run ended with. */
+struct outcome {
+    struct mlxd_receiver_stats st;
+    struct mlxd_emu_nic_stats es;   /* the emulated port's counters, when have_es */
+    bool have_es;
+    int image;                      /* check_image's verdict; -1 not made */
+    uint64_t image_bytes, image_diff;
+    double elapsed;
+    char delay_json[256];           /* the summary's "nic_to_host_delay_us" member (delay_report) */
+};
+
+/* Where every frame the source sent went (docs/receiver.md "Where every frame went"): the
+ * receiver's causes up to its newest frame, and the frames sent after that which never came
+ * (out_of_buffer beyond the CQEs' hw_drops: no receive posted; the rest lost before the port). */
+struct account {
+    uint64_t sent;                  /* frames the generator or replay sent (0: unknown) */
+    uint64_t tail_no_recv, tail_lost;
+};
+
+static struct account account_of(const struct run *R, const struct mlxd_receiver_stats *st)
+{
+    struct account a = { .sent = R->c->replay || R->c->generate ? R->sst.frames : 0 };
+    uint64_t seen = st->frames + st->errors + st->bad_page + st->hw_drops + st->lost;
+    uint64_t tail = a.sent > seen ? a.sent - seen : 0;
+    uint64_t oob = st->hw_counters_valid && st->out_of_buffer > st->hw_drops
+                   ? st->out_of_buffer - st->hw_drops : 0;
+    a.tail_no_recv = oob < tail ? oob : tail;
+    a.tail_lost = tail - a.tail_no_recv;
+    return a;
+}
+
+/* The frames that did not arrive intact for a reason the receiver names: any of them fails the
+ * run. */
+static bool frames_wrong(const struct mlxd_receiver_stats *st, const struct account *a)
+{
+    /* interrupted: the frames sent after the last one received may still have been in flight */
+    bool tail = !g_interrupted && (a->tail_no_recv || a->tail_lost);
+    /* not out_of_sequence alone: the port's counter covers every QP of the port, other
+     * processes' included (a shared device); it is named when the run fails */
+    return st->lost || st->hw_drops || tail || st->missing_metadata ||
+           st->short_frames || st->long_frames || st->qp_errors || st->cq_errors || st->device_fatal;
+}
+
+static void print_accounting(const struct run *R, const struct mlxd_receiver_stats *st,
+                             const struct account *a)
+{
+    if (a->sent)
+        printf("accounting: %" PRIu64 " frames sent = %" PRIu64 " received + %" PRIu64 " lost before "
+               "the port (%" PRIu64 " while the link was down) + %" PRIu64 " dropped for want of a "
+               "posted receive + %" PRIu64 " error completions + %" PRIu64 " bad pages + %" PRIu64
+               " lost and %" PRIu64 " dropped for want of a receive after the last frame received\n",
+               a->sent, st->frames, st->lost, st->lost_link_down, st->hw_drops, st->errors, st->bad_page,
+               a->tail_lost, a->tail_no_recv);
+    else
+        printf("accounting: %" PRIu64 " received, %" PRIu64 " lost before the port (%" PRIu64
+               " while the link was down), %" PRIu64 " dropped for want of a posted receive, %" PRIu64
+               " error completions, %" PRIu64 " bad pages\n", st->frames, st->lost, st->lost_link_down,
+               st->hw_drops, st->errors, st->bad_page);
+    printf("of the %" PRIu64 " received: %" PRIu64 " without metadata (all-zero block), %" PRIu64
+           " shorter and %" PRIu64 " longer than --frame-size %" PRIu64 "", st->frames,
+           st->missing_metadata, st->short_frames, st->long_frames, R->c->frame_size);
+    if (st->hw_counters_valid)
+        printf("; port hw_counters: out_of_buffer %" PRIu64 ", out_of_sequence %" PRIu64,
+               st->out_of_buffer, st->out_of_sequence);
+    if (st->events)
+        printf("; events: %" PRIu64 " (port down %" PRIu64 ", up %" PRIu64 ", %.1f ms down)", st->events,
+               st->port_down, st->port_up, st->link_down_ns / 1e6);
+    printf("\n");
+}
+
+/* The FAILED line's causes that name a frame count and what to change. */
+static void print_frame_causes(const struct run *R, const struct mlxd_receiver_stats *st,
+                               const struct account *a)
+{
+    const struct cfg *c = R->c;
+    if (st->lost)
+        printf(" %" PRIu64 " frames lost before the port (gaps in the frame numbers%s);", st->lost,
+               st->lost_link_down ? ", some while the link was down" : "");
+    if (a->tail_lost)
+        printf(" %" PRIu64 " frames sent after the last one received never arrived;", a->tail_lost);
+    if (st->out_of_sequence)
+        printf(" %" PRIu64 " packets arrived after a PSN gap (port hw_counters out_of_sequence: packets lost "
+               "before the port, so frames may be incomplete);", st->out_of_sequence);
+    if (st->hw_drops || a->tail_no_recv)
+        printf(" %" PRIu64 " frames dropped by the port for want of a posted receive;",
+               st->hw_drops + a->tail_no_recv);
+    if (st->missing_metadata) {
+        printf(" %" PRIu64 " frames had no metadata at offset %" PRIu64 " (an all-zero block): the device's "
+               "frames are not %" PRIu64 " bytes", st->missing_metadata, c->metadata_offset, c->frame_size);
+        if (R->cap && R->cap->geo.frame_size && R->cap->geo.frame_size != c->frame_size)
+            printf("; the capture's frames are %" PRIu64 " bytes: use --frame-size %" PRIu64
+                   " (or leave --frame-size, --page-size and --metadata-offset out)",
+                   R->cap->geo.frame_size, R->cap->geo.frame_size);
+        printf(";");
+    }
+    if (st->short_frames || st->long_frames)
+        printf(" %" PRIu64 " frames carried bytes_written %" PRIu64 ", not --frame-size %" PRIu64
+               ": the device sends %" PRIu64 "-byte frames, use --frame-size %" PRIu64 ";",
+               st->short_frames + st->long_frames, st->last_bytes_written, c->frame_size,
+               st->last_bytes_written, st->last_bytes_written);
+}
+
+static void print_json_summary(const struct run *R, const struct tally *T, const struct outcome *o,
+                               const struct account *a, bool ok)
+{
+    const struct mlxd_receiver_stats *st = &o->st;
+    printf("{\"summary\":true,\"frames_received\":%" PRIu64 ",\"frames_consumed\":%" PRIu64
+           ",\"expected\":%" PRIu64 ",\"dropped\":%" PRIu64 ",\"replaced\":%" PRIu64
+           ",\"overwritten\":%" PRIu64 ",\"overwritten_after_read\":%" PRIu64 ",\"errors\":%" PRIu64
+           ",\"bad_page\":%" PRIu64 ",\"payload_checked\":%" PRIu64 ",\"payload_failures\":%" PRIu64 ",\"payload_overwritten\":%" PRIu64
+           ",\"packets_sent\":%" PRIu64 ",\"send_errors\":%" PRIu64 ",\"consumer_wakeups\":%" PRIu64 ",\"last_frame_number\":%" PRIu64
+           ",\"rx_write_requests\":%s%" PRIu64 "%s,\"save_failures\":%" PRIu64,
+           st->frames, T->got, R->expected, st->dropped, st->replaced, st->overwritten, st->overwritten_after_read,
+           st->errors + st->bad_page, st->bad_page, T->checked, T->bad_payload, T->bad_overwritten, R->sst.packets,
+           R->sst.send_errors, st->consumer_wakeups, st->last_frame_number,
+           st->rx_write_requests_valid ? "" : "null", st->rx_write_requests_valid ? st->rx_write_requests : 0,
+           st->rx_write_requests_valid ? "" : "", T->save_failed);
+    printf(",\"frames_sent\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"lost_link_down\":%" PRIu64 ",\"hw_drops\":%" PRIu64
+           ",\"lost_after_last\":%" PRIu64 ",\"no_receive_after_last\":%" PRIu64 ",\"missing_metadata\":%" PRIu64
+           ",\"short_frames\":%" PRIu64 ",\"long_frames\":%" PRIu64 ",\"out_of_sequence\":%" PRIu64 ",\"events\":%" PRIu64 ",\"port_down\":%" PRIu64
+           ",\"port_up\":%" PRIu64 ",\"link_down_ms\":%.3f", a->sent, st->lost, st->lost_link_down, st->hw_drops,
+           a->tail_lost, a->tail_no_recv, st->missing_metadata, st->short_frames, st->long_frames,
+           st->out_of_sequence, st->events,
+           st->port_down, st->port_up, st->link_down_ns / 1e6);
+    printf("%s,\"seconds\":%.3f,\"ok\":%s}\n", o->delay_json, o->elapsed, ok ? "true" : "false");
+}
+
+static void print_text_summary(const struct run *R, const struct tally *T, const struct outcome *o,
+                               const struct account *a, bool ok)
+{
+    const struct cfg *c = R->c;
+    const struct mlxd_receiver_stats *st = &o->st;
+    printf("summary: %" PRIu64 " frames received (%" PRIu64 " expected), %" PRIu64 " consumed, %" PRIu64
+           " dropped, %" PRIu64 " replaced before the first read, %" PRIu64 " overwritten (PSN), %" PRIu64
+           " overwritten after read, %" PRIu64 " error completions, %" PRIu64 " bad pages; payload %" PRIu64
+           " checked, %" PRIu64 " bad, %" PRIu64 " rewritten by the device before or while read; %.1f fps over %.2f s",
+           st->frames, R->expected, T->got, st->dropped, st->replaced, st->overwritten, st->overwritten_after_read,
+           st->errors, st->bad_page, T->checked, T->bad_payload, T->bad_overwritten,
+           o->elapsed > 0 ? T->got / o->elapsed : 0.0, o->elapsed);
+    if (st->rx_write_requests_valid) printf("; rx_write_requests %" PRIu64, st->rx_write_requests);
+    if (c->save) printf("; %" PRIu64 " saved to %s, %" PRIu64 " could not be saved", T->got - T->save_failed, c->save, T->save_failed);
+    printf("\n");
+    print_accounting(R, st, a);
+    const struct mlxd_emu_nic_stats *es = &o->es;
+    if (o->have_es && (!ok || c->print_frames))
+        printf("emulated port: %" PRIu64 " packets in, %" PRIu64 " bad iCRC, %" PRIu64 " malformed, %" PRIu64
+               " unknown QP, %" PRIu64 " bad QP state, %" PRIu64 " out of sequence, %" PRIu64 " dropped (UC), %" PRIu64
+               " dropped by the host before the port (UDP socket buffer full: the machine is loaded)\n",
+               es->rx_pkts, es->rx_bad_icrc, es->rx_malformed, es->rx_unknown_qp, es->rx_bad_state,
+               es->rx_out_of_seq, es->rx_dropped_uc, es->rx_dropped_socket);
+    if (o->image == 0)
+        printf("buffer image: the %" PRIu64 " bytes the capture writes are in place, byte for byte\n",
+               o->image_bytes);
+    else if (o->image > 0)
+        printf("buffer image: the %" PRIu64 " bytes the capture writes are NOT all in place (%" PRIu64
+               " differ)\n", o->image_bytes, o->image_diff);
+    if (g_interrupted) {
+        printf("interrupted: %" PRIu64 " frames received%s\n", st->frames,
+               R->expected && st->frames < R->expected ? ", fewer than expected" : "");
+        return;
+    }
+    if (ok) {
+        printf("OK: all expected frames received and verified\n");
+        return;
+    }
+    printf("FAILED:");
+    if (R->monitor_rc < 0) printf(" the monitor failed (%s);", R->monitor_err);
+    if (R->feed_rc < 0) printf(" the %s failed;", c->replay ? "replay" : "generator");
+    if (st->frames < R->expected)
+        printf(" %" PRIu64 " of %" PRIu64 " expected frames received;", st->frames, R->expected);
+    if (!R->expected && !c->replay && T->got == 0) printf(" no frame received;");
+    print_frame_causes(R, st, a);
+    if (T->bad_payload) printf(" %" PRIu64 " frames failed the payload check;", T->bad_payload);
+    if (st->errors) printf(" %" PRIu64 " error completions;", st->errors);
+    if (o->image > 0) printf(" the buffer image differs from the capture;");
+    if (T->save_failed)
+        printf(" %" PRIu64 " of %" PRIu64 " frames could not be saved to %s;", T->save_failed, T->got, c->save);
+    printf("\n");
+}
+
+/* Prints the summary; returns the exit status. */
+static int report(const struct run *R, const struct tally *T, const struct outcome *o)
+{
+    const struct cfg *c = R->c;
+    const struct mlxd_receiver_stats *st = &o->st;
+    struct account a = account_of(R, st);
+    bool wrong = frames_wrong(st, &a);
+    bool ok = R->monitor_rc >= 0 && R->feed_rc >= 0 && T->bad_payload == 0 && st->errors == 0 &&
+              st->frames >= R->expected && (R->expected || c->replay || T->got > 0) && o->image <= 0 &&
+              T->save_failed == 0 && !wrong;
+    if (c->json)
+        print_json_summary(R, T, o, &a, ok);
+    else
+        print_text_summary(R, T, o, &a, ok);
+    fflush(stdout);
+    if (g_interrupted) {
+        /* stopped by the user: a failure only when frames were expected and did not all come
+         * (or something else failed) */
+        bool iok = R->monitor_rc >= 0 && R->feed_rc >= 0 && T->bad_payload == 0 && st->errors == 0 &&
+                   st->frames >= R->expected && o->image <= 0 && T->save_failed == 0 && !wrong;
+        return iok ? 0 : 1;
+    }
+    return ok ? 0 : 1;
+}
+
+/* The receiver's async events, printed as they happen (on the monitor thread). */
+static void on_event(void *ctx, const struct mlxd_receiver_event *ev)
+{
+    const struct cfg *c = ctx;
+    if (c->json) {
+        printf("{\"event\":\"%s\",\"kind\":%u,\"kernel_type\":%u,\"time_s\":%" PRId64 ",\"time_ns\":%u,"
+               "\"frames\":%" PRIu64 ",\"down_ms\":%.3f,\"frames_lost\":%" PRIu64 "}\n",
+               mlxd_receiver_event_name(ev->kind), ev->kind, ev->kernel_type, ev->time_s, ev->time_ns,
+               ev->frames, ev->down_ns / 1e6, ev->frames_lost);
+        fflush(stdout);
+        return;
+    }
+    fprintf(stderr, "%smlxd-capture: event: ", !c->quiet && isatty(2) ? "\r\033[K" : "");
+    if (ev->kind == MLXD_RX_EVENT_RESUMED)
+        fprintf(stderr, "frames resumed after %" PRIu64 " frames: %" PRIu64 " frames lost while the link "
+                "was down (%.1f ms)", ev->frames, ev->frames_lost, ev->down_ns / 1e6);
+    else
+        fprintf(stderr, "%s after %" PRIu64 " frames", mlxd_receiver_event_name(ev->kind), ev->frames);
+    if (ev->kind == MLXD_RX_EVENT_PORT_UP)
+        fprintf(stderr, "; the link was down %.1f ms", ev->down_ns / 1e6);
+    if (ev->kind == MLXD_RX_EVENT_OTHER)
+        fprintf(stderr, " (ib_event_type %u)", ev->kernel_type);
+    fprintf(stderr, "\n");
+}
+
 /* Writes a consumed frame to dir/frame-NNNNNN.bin; false when it cannot (the first failure says
  * why; the others, as a full disk fails every frame after it, are counted in the summary). */
 static bool save_frame(const char *dir, uint64_t index, const uint8_t *data, uint64_t nbytes)
@@ -601,6 +890,31 @@ static bool save_frame(const char *dir, uint64_t index, const uint8_t *data, uin
     if (!told) fprintf(stderr, "mlxd-capture: cannot write %s: %s\n", path, strerror(err));
     told = true;
     if (fp) unlink(path);       /* no truncated frame file */
+    return false;
+}
+
+/* The frame buffer: host memory, or (--gpu) device memory with a host copy to check frames in. */
+static int frame_memory(const struct cfg *c, size_t size, uint8_t **buf, uint64_t *dbuf)
+{
+    if (size == 0 || posix_memalign((void **)buf, 4096, size)) {
+        *buf = NULL;
+        fprintf(stderr, "mlxd-capture: cannot allocate %zu bytes for %u pages\n", size, c->pages);
+        return -1;
+    }
+    memset(*buf, 0, size);
+    if (c->gpu && gpu_buffer_alloc(size, dbuf) < 0) {
+        fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
+        return -1;
+    }
+    return 0;
+}
+
+/* --gpu: copies n device bytes at offset off into the host copy; false (said) when it fails. */
+static bool from_gpu(const struct cfg *c, uint8_t *buf, uint64_t dbuf, uint64_t off, uint64_t n)
+{
+    if (!c->gpu || gpu_buffer_read(buf + off, dbuf + off, n) == 0)
+        return true;
+    fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
     return false;
 }
 
@@ -757,6 +1071,7 @@ static int run(struct cfg *c)
     R.c = c;
     int status = 1;
     uint8_t *buf = NULL;
+    uint64_t dbuf = 0;          /* --gpu: the device memory receiving the frames */
     pthread_t mon, feed;
     bool mon_started = false, feed_started = false;
 
@@ -783,21 +1098,19 @@ static int run(struct cfg *c)
     if (!c->peer_ip) c->peer_ip = "127.0.0.1";
 
     size_t bufsize = ((size_t)c->pages * c->page_size + 4095) & ~(size_t)4095;
-    if (bufsize == 0 || posix_memalign((void **)&buf, 4096, bufsize)) {
-        fprintf(stderr, "mlxd-capture: cannot allocate %zu bytes for %u pages\n", bufsize, c->pages);
+    if (frame_memory(c, bufsize, &buf, &dbuf) < 0)
         goto out;
-    }
-    memset(buf, 0, bufsize);
 
     R.rx = mlxd_receiver_new();
     mlxd_receiver_set_frame_ready(R.rx, on_frame_ready, NULL);
+    mlxd_receiver_set_event_handler(R.rx, on_event, c);
     struct mlxd_receiver_opts o = {
-        .sz = sizeof o, .device = c->device, .port = c->port, .buffer = (uintptr_t)buf,
+        .sz = sizeof o, .device = c->device, .port = c->port, .buffer = c->gpu ? dbuf : (uintptr_t)buf,
         .buffer_size = bufsize, .frame_size = c->frame_size, .page_size = c->page_size,
         .pages = c->pages, .metadata_offset = c->metadata_offset, .peer_ip = c->peer_ip,
         .queue_size = c->queue_size, .mode = c->mode,
         .imm_layout = c->legacy ? MLXD_HSB_IMM_LEGACY_8_24 : MLXD_HSB_IMM_12_20,
-        .memory = MLXD_RECEIVER_MEM_HOST, .no_metadata = c->no_metadata,
+        .memory = c->gpu ? MLXD_RECEIVER_MEM_CUDA : MLXD_RECEIVER_MEM_HOST, .no_metadata = c->no_metadata,
         .record_cqes = c->record_cqes,
     };
     int rc = mlxd_receiver_start(R.rx, &o);
@@ -847,14 +1160,10 @@ static int run(struct cfg *c)
                                         .src_ip = c->peer_ip,
                                         .loops = c->loops, .max_frames = c->replay ? c->frames : 0,
                                         .stop = &g_stop };
-        if (c->replay) {
-            if (!strcmp(c->pace, "lockstep")) {
-                R.so.sent_frame = lockstep_wait;
-                R.so.ctx = &R;
-            } else if (!strcmp(c->pace, "recorded")) {
-                R.so.pacing = MLXD_PACE_RECORDED;
-            }
-        }
+        R.so.sent_frame = sent_frame;
+        R.so.ctx = &R;
+        if (c->replay && !strcmp(c->pace, "recorded"))
+            R.so.pacing = MLXD_PACE_RECORDED;
         if (pthread_create(&feed, NULL, feed_main, &R)) {
             fprintf(stderr, "mlxd-capture: cannot start the feeder thread\n");
             goto out;
@@ -867,13 +1176,12 @@ static int run(struct cfg *c)
     /* the consumer */
     bool live = !c->quiet && !c->json && isatty(2);
     double t0 = now_s(), last_status = t0, last_frame_t = t0;
-    uint64_t got = 0, bad_payload = 0, bad_overwritten = 0, checked = 0, bytes = 0, last_fn = 0, overwritten_read = 0;
-    uint64_t save_failed = 0;   /* consumed frames --save could not write */
+    struct tally T = { 0 };
     struct delays delays = { 0 };
     bool feeding = c->replay || c->generate;
     for (;;) {
         if (__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) break;
-        if (c->frames && got >= c->frames) break;
+        if (c->frames && T.got >= c->frames) break;
         if (c->duration > 0 && now_s() - t0 >= c->duration) break;
         if (R.monitor_rc < 0) break;
         if (feeding && atomic_load(&R.feed_done)) {
@@ -887,25 +1195,32 @@ static int run(struct cfg *c)
         if (!mlxd_receiver_get_next_frame(R.rx, 20, &f)) {
             /* nothing yet */
         } else {
-            got++;
+            T.got++;
             last_frame_t = now_s();
             uint64_t nbytes = c->no_metadata ? c->frame_size : f.metadata.bytes_written;
             if (nbytes > c->frame_size) nbytes = c->frame_size;
-            bytes += nbytes;
-            last_fn = c->no_metadata ? f.received_frame_number - 1 : f.frame_number;
+            T.bytes += nbytes;
+            T.last_fn = c->no_metadata ? f.received_frame_number - 1 : f.frame_number;
             const uint8_t *data = buf + (size_t)f.page * c->page_size;
-            int pay = -1;   /* -1 not checked, 0 bad, 1 ok */
+            if (!from_gpu(c, buf, dbuf, (size_t)f.page * c->page_size, nbytes)) {
+                T.bad_payload++;
+                break;
+            }
+            int pay = -1;   /* -1 not T.checked, 0 bad, 1 ok */
             long bad_at = -1;
-            if (c->verify && (c->replay || c->generate)) {
+            /* a frame without metadata has no number to check against: it fails the run as
+             * such (stats.missing_metadata), once, in the summary */
+            bool unnumbered = f.flags & MLXD_FRAME_MISSING_METADATA;
+            if (c->verify && (c->replay || c->generate) && !unnumbered) {
                 /* the sender's frame index: metadata frame_number (the emulator's counter), else
                  * the order of arrival */
                 uint32_t fi = c->no_metadata ? (uint32_t)(f.received_frame_number - 1) : f.metadata.frame_number32;
                 bad_at = mlxd_hsb_payload_check(data, nbytes, fi);
                 pay = bad_at < 0;
-                checked++;
+                T.checked++;
             }
             bool md_bad = false;
-            if (c->replay && R.cap && R.cap->nframes && !c->no_metadata) {
+            if (c->replay && R.cap && R.cap->nframes && !c->no_metadata && !unnumbered) {
                 /* compare the decoded metadata with the capture's frame of that number */
                 uint32_t fi = f.metadata.frame_number32;
                 const struct mlxd_capture_frame *cf = NULL;
@@ -919,34 +1234,34 @@ static int run(struct cfg *c)
                     cf->md.crc != f.metadata.crc || cf->page != f.page ||
                     mlxd_hsb_imm_make(cf->page, cf->imm_psn + shift, MLXD_HSB_IMM_12_20) != f.imm_data) {
                     md_bad = true;
-                    if (pay < 0) checked++;
+                    if (pay < 0) T.checked++;
                     pay = 0;
                 }
             }
             if (c->save && !save_frame(c->save, f.received_frame_number - 1, data, nbytes))
-                save_failed++;
+                T.save_failed++;
             double delay_us = delay_add(&delays, &f);
             consumer_delay(c->consumer_delay_ms);
             int state = mlxd_receiver_frame_check(R.rx, &f);
             atomic_fetch_add(&g_taken, 1);
             if (pay == 0) {
                 /* A page the device came back to (no flow control) legitimately holds other
-                 * bytes; only a frame that stayed intact while it was read must verify. */
+                 * T.bytes; only a frame that stayed intact while it was read must verify. */
                 if (c->generate && !md_bad &&
                     rewritten_by_device(data, nbytes, c->no_metadata ? (uint32_t)(f.received_frame_number - 1)
                                                                      : f.metadata.frame_number32,
                                         c->frames)) {
-                    bad_overwritten++;
+                    T.bad_overwritten++;
                 } else if (state == MLXD_FRAME_INTACT && !(f.flags & MLXD_FRAME_PSN_MISMATCH)) {
-                    bad_payload++;
-                    fprintf(stderr, "mlxd-capture: frame %" PRIu64 ": %s\n", last_fn,
+                    T.bad_payload++;
+                    fprintf(stderr, "mlxd-capture: frame %" PRIu64 ": %s\n", T.last_fn,
                             md_bad ? "metadata, page or immediate differ from the capture"
                                    : "payload differs from the pattern");
                 } else {
-                    bad_overwritten++;
+                    T.bad_overwritten++;
                 }
             }
-            if (state == MLXD_FRAME_OVERWRITTEN) overwritten_read++;
+            if (state == MLXD_FRAME_OVERWRITTEN) T.overwritten_read++;
             if (c->json) {
                 printf("{\"frame_number\":%" PRIu64 ",\"frame_number16\":%u,\"page\":%u,\"psn\":%u,"
                        "\"imm\":%u,\"bytes_written\":%" PRIu64 ",\"crc\":%u,\"flags\":%u,"
@@ -954,7 +1269,7 @@ static int run(struct cfg *c)
                        "\"metadata_ns\":%u,\"received_s\":%" PRId64 ",\"received_ns\":%u,"
                        "\"received_frame_number\":%" PRIu64 ",\"dropped\":%" PRIu64 ",\"nic_ns\":%" PRIu64 ","
                        "\"nic_to_host_us\":%.3f,\"psn_mismatch\":%s,\"payload_ok\":%s,\"state\":\"%s\"}\n",
-                       last_fn, f.metadata.frame_number, f.page, f.metadata.psn, f.imm_data,
+                       T.last_fn, f.metadata.frame_number, f.page, f.metadata.psn, f.imm_data,
                        nbytes, f.metadata.crc, f.metadata.flags, f.metadata.timestamp_s,
                        f.metadata.timestamp_ns, f.metadata.metadata_s, f.metadata.metadata_ns,
                        f.received_s, f.received_ns, f.received_frame_number, f.dropped, f.nic_ns,
@@ -965,7 +1280,7 @@ static int run(struct cfg *c)
                 if (live) fprintf(stderr, "\r\033[K");
                 printf("frame %4" PRIu64 ": page %u psn %u imm 0x%08x bytes_written %" PRIu64 " crc 0x%08x "
                        "flags 0x%x timestamp %" PRIu64 ".%09u metadata %" PRIu64 ".%09u",
-                       last_fn, f.page, f.metadata.psn, f.imm_data, nbytes, f.metadata.crc, f.metadata.flags,
+                       T.last_fn, f.page, f.metadata.psn, f.imm_data, nbytes, f.metadata.crc, f.metadata.flags,
                        f.metadata.timestamp_s, f.metadata.timestamp_ns, f.metadata.metadata_s,
                        f.metadata.metadata_ns);
                 if (!isnan(delay_us)) printf(" nic->host %.3f us", delay_us);
@@ -983,25 +1298,22 @@ static int run(struct cfg *c)
             mlxd_receiver_stats(R.rx, &st);
             fprintf(stderr, "\r\033[Kframes %" PRIu64 "  %.1f fps  %.1f MB/s  dropped %" PRIu64
                     "  overwritten %" PRIu64 "  last frame %" PRIu64, st.frames, st.frames / dt,
-                    bytes / dt / 1e6, st.dropped, st.overwritten + overwritten_read, last_fn);
+                    T.bytes / dt / 1e6, st.dropped, st.overwritten + T.overwritten_read, T.last_fn);
             last_status = now_s();
         }
     }
-    double elapsed = now_s() - t0;
+    struct outcome o2 = { .es = { .sz = sizeof o2.es }, .image = -1, .elapsed = now_s() - t0 };
     if (live) fprintf(stderr, "\r\033[K");
     __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
     if (feed_started) { pthread_join(feed, NULL); feed_started = false; }
-    struct mlxd_receiver_stats st;
-    mlxd_receiver_stats(R.rx, &st);
+    mlxd_receiver_stats(R.rx, &o2.st);
     /* the emulated port's own counters (emu/mlxd_emu.h, found with dlsym), while it is open */
-    struct mlxd_emu_nic_stats es = { .sz = sizeof es };
-    bool have_es = false;
     if (emulated_now()) {
         int (*nic_stats)(unsigned, struct mlxd_emu_nic_stats *) =
             (int (*)(unsigned, struct mlxd_emu_nic_stats *))dlsym(RTLD_DEFAULT, "mlxd_emu_nic_stats");
         const char *us = strrchr(c->device, '_');   /* mlx5_N is the emulator's device N */
         if (nic_stats && us && us[1] >= '0' && us[1] <= '9')
-            have_es = nic_stats((unsigned)atoi(us + 1), &es) == 0;
+            o2.have_es = nic_stats((unsigned)atoi(us + 1), &o2.es) == 0;
     }
     int crc = mlxd_receiver_close(R.rx);
     if (crc < 0) fprintf(stderr, "mlxd-capture: close: %s\n", mlxd_errmsg());
@@ -1012,86 +1324,17 @@ static int run(struct cfg *c)
 
     /* Replay: every byte the capture writes must now be in the buffer (the last write of each
      * byte wins).  For a capture without completions this is all there is to check. */
-    int image = -1;
-    uint64_t image_bytes = 0, image_diff = 0;
-    if (c->replay && R.cap && R.feed_rc >= 0 && !c->frames && c->loops <= 1 && atomic_load(&R.feed_done))
-        image = check_image(R.cap, &R.map, buf, bufsize, &image_bytes, &image_diff);
-    bool ok = R.monitor_rc >= 0 && R.feed_rc >= 0 && bad_payload == 0 && st.errors == 0 &&
-              st.frames >= R.expected && (R.expected || c->replay || got > 0) && image <= 0 &&
-              save_failed == 0;
-    uint64_t errors = st.errors + st.bad_page;
-    char delay_json[256] = "";
-    delay_report(&delays, c->json, delay_json, sizeof delay_json);
-    if (c->json) {
-        char rxw[24] = "null", sockdrop[24] = "null";    /* null: no such counter here */
-        if (st.rx_write_requests_valid) snprintf(rxw, sizeof rxw, "%" PRIu64, st.rx_write_requests);
-        if (have_es) snprintf(sockdrop, sizeof sockdrop, "%" PRIu64, es.rx_dropped_socket);
-        printf("{\"summary\":true,\"frames_received\":%" PRIu64 ",\"frames_consumed\":%" PRIu64
-               ",\"expected\":%" PRIu64 ",\"dropped\":%" PRIu64 ",\"replaced\":%" PRIu64
-               ",\"overwritten\":%" PRIu64 ",\"overwritten_after_read\":%" PRIu64 ",\"errors\":%" PRIu64
-               ",\"bad_page\":%" PRIu64 ",\"payload_checked\":%" PRIu64 ",\"payload_failures\":%" PRIu64 ",\"payload_overwritten\":%" PRIu64
-               ",\"packets_sent\":%" PRIu64 ",\"send_errors\":%" PRIu64 ",\"consumer_wakeups\":%" PRIu64 ",\"last_frame_number\":%" PRIu64
-               ",\"rx_write_requests\":%s,\"rx_dropped_socket\":%s,\"save_failures\":%" PRIu64
-               "%s,\"seconds\":%.3f,\"ok\":%s}\n",
-               st.frames, got, R.expected, st.dropped, st.replaced, st.overwritten, st.overwritten_after_read,
-               errors, st.bad_page, checked, bad_payload, bad_overwritten, R.sst.packets, R.sst.send_errors, st.consumer_wakeups, st.last_frame_number,
-               rxw, sockdrop, save_failed, delay_json, elapsed, ok ? "true" : "false");
-    } else {
-        printf("summary: %" PRIu64 " frames received (%" PRIu64 " expected), %" PRIu64 " consumed, %" PRIu64
-               " dropped, %" PRIu64 " replaced before the first read, %" PRIu64 " overwritten (PSN), %" PRIu64
-               " overwritten after read, %" PRIu64 " error completions, %" PRIu64 " bad pages; payload %" PRIu64
-               " checked, %" PRIu64 " bad, %" PRIu64 " rewritten by the device before or while read; %.1f fps over %.2f s",
-               st.frames, R.expected, got, st.dropped, st.replaced, st.overwritten, st.overwritten_after_read,
-               st.errors, st.bad_page, checked, bad_payload, bad_overwritten, elapsed > 0 ? got / elapsed : 0.0, elapsed);
-        if (st.rx_write_requests_valid) printf("; rx_write_requests %" PRIu64, st.rx_write_requests);
-        if (c->save) printf("; %" PRIu64 " saved to %s, %" PRIu64 " could not be saved", got - save_failed, c->save, save_failed);
-        printf("\n");
-        if (have_es && (!ok || c->print_frames))
-            printf("emulated port: %" PRIu64 " packets in, %" PRIu64 " bad iCRC, %" PRIu64 " malformed, %" PRIu64
-                   " unknown QP, %" PRIu64 " bad QP state, %" PRIu64 " out of sequence, %" PRIu64 " dropped (UC), %" PRIu64
-                   " dropped by the host before the port (UDP socket buffer full: the machine is loaded)\n",
-                   es.rx_pkts, es.rx_bad_icrc, es.rx_malformed, es.rx_unknown_qp, es.rx_bad_state,
-                   es.rx_out_of_seq, es.rx_dropped_uc, es.rx_dropped_socket);
-        if (image == 0)
-            printf("buffer image: the %" PRIu64 " bytes the capture writes are in place, byte for byte\n",
-                   image_bytes);
-        else if (image > 0)
-            printf("buffer image: the %" PRIu64 " bytes the capture writes are NOT all in place (%" PRIu64
-                   " differ)\n", image_bytes, image_diff);
-        if (g_interrupted)
-            printf("interrupted: %" PRIu64 " frames received%s\n", st.frames,
-                   R.expected && st.frames < R.expected ? ", fewer than expected" : "");
-        else if (ok)
-            printf("OK: all expected frames received and verified\n");
-        else {
-            printf("FAILED:");
-            if (R.monitor_rc < 0) printf(" the monitor failed;");
-            if (R.feed_rc < 0) printf(" the %s failed;", c->replay ? "replay" : "generator");
-            if (st.frames < R.expected)
-                printf(" %" PRIu64 " of %" PRIu64 " expected frames received;", st.frames, R.expected);
-            if (!R.expected && !c->replay && got == 0) printf(" no frame received;");
-            if (bad_payload) printf(" %" PRIu64 " frames failed the payload check;", bad_payload);
-            if (st.errors) printf(" %" PRIu64 " error completions;", st.errors);
-            if (image > 0) printf(" the buffer image differs from the capture;");
-            if (save_failed)
-                printf(" %" PRIu64 " of %" PRIu64 " frames could not be saved to %s;", save_failed, got, c->save);
-            printf("\n");
-        }
-    }
-    fflush(stdout);
-    status = ok ? 0 : 1;
-    if (g_interrupted) {
-        /* stopped by the user: a failure only when frames were expected and did not all come
-         * (or something else failed) */
-        bool iok = R.monitor_rc >= 0 && R.feed_rc >= 0 && bad_payload == 0 && st.errors == 0 &&
-                   st.frames >= R.expected && image <= 0 && save_failed == 0;
-        status = iok ? 0 : 1;
-    }
+    if (c->replay && R.cap && R.feed_rc >= 0 && !c->frames && c->loops <= 1 && atomic_load(&R.feed_done) &&
+        from_gpu(c, buf, dbuf, 0, bufsize))
+        o2.image = check_image(R.cap, &R.map, buf, bufsize, &o2.image_bytes, &o2.image_diff);
+    delay_report(&delays, c->json, o2.delay_json, sizeof o2.delay_json);
+    status = report(&R, &T, &o2);
 out:
     if (feed_started) { __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE); pthread_join(feed, NULL); }
     if (mon_started) { mlxd_receiver_close(R.rx); pthread_join(mon, NULL); }
     mlxd_receiver_destroy(R.rx);
     mlxd_capture_free(R.cap);
+    gpu_buffer_free(dbuf);
     free(buf);
     return status;
 }
@@ -1102,14 +1345,15 @@ int main(int argc, char **argv)
                      .verify = true, .timeout_ms = 2000, .gen_md = MLXD_GEN_MD_SEPARATE };
     enum { O_FRAME = 256, O_PAGE, O_PAGES, O_MDOFF, O_PEER, O_QUEUE, O_DURATION, O_BUSY, O_EVENT,
            O_LEGACY, O_NOMD, O_EMULATE, O_REPLAY, O_PACE, O_LOOPS, O_GENERATE, O_FPS, O_GENMD,
-           O_PAYLOAD, O_TARGET, O_SAVE, O_JSON, O_NOVERIFY, O_DELAY, O_TIMEOUT, O_RECORD };
+           O_PAYLOAD, O_TARGET, O_SAVE, O_JSON, O_NOVERIFY, O_DELAY, O_TIMEOUT, O_LINKDOWN, O_RECORD, O_GPU };
     static const struct mode_option mode_opts[] = {
         { O_PACE, "--pace", MODE_REPLAY }, { O_LOOPS, "--loops", MODE_REPLAY },
         { O_FPS, "--fps", MODE_GENERATE }, { O_GENMD, "--gen-metadata", MODE_GENERATE },
         { O_PAYLOAD, "--payload-size", MODE_GENERATE },
         { O_TARGET, "--target", MODE_REPLAY | MODE_GENERATE },
         { O_NOVERIFY, "--no-verify", MODE_REPLAY | MODE_GENERATE },
-        { O_TIMEOUT, "--timeout-ms", MODE_REPLAY | MODE_GENERATE } };
+        { O_TIMEOUT, "--timeout-ms", MODE_REPLAY | MODE_GENERATE },
+        { O_LINKDOWN, "--link-down", MODE_REPLAY | MODE_GENERATE } };
     enum { N_MODE_OPTS = sizeof mode_opts / sizeof mode_opts[0] };
     /* the mode options given, in the order of the command line (each once): the mode is known
      * only once every option is read, and the first misplaced one is the one reported */
@@ -1125,7 +1369,8 @@ int main(int argc, char **argv)
         { "payload-size", 1, 0, O_PAYLOAD }, { "target", 1, 0, O_TARGET }, { "save", 1, 0, O_SAVE },
         { "json", 0, 0, O_JSON }, { "print-frames", 0, 0, 'v' }, { "no-verify", 0, 0, O_NOVERIFY },
         { "consumer-delay-ms", 1, 0, O_DELAY }, { "timeout-ms", 1, 0, O_TIMEOUT }, { "quiet", 0, 0, 'q' },
-        { "record-cqes", 1, 0, O_RECORD },
+        { "link-down", 1, 0, O_LINKDOWN },
+        { "record-cqes", 1, 0, O_RECORD }, { "gpu", 0, 0, O_GPU },
         { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
     int ch;
     uint64_t v;
@@ -1163,6 +1408,7 @@ int main(int argc, char **argv)
         case O_EVENT: c.mode = MLXD_RECEIVER_EVENT; break;
         case O_LEGACY: c.legacy = true; break;
         case O_NOMD: c.no_metadata = true; break;
+        case O_GPU: c.gpu = true; break;
         case O_EMULATE: c.emulate = true; break;
         case O_REPLAY: c.replay = optarg; c.emulate = true; break;
         case O_PACE:
@@ -1192,6 +1438,23 @@ int main(int argc, char **argv)
         case O_NOVERIFY: c.verify = false; break;
         case O_DELAY: NUM("--consumer-delay-ms", 0, UINT_MAX); c.consumer_delay_ms = (unsigned)v; break;
         case O_TIMEOUT: NUM("--timeout-ms", 0, UINT_MAX); c.timeout_ms = (unsigned)v; break;
+        case O_LINKDOWN: {
+            /* FRAME:MS, both through the one number parser */
+            char what[64], num[32];
+            const char *colon = strchr(optarg, ':');
+            if (!colon || (size_t)(colon - optarg) >= sizeof num)
+                return usage_error("--link-down %s: FRAME:MS (after FRAME frames, MS milliseconds down)", optarg);
+            snprintf(num, sizeof num, "%.*s", (int)(colon - optarg), optarg);
+            snprintf(what, sizeof what, "--link-down frame");
+            int prc = parse_uint(what, num, 0, UINT64_MAX, &v);
+            if (prc) return prc;
+            c.link_down_at = v;
+            snprintf(what, sizeof what, "--link-down milliseconds");
+            prc = parse_uint(what, colon + 1, 1, 600000, &v);
+            if (prc) return prc;
+            c.link_down_ms = (unsigned)v;
+            break;
+        }
         case O_RECORD: c.record_cqes = optarg; break;
         case 'q': c.quiet = true; break;
         case 'h': usage(stdout); return 0;

@@ -64,7 +64,7 @@ int mlxd_cq_create(struct mlxd_nic *nic, uint32_t entries, const struct mlxd_cq_
                    struct mlxd_cq **out)
 {
     static const char fn[] = "mlxd_cq_create";
-    if (!nic_ok(nic) || !out) return mlxd_err(EINVAL, "%s: invalid or closed nic, or out NULL", fn);
+    if (!nic_ok(nic) || !out) return mlxd_err(EINVAL, "%s: invalid or closed nic (or its parent's, in a child of fork), or out NULL", fn);
     if (!entries) return mlxd_err(EINVAL, "%s: 0 entries", fn);
     if (opts && opts->sz < offsetof(struct mlxd_cq_opts, user_data) + sizeof opts->user_data)
         return mlxd_err(EINVAL, "%s: opts->sz %zu is too small", fn, opts->sz);
@@ -186,6 +186,7 @@ int mlxd_cq_destroy(struct mlxd_cq *cq)
     }
     struct mlxd_nic *nic = cq->nic;
     if (nic->state != OBJ_LIVE) return mlxd_err(EINVAL, "mlxd_cq_destroy: its NIC is closed");
+    if (NIC_FORKED(nic)) return mlxd__forked_child("mlxd_cq_destroy", nic);
     if (cq->state == OBJ_DEAD)
         return cq->destroy_result ? mlxd_err(-cq->destroy_result, "mlxd_cq_destroy: the first call failed: %s",
                                              strerror(-cq->destroy_result)) : 0;

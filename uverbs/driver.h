@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include "mlxd_uverbs.h"
 #include "mlxd_mlx5.h"
+#include "fork_gen.h"
 #include "mlxd_abi.h"
 
 #define MLXD_MAX_QPS 4096          /* per NIC; uidx (cqe_version 1) indexes nic->qp_table */
@@ -47,7 +48,8 @@ struct mlxd_cq {
     bool     ignore_overrun;        /* IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN */
     bool     real_time;             /* MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS */
     uint32_t ci_sink[2];            /* dbrec of an overrun-ignoring CQ */
-    uint64_t committed;             /* overrun-ignoring CQ: the depths of its QPs (under nic->lock) */
+    uint64_t committed;             /* the send/receive depths of its QPs (under nic->lock): the
+                                       overrun checks of mlxd_qp_create */
     unsigned qps;                   /* QPs using this CQ (under nic->lock) */
     int      destroy_result;
     struct mlxd_cq *next;
@@ -150,6 +152,7 @@ struct mlxd_region {
     uint32_t handle;
     struct mlxd_nic *nic;
     int      deregister_result;
+    void    *host_addr;             /* host memory registered (NULL: dma-buf): MADV_DONTFORK */
     uint64_t pinned_pages;          /* what its registration pinned (memlock.c) */
     struct mlxd_region *next;
 };
@@ -166,6 +169,7 @@ struct mlxd_ah {
 
 struct mlxd_nic {
     uint32_t state;                 /* enum obj_state (DEAD after close) */
+    unsigned fork_gen;              /* mlxd__fork_gen at open: a child of fork may not use it */
     char     name[64];
     char     dev_path[64];
     int      fd, async_fd, comp_fd;
@@ -202,7 +206,17 @@ struct mlxd_nic {
 };
 
 /* Validity checks used by every entry point (misuse -> -EINVAL with a message). */
-static inline bool nic_ok(const struct mlxd_nic *n) { return n && n->state == OBJ_LIVE; }
+/* Live, and used by the process that opened it (not a child of fork: the child shares the
+ * parent's uverbs file, so its calls would act on the parent's objects). */
+static inline bool nic_ok(const struct mlxd_nic *n)
+{
+    return n && n->state == OBJ_LIVE && n->fork_gen == mlxd__fork_gen;
+}
+
+/* The refusal of a destroy or close in a child of fork (fn: the call).  The child shares the
+ * parent's uverbs file, so the kernel would destroy the parent's object. */
+int mlxd__forked_child(const char *fn, const struct mlxd_nic *n);
+#define NIC_FORKED(n) ((n)->fork_gen != mlxd__fork_gen)
 
 /* Kernel-side helpers (uverbs/). */
 /* UAR_OBJ_ALLOC + mmap.  0, a negative errno of the kernel (ioctl or mmap), or

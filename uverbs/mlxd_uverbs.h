@@ -1,7 +1,8 @@
 /* mlxd_uverbs.h: opening a ConnectX (mlx5) NIC through the kernel's RDMA interface, without
  * libibverbs, and making its objects: regions, completion queues, queue pairs.
  *
- * Model (after ../shared/seeds/003_*.txt, "Rig_mlx5", adapted to C):
+ * Model (the verbs objects of rdma-core's libibverbs, ibv_open_device(3), ibv_reg_mr(3),
+ * ibv_create_cq(3), ibv_create_qp(3), narrowed to what a sensor receiver needs):
  *   - A NIC (struct mlxd_nic) is port 1 of one RDMA device ("mlx5_0") opened through its verbs
  *     file /dev/infiniband/uverbsN.  Each NIC has one protection domain shared by its regions and
  *     queue pairs, one completion channel (made when the first CQ asks for events) and one
@@ -40,7 +41,11 @@
  *     CQ counts as a call on every QP attached to that CQ), and mlxd_close after every other
  *     call on the NIC and its objects has returned.
  * A QP may be posted while another thread polls its CQ.
- * A child of fork() must not use its parent's NICs or objects.
+ * A child of fork() must not use its parent's NICs or objects: the rings, doorbell records and
+ * registered host memory (whole pages) are MADV_DONTFORK, so not mapped in the child, and the
+ * calls that check their NIC (creation, connect, query, wait, destroy, deregister, close)
+ * return -EINVAL there and do nothing (the child shares the parent's uverbs file: a destroy
+ * would destroy the parent's object).
  *
  * Privileges: opening needs read+write access to /dev/infiniband/uverbsN only.  Registering
  * memory pins it: RLIMIT_MEMLOCK bounds the bytes unless the process has CAP_IPC_LOCK.
@@ -388,6 +393,9 @@ struct mlxd_qp_opts {
                                   The send WQE is sized for this many data segments or the
                                   inline data, whichever is larger (libmlx5 mlx5_calc_send_wqe) */
     uint8_t  blueflame;        /* enum mlxd_blueflame; 0 = MLXD_BLUEFLAME_DEFAULT */
+    bool     share_cq;         /* the caller sizes the CQ itself: skip the overrun check below
+                                  (e.g. not every send is signaled, or the QPs sharing the CQ
+                                  never have all their entries outstanding at once) */
     struct mlxd_srq *srq;      /* receives come from this shared receive queue (of the same
                                   NIC; recv_depth and max_recv_sge must then be 0); NULL = the
                                   QP's own receive ring.  The SRQ must outlive the QP.
@@ -466,7 +474,10 @@ struct mlxd_connect_opts {
  * by LID, are not supported by connect (the endpoint carries no LID).
  * Errors: -EINVAL misuse or a QP not in RESET (connect once; state unchanged); the kernel's
  * errno with the transition in the message; after a kernel refusal the QP is left in the
- * state it reached (the message says which).  Any thread, one call per QP at a time. */
+ * state it reached (the message says which).  -ETIMEDOUT from INIT->RTR: the kernel could not
+ * resolve the peer's MAC address within its 1 s (drivers/infiniband/core/addr.c); the QP stays
+ * in INIT and connect may be called again, resuming at RTR (Holoscan Sensor Bridge's receiver
+ * retries this).  Any thread, one call per QP at a time. */
 int mlxd_qp_connect(struct mlxd_qp *qp, const struct mlxd_endpoint *peer,
                     const struct mlxd_connect_opts *opts);
 

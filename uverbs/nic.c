@@ -98,6 +98,11 @@ static int get_context(struct mlxd_nic *nic)
     ioc_in(&c, UVERBS_ATTR_UHW_IN, &req, sizeof req);
     ioc_out(&c, UVERBS_ATTR_UHW_OUT, &resp, sizeof resp);
     int rc = mlxd__ioctl(nic->fd, &c);
+    if (rc == -EADDRINUSE)   /* no kernel says this: the emulated device's UDP address is taken */
+        return mlxd_err(EADDRINUSE, "mlxd_open %s: the kernel refused GET_CONTEXT: %s (the emulated device's "
+                        "UDP address is held by another program: give this one free addresses with "
+                        "MLXD_EMU_DEVICES, e.g. MLXD_EMU_DEVICES=mlx5_0:127.0.9.1,mlx5_1:127.0.9.2; the emulator "
+                        "names the address on stderr; docs/emulator.md)", nic->name, strerror(EADDRINUSE));
     if (rc) return KERR(nic, rc, "GET_CONTEXT");
     nic->bf_reg_size = resp.bf_reg_size;
     nic->cache_line_size = resp.cache_line_size ? resp.cache_line_size : 64;
@@ -316,6 +321,7 @@ int mlxd_open(const char *name, const struct mlxd_open_opts *opts, struct mlxd_n
         nic->pdn = pdn;
     }
     nic->state = OBJ_LIVE;
+    nic->fork_gen = mlxd__fork_gen;
     *out = nic;
     return 0;
 
@@ -334,9 +340,17 @@ fail_free:
 
 static int first_err(int cur, int rc) { return cur ? cur : rc; }
 
+int mlxd__forked_child(const char *fn, const struct mlxd_nic *n)
+{
+    return mlxd_err(EINVAL, "%s %s: called in a child of fork(): the NIC and its objects belong to the "
+                    "parent process (the child shares its uverbs file, so the call would act on the "
+                    "parent's objects); nothing was done (open the device again in the child)", fn, n->name);
+}
+
 int mlxd_close(struct mlxd_nic *nic)
 {
     if (!nic) return mlxd_err(EINVAL, "mlxd_close: nic is NULL");
+    if (NIC_FORKED(nic)) return mlxd__forked_child("mlxd_close", nic);
     if (nic->state != OBJ_LIVE) return 0;
     int result = 0;
     for (struct mlxd_qp *qp = nic->qps; qp; qp = qp->next)
@@ -391,14 +405,14 @@ int mlxd_close(struct mlxd_nic *nic)
 
 int mlxd_port_info(const struct mlxd_nic *nic, struct mlxd_port_info *out)
 {
-    if (!nic_ok(nic) || !out) return mlxd_err(EINVAL, "mlxd_port_info: invalid or closed nic, or out NULL");
+    if (!nic_ok(nic) || !out) return mlxd_err(EINVAL, "mlxd_port_info: invalid or closed nic (or its parent's, in a child of fork), or out NULL");
     *out = nic->port;
     return 0;
 }
 
 int mlxd_link_layer(const struct mlxd_nic *nic)
 {
-    if (!nic_ok(nic)) return mlxd_err(EINVAL, "mlxd_link_layer: invalid or closed nic");
+    if (!nic_ok(nic)) return mlxd_err(EINVAL, "mlxd_link_layer: invalid or closed nic (or its parent's, in a child of fork)");
     return (int)nic->port.link_layer;
 }
 
@@ -418,7 +432,7 @@ int mlxd_gids(const struct mlxd_nic *nic, struct mlxd_gid *out, size_t cap)
 
 int mlxd_default_gid_index(const struct mlxd_nic *nic)
 {
-    if (!nic_ok(nic)) return mlxd_err(EINVAL, "mlxd_default_gid_index: invalid or closed nic");
+    if (!nic_ok(nic)) return mlxd_err(EINVAL, "mlxd_default_gid_index: invalid or closed nic (or its parent's, in a child of fork)");
     if (nic->default_gid < 0) return mlxd_err(EADDRNOTAVAIL, "mlxd_default_gid_index %s: no GID", nic->name);
     return nic->default_gid;
 }
@@ -482,7 +496,7 @@ int mlxd__comp_channel(struct mlxd_nic *nic)
 
 int mlxd_event_fds(const struct mlxd_nic *nic, int *async_fd, int *comp_fd)
 {
-    if (!nic_ok(nic)) return mlxd_err(EINVAL, "mlxd_event_fds: invalid or closed nic");
+    if (!nic_ok(nic)) return mlxd_err(EINVAL, "mlxd_event_fds: invalid or closed nic (or its parent's, in a child of fork)");
     if (async_fd) *async_fd = nic->async_fd;
     if (comp_fd) *comp_fd = nic->comp_fd;
     return 0;
@@ -581,7 +595,7 @@ static int64_t now_ms(void)
 
 int mlxd_wait(struct mlxd_nic *nic, int ms, struct mlxd_event *out, size_t cap)
 {
-    if (!nic_ok(nic)) return mlxd_err(EINVAL, "mlxd_wait: invalid or closed nic");
+    if (!nic_ok(nic)) return mlxd_err(EINVAL, "mlxd_wait: invalid or closed nic (or its parent's, in a child of fork)");
     if (ms < 0) return mlxd_err(EINVAL, "mlxd_wait: ms %d is negative", ms);
     if (!out || !cap) return mlxd_err(EINVAL, "mlxd_wait: no room for events (out NULL or cap 0)");
     size_t n = 0;

@@ -68,6 +68,34 @@ static const uint8_t *gid_by_index(const struct mlxd_nic *nic, uint32_t idx)
     return NULL;
 }
 
+/* A CQ must hold every completion its QPs can have outstanding (ibv_create_cq(3)): otherwise
+ * the NIC overruns it, raises a CQ error and the QPs go to error (issue 13: a busy-polling user
+ * saw 4 of 16 completions, then silence). */
+static int cq_overrun_check(const char *fn, struct mlxd_cq *cq, struct mlxd_cq *rcq, uint32_t send,
+                            uint32_t recv)
+{
+    struct mlxd_nic *nic = cq->nic;
+    pthread_mutex_lock(&nic->lock);
+    uint64_t on_cq = send + (rcq == cq ? (uint64_t)recv : 0);
+    uint64_t have = cq->committed, rhave = rcq->committed;
+    unsigned users = cq->qps, rusers = rcq->qps;
+    pthread_mutex_unlock(&nic->lock);
+    if (have + on_cq > cq->ncqe)
+        return mlxd_err(EINVAL, "%s: send_depth %u + recv_depth %u + %llu of %u QP%s already on the CQ = %llu "
+                        "completions could be outstanding, more than the CQ's %u entries (it would overrun: CQ error, "
+                        "its QPs to error); create the CQ with at least %llu entries, or set opts.share_cq to share "
+                        "it deliberately", fn, send, rcq == cq ? recv : 0, (unsigned long long)have,
+                        users, users == 1 ? "" : "s", (unsigned long long)(have + on_cq), cq->ncqe,
+                        (unsigned long long)(have + on_cq));
+    if (rcq != cq && rhave + recv > rcq->ncqe)
+        return mlxd_err(EINVAL, "%s: recv_depth %u + %llu of %u QP%s already on recv_cq = %llu completions could "
+                        "be outstanding, more than recv_cq's %u entries (it would overrun); create it with at "
+                        "least %llu entries, or set opts.share_cq to share it deliberately", fn, recv,
+                        (unsigned long long)rhave, rusers, rusers == 1 ? "" : "s",
+                        (unsigned long long)(rhave + recv), rcq->ncqe, (unsigned long long)(rhave + recv));
+    return 0;
+}
+
 /* Whether the QP's sends use BlueFlame: the device must have write-combining registers
  * (bf_reg_size != 0); MLXD_BLUEFLAME_OFF never, _ON always then, _DEFAULT unless the environment
  * says MLX5_SHUT_UP_BF (set and not "0"), as libmlx5 reads it (rdma-core providers/mlx5/mlx5.c
@@ -265,6 +293,11 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     if (opts->send_depth > nic->max_qp_wr) return mlxd_err(EINVAL, "%s: send depth %u exceeds the device's maximum %u", fn, opts->send_depth, nic->max_qp_wr);
     if (opts->recv_depth > nic->max_qp_wr) return mlxd_err(EINVAL, "%s: receive depth %u exceeds the device's maximum %u", fn, opts->recv_depth, nic->max_qp_wr);
     if (opts->max_inline > nic->port.max_inline) return mlxd_err(EINVAL, "%s: max_inline %u exceeds the device's maximum %u", fn, opts->max_inline, nic->port.max_inline);
+    bool share = opts->sz >= offsetof(struct mlxd_qp_opts, share_cq) + sizeof opts->share_cq && opts->share_cq;
+    if (!share && !cq->ignore_overrun && !rcq->ignore_overrun) {   /* those: cq_depth_reserve */
+        int orc = cq_overrun_check(fn, cq, rcq, opts->send_depth, opts->recv_depth);
+        if (orc) return orc;
+    }
     uint32_t gid_index = opts->has_gid_index ? opts->gid_index : (uint32_t)nic->default_gid;
     const uint8_t *gid = gid_by_index(nic, gid_index);
     if (!gid) return mlxd_err(EINVAL, "%s: GID index %u is not a valid GID of port 1", fn, gid_index);
@@ -357,6 +390,7 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     if (srq) srq->qps++;
     pthread_mutex_unlock(&nic->lock);
     *out = qp;
+    mlxd_err_clear();   /* no stale message from an earlier refusal */
     return 0;
 
 fail_uar:
@@ -412,7 +446,8 @@ int mlxd_qp_connect(struct mlxd_qp *qp, const struct mlxd_endpoint *peer,
     if (o && o->sz < offsetof(struct mlxd_connect_opts, max_rd_atomic) + sizeof o->max_rd_atomic)
         return mlxd_err(EINVAL, "%s: opts->sz %zu is too small", fn, o->sz);
     if (qp->type == MLXD_QP_UD) return mlxd_err(EINVAL, "%s: QP 0x%x is a UD QP: not connected, see mlxd_qp_ud_ready", fn, qp->qpn);
-    if (qp->ib_state != 0) return mlxd_err(EINVAL, "%s: QP 0x%x is not in RESET (state %u): connect once", fn, qp->qpn, qp->ib_state);
+    /* INIT: a connect whose RTR step failed (e.g. ETIMEDOUT resolving the peer) resumes there */
+    if (qp->ib_state > 1) return mlxd_err(EINVAL, "%s: QP 0x%x is not in RESET (state %u): connect once", fn, qp->qpn, qp->ib_state);
     uint32_t access = o ? o->peer_access : 0;
     uint32_t allowed = qp->type == MLXD_QP_UC ? MLXD_ACCESS_REMOTE_WRITE
                      : MLXD_ACCESS_REMOTE_WRITE | MLXD_ACCESS_REMOTE_READ | MLXD_ACCESS_REMOTE_ATOMIC;
@@ -444,15 +479,18 @@ int mlxd_qp_connect(struct mlxd_qp *qp, const struct mlxd_endpoint *peer,
     uint8_t rd_atomic = o && o->max_rd_atomic ? o->max_rd_atomic : 1;
 
     struct ib_uverbs_modify_qp m;
-    memset(&m, 0, sizeof m);
-    m.qp_state = 1;                                   /* INIT */
-    m.attr_mask = QPA_STATE | QPA_PKEY | QPA_PORT | QPA_ACCESS;
-    m.pkey_index = 0;
-    m.port_num = 1;
-    m.qp_access_flags = access;
-    int rc = modify(qp, &m);
-    if (rc) return mlxd_err(-rc, "%s %s: the kernel refused MODIFY_QP RESET->INIT of QP 0x%x: %s", fn, nic->name, qp->qpn, strerror(-rc));
-    qp->ib_state = 1;
+    int rc;
+    if (qp->ib_state == 0) {
+        memset(&m, 0, sizeof m);
+        m.qp_state = 1;                               /* INIT */
+        m.attr_mask = QPA_STATE | QPA_PKEY | QPA_PORT | QPA_ACCESS;
+        m.pkey_index = 0;
+        m.port_num = 1;
+        m.qp_access_flags = access;
+        rc = modify(qp, &m);
+        if (rc) return mlxd_err(-rc, "%s %s: the kernel refused MODIFY_QP RESET->INIT of QP 0x%x: %s", fn, nic->name, qp->qpn, strerror(-rc));
+        qp->ib_state = 1;
+    }
 
     memset(&m, 0, sizeof m);
     m.qp_state = 2;                                   /* RTR */
@@ -512,6 +550,7 @@ int mlxd_qp_destroy(struct mlxd_qp *qp)
     if (!qp || !qp->nic) return mlxd_err(EINVAL, "mlxd_qp_destroy: qp is NULL");
     struct mlxd_nic *nic = qp->nic;
     if (nic->state != OBJ_LIVE) return mlxd_err(EINVAL, "mlxd_qp_destroy: its NIC is closed");
+    if (NIC_FORKED(nic)) return mlxd__forked_child("mlxd_qp_destroy", nic);
     if (qp->state == OBJ_DEAD)
         return qp->destroy_result ? mlxd_err(-qp->destroy_result, "mlxd_qp_destroy: the first call failed: %s",
                                              strerror(-qp->destroy_result)) : 0;

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -68,12 +69,19 @@ static void link_region(struct mlxd_nic *nic, struct mlxd_region *r)
     mlxd__pinned_add(MLXD_PIN_REGION, (int64_t)r->pinned_pages);
 }
 
+static void dontfork(void *addr, size_t length, int advice)
+{
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)addr & ~(pg - 1), e = ((uintptr_t)addr + length + pg - 1) & ~(pg - 1);
+    madvise((void *)a, e - a, advice);
+}
+
 int mlxd_region_register(struct mlxd_nic *nic, void *addr, size_t length,
                          const struct mlxd_region_opts *opts, struct mlxd_region **out)
 {
     static const char fn[] = "mlxd_region_register";
     if (!nic_ok(nic) || !addr || !length || !out)
-        return mlxd_err(EINVAL, "%s: invalid or closed nic, NULL addr/out or length 0", fn);
+        return mlxd_err(EINVAL, "%s: invalid or closed nic (or its parent's, in a child of fork), NULL addr/out or length 0", fn);
     uint32_t access;
     int rc = check_opts(fn, opts, &access);
     if (rc) return rc;
@@ -104,6 +112,10 @@ int mlxd_region_register(struct mlxd_nic *nic, void *addr, size_t length,
     r->length = length;
     r->nic = nic;
     r->state = OBJ_LIVE;
+    r->host_addr = addr;
+    /* the registered pages stay out of a child of fork (rdma-core's ibv_fork_init:
+     * ibv_dontfork_range): the NIC writes them, a child must neither share nor copy them */
+    dontfork(addr, length, MADV_DONTFORK);
     link_region(nic, r);
     *out = r;
     return 0;
@@ -114,7 +126,7 @@ int mlxd_region_register_dmabuf(struct mlxd_nic *nic, int fd, uint64_t offset, s
 {
     static const char fn[] = "mlxd_region_register_dmabuf";
     if (!nic_ok(nic) || fd < 0 || !length || !out)
-        return mlxd_err(EINVAL, "%s: invalid or closed nic, fd < 0, NULL out or length 0", fn);
+        return mlxd_err(EINVAL, "%s: invalid or closed nic (or its parent's, in a child of fork), fd < 0, NULL out or length 0", fn);
     uint32_t access;
     int rc = check_opts(fn, opts, &access);
     if (rc) return rc;
@@ -194,6 +206,7 @@ int mlxd_region_deregister(struct mlxd_region *r)
                                                "first call failed: %s", strerror(-r->deregister_result)) : 0;
     }
     struct mlxd_nic *nic = r->nic;
+    if (NIC_FORKED(nic)) return mlxd__forked_child("mlxd_region_deregister", nic);
     struct ioc c;
     ioc_init(&c, UVERBS_OBJECT_MR, UVERBS_METHOD_MR_DESTROY);
     ioc_obj(&c, UVERBS_ATTR_DESTROY_MR_HANDLE, r->handle);
@@ -203,8 +216,18 @@ int mlxd_region_deregister(struct mlxd_region *r)
     r->deregister_result = rc;
     uint64_t unpinned = rc ? 0 : r->pinned_pages;    /* a refused destroy keeps the pages pinned */
     if (!rc) r->pinned_pages = 0;
+    /* back to ordinary fork semantics unless another live host region shares a page */
+    bool shared = false;
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)r->host_addr & ~(pg - 1);
+    uintptr_t hi = ((uintptr_t)r->host_addr + r->length + pg - 1) & ~(pg - 1);
+    for (struct mlxd_region *o = nic->regions; o && r->host_addr && !rc; o = o->next)
+        if (o != r && o->state == OBJ_LIVE && o->host_addr && ((uintptr_t)o->host_addr & ~(pg - 1)) < hi &&
+            (((uintptr_t)o->host_addr + o->length + pg - 1) & ~(pg - 1)) > lo)
+            shared = true;
     pthread_mutex_unlock(&nic->lock);
     mlxd__pinned_add(MLXD_PIN_REGION, -(int64_t)unpinned);
+    if (!rc && r->host_addr && !shared) dontfork(r->host_addr, r->length, MADV_DOFORK);
     if (rc) return mlxd_err(-rc, "mlxd_region_deregister %s: the kernel refused MR_DESTROY: %s", nic->name,
                             strerror(-rc));
     return 0;

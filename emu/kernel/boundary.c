@@ -235,27 +235,39 @@ static int idx_of_file(int fd)
 }
 
 /* ---------------------------------------------------------------------------------------------
- * sysfs hw_counters: an fd of a device's rx_write_requests file (recognised by st_dev/st_ino,
+ * sysfs hw_counters: an fd of a device's hw_counters file (emu_hw_counter_names: recognised by st_dev/st_ino,
  * whatever path opened it) reads the live value.  Like sysfs (kernfs seq_file), a read at offset
  * 0 formats the value anew ("%llu\n"); reads further on continue that snapshot; lseek works on
  * the real file underneath.  Other processes read the file itself, which the engine rewrites. */
-static const char cnt_name[] = "rx_write_requests";
+/* which counter a path names by its last component; -1: none */
+static int counter_of_path(const char *path)
+{
+    size_t pl = strlen(path);
+    for (unsigned k = 0; k < EMU_HW_COUNTERS; k++) {
+        size_t nl = strlen(emu_hw_counter_names[k]);
+        if (pl >= nl && !strcmp(path + pl - nl, emu_hw_counter_names[k]) &&
+            (pl == nl || path[pl - nl - 1] == '/'))
+            return (int)k;
+    }
+    return -1;
+}
 
 static int track_counter(int fd, const char *path)
 {
     if (fd < 0 || fd >= EMU_MAX_FD || !emu_g.active || !path) return fd;
-    size_t pl = strlen(path), nl = sizeof cnt_name - 1;
-    if (pl < nl || strcmp(path + pl - nl, cnt_name) || (pl > nl && path[pl - nl - 1] != '/'))
-        return fd;
+    int which = counter_of_path(path);
+    if (which < 0) return fd;
     struct stat st;
     if (emu_real.fstat(fd, &st) < 0) return fd;
     pthread_mutex_lock(&emu_g.lock);
     for (unsigned i = 0; i < emu_g.ndev; i++) {
         struct emu_devstate *ds = &emu_g.devs[i];
-        if (!ds->rxw_ino || ds->rxw_ino != st.st_ino || ds->rxw_dev != st.st_dev) continue;
+        if (!ds->cnt_ino[which] || ds->cnt_ino[which] != st.st_ino || ds->cnt_dev[which] != st.st_dev)
+            continue;
         struct emu_cntfd *c = calloc(1, sizeof *c);
         if (!c) break;                              /* then the file itself is read */
         c->devidx = i;
+        c->which = (unsigned)which;
         c->gen = emu_g.cfg_gen;
         emu_fdtab[fd].p = c;
         __atomic_store_n(&emu_fdtab[fd].kind, FD_COUNTER, __ATOMIC_RELEASE);
@@ -277,8 +289,7 @@ static ssize_t counter_read(struct emu_cntfd *c, int fd, void *buf, size_t count
     off_t pos = off >= 0 ? off : lseek(fd, 0, SEEK_CUR);
     if (pos < 0) { int e = errno; pthread_mutex_unlock(&emu_g.lock); errno = e; return -2; }
     if (pos == 0) {
-        uint64_t v = atomic_load_explicit(&emu_g.devs[c->devidx].dev.rx_write_requests,
-                                          memory_order_relaxed);
+        uint64_t v = emu_hw_counter_value(&emu_g.devs[c->devidx].dev, c->which);
         c->len = (unsigned)snprintf(c->text, sizeof c->text, "%llu\n", (unsigned long long)v);
     }
     size_t n = (uint64_t)pos >= c->len ? 0 : c->len - (size_t)pos;

@@ -147,6 +147,16 @@ struct emu_file {
     struct emu_file *next;          /* emu_g.files */
 };
 
+/* The hw_counters files served live: rx_write_requests, out_of_buffer, out_of_sequence
+ * (sysfs_tree.c emu_hw_counter_names, emu_hw_counter_value). */
+#define EMU_HW_COUNTERS 3
+
+/* Address resolution of a RoCE destination GID at MODIFY_QP (neigh.c): 0, or -ETIMEDOUT after
+ * the kernel's 1 s when nothing answers for it. */
+int emu_resolve_dgid(const uint8_t dgid[16]);
+extern const char *const emu_hw_counter_names[EMU_HW_COUNTERS];
+uint64_t emu_hw_counter_value(struct emu_device *dev, unsigned which);
+
 struct emu_devstate {
     struct emu_device dev;          /* the emu.h device (cfg, lock, hooks) */
     struct k_qp **qp_tab;           /* EMU_QP_SLOTS, allocated at first open */
@@ -155,8 +165,8 @@ struct emu_devstate {
     uint32_t next_cqn, next_pdn, next_uar_page, next_srqn;
     unsigned nsrq;
     unsigned nqp, ncq, nmr, npd;
-    dev_t    rxw_dev;               /* the sysfs rx_write_requests file (st_dev, st_ino) that */
-    ino_t    rxw_ino;               /* open() recognises to serve the live value */
+    dev_t    cnt_dev[EMU_HW_COUNTERS]; /* the sysfs hw_counters files (st_dev, st_ino) that */
+    ino_t    cnt_ino[EMU_HW_COUNTERS]; /* open() recognises to serve the live value */
 };
 
 enum emu_fdkind { FD_NONE = 0, FD_UVERBS = 1, FD_EVQ = 2, FD_COUNTER = 3 };
@@ -165,6 +175,7 @@ enum emu_fdkind { FD_NONE = 0, FD_UVERBS = 1, FD_EVQ = 2, FD_COUNTER = 3 };
  * of the value, as sysfs (seq_file) does; later offsets continue that snapshot. */
 struct emu_cntfd {
     unsigned devidx;
+    unsigned which;                 /* index in emu_hw_counter_names */
     unsigned gen;                   /* emu_g.cfg_gen when opened: stale after a reconfiguration */
     unsigned len;
     char     text[24];

@@ -9,6 +9,7 @@
  * alloc_uobj -> xa_alloc).  Every function here runs with emu_g.lock held. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <endian.h>
@@ -403,6 +404,18 @@ int emu_k_dealloc_pd(struct emu_file *f, struct k_pd *pd)
  * MR */
 #define ACCESS_SUPPORTED (0xffu | IB_UVERBS_ACCESS_OPTIONAL_RANGE)
 
+/* A dma-buf exported by a real driver (an NVIDIA GPU's, on a machine that has one): its
+ * descriptor names the kernel's dma-buf file ("/dmabuf:..." or "anon_inode:dmabuf"). */
+static bool is_kernel_dmabuf(int fd)
+{
+    char path[64], link[128];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(path, link, sizeof link - 1);
+    if (n <= 0) return false;
+    link[n] = 0;
+    return !strncmp(link, "/dmabuf:", 8) || !strcmp(link, "anon_inode:dmabuf");
+}
+
 int emu_k_reg_mr(struct emu_file *f, struct k_pd *pd, uint64_t start, uint64_t length,
                  uint64_t iova, uint32_t access, int dmabuf_fd, uint64_t dmabuf_off,
                  uint32_t *handle, uint32_t *lkey, uint32_t *rkey)
@@ -427,14 +440,19 @@ int emu_k_reg_mr(struct emu_file *f, struct k_pd *pd, uint64_t start, uint64_t l
         if ((dmabuf_off ^ iova) & (EMU_PAGE - 1)) return -EINVAL;
         struct stat st;
         if (emu_real.fstat(dmabuf_fd, &st) < 0) return -EBADF;          /* dma_buf_get */
-        if (emu_fdtab[dmabuf_fd < EMU_MAX_FD ? dmabuf_fd : 0].kind || !S_ISREG(st.st_mode))
+        bool real_dmabuf = is_kernel_dmabuf(dmabuf_fd);
+        if (emu_fdtab[dmabuf_fd < EMU_MAX_FD ? dmabuf_fd : 0].kind || (!S_ISREG(st.st_mode) && !real_dmabuf))
             return -EINVAL;                                             /* not a dma-buf */
-        if (dmabuf_off + length < dmabuf_off || (uint64_t)st.st_size < dmabuf_off + length)
+        /* a dma-buf's size is its llseek(SEEK_END) (k: dma-buf.c dma_buf_llseek) */
+        off_t size = real_dmabuf ? lseek(dmabuf_fd, 0, SEEK_END) : st.st_size;
+        if (dmabuf_off + length < dmabuf_off || size < 0 || (uint64_t)size < dmabuf_off + length)
             return -EINVAL;                                             /* beyond the buffer */
         uint64_t base = dmabuf_off & ~(uint64_t)(EMU_PAGE - 1);
         maplen = (size_t)(dmabuf_off + length - base);
         map = emu_real.mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED, dmabuf_fd, (off_t)base);
-        if (map == MAP_FAILED) return -EINVAL;
+        /* emulator limit (documented): the emulated NIC writes through a CPU mapping, which the
+         * exporter of a discrete GPU's device memory refuses (a real NIC needs none) */
+        if (map == MAP_FAILED) return real_dmabuf ? -ENXIO : -EINVAL;
         dupfd = fcntl(dmabuf_fd, F_DUPFD_CLOEXEC, 0);
         start = (uint64_t)(uintptr_t)map + (dmabuf_off - base);
     } else {
@@ -884,6 +902,12 @@ int emu_k_modify_qp(struct emu_file *f, const void *cmdv, bool ex)
                                 IB_UVERBS_ACCESS_REMOTE_READ | IB_UVERBS_ACCESS_REMOTE_ATOMIC)))
         return -EINVAL;
     if (cur == EMU_QPS_RESET && next == EMU_QPS_RESET) return 0;   /* mlx5: nothing to do */
+    /* k: _ib_modify_qp -> ib_resolve_eth_dmac: a RoCE address vector's MAC is resolved (up to
+     * 1 s, then ETIMEDOUT: neigh.c) */
+    if ((mask & EMU_QP_AV) && cfg->ethernet) {
+        int rrc = emu_resolve_dgid(c->dest.dgid);
+        if (rrc) return rrc;
+    }
 
     LOCK(f);
     struct emu_qp_attr *at = &qp->pub.attr;

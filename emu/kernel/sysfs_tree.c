@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include "kernel.h"
 
@@ -155,6 +156,8 @@ static int build_device(const char *root, const struct emu_device_cfg *c)
     P("ports/1/pkeys/0", "0xffff\n");
     P("ports/1/hw_counters/rx_write_requests", "0\n");
     P("ports/1/hw_counters/rx_read_requests", "0\n");
+    P("ports/1/hw_counters/out_of_buffer", "0\n");
+    P("ports/1/hw_counters/out_of_sequence", "0\n");
     P("ports/1/counters/port_xmit_data", "0\n");
     P("ports/1/counters/port_rcv_data", "0\n");
     for (unsigned i = 0; i < EMU_GID_TBL_LEN; i++) {
@@ -205,42 +208,59 @@ static bool marker_matches(const char *root)
     return !strcmp(buf, emu_g.cfg_string);
 }
 
-static void counter_path(const char *root, const struct emu_device_cfg *c, char *out, size_t len)
+const char *const emu_hw_counter_names[EMU_HW_COUNTERS] = {
+    "rx_write_requests", "out_of_buffer", "out_of_sequence" };
+
+uint64_t emu_hw_counter_value(struct emu_device *dev, unsigned which)
 {
-    snprintf(out, len, "%s/class/infiniband/%s/ports/1/hw_counters/rx_write_requests", root, c->name);
+    _Atomic uint64_t *v = which == 0 ? &dev->rx_write_requests
+                        : which == 1 ? &dev->out_of_buffer : &dev->out_of_sequence;
+    return atomic_load_explicit(v, memory_order_relaxed);
 }
 
-/* Remembers which file is each device's rx_write_requests, by (st_dev, st_ino): open() of it,
- * by any path, is then served live (boundary.c). */
+static void counter_path(const char *root, const struct emu_device_cfg *c, unsigned which,
+                         char *out, size_t len)
+{
+    snprintf(out, len, "%s/class/infiniband/%s/ports/1/hw_counters/%s", root, c->name,
+             emu_hw_counter_names[which]);
+}
+
+/* Remembers which files are each device's hw_counters, by (st_dev, st_ino): open() of one, by
+ * any path, is then served live (boundary.c). */
 static void note_counter_files(void)
 {
-    for (unsigned i = 0; i < emu_g.ndev; i++) {
-        char path[1024];
-        struct stat st;
-        counter_path(emu_g.sysfs_root, &emu_g.devs[i].dev.cfg, path, sizeof path);
-        bool ok = emu_real.stat && emu_real.stat(path, &st) == 0;
-        emu_g.devs[i].rxw_dev = ok ? st.st_dev : 0;
-        emu_g.devs[i].rxw_ino = ok ? st.st_ino : 0;
-    }
+    for (unsigned i = 0; i < emu_g.ndev; i++)
+        for (unsigned k = 0; k < EMU_HW_COUNTERS; k++) {
+            char path[1024];
+            struct stat st;
+            counter_path(emu_g.sysfs_root, &emu_g.devs[i].dev.cfg, k, path, sizeof path);
+            bool ok = emu_real.stat && emu_real.stat(path, &st) == 0;
+            emu_g.devs[i].cnt_dev[k] = ok ? st.st_dev : 0;
+            emu_g.devs[i].cnt_ino[k] = ok ? st.st_ino : 0;
+        }
 }
 
-/* hw_counters/rx_write_requests as the kernel prints it (core/sysfs.c hw_stat_device_show:
- * "%llu\n"), rewritten in place: the same inode, so a reader holding it open (lseek + read, as
+/* The hw_counters files as the kernel prints them (core/sysfs.c hw_stat_device_show:
+ * "%llu\n"), rewritten in place: the same inode, so a reader holding one open (lseek + read, as
  * the sensor bridge's receiver does) sees the new value. */
 void emu_sysfs_publish_counters(struct emu_device *dev)
 {
     if (!emu_g.sysfs_root[0]) return;
-    char path[1024], text[32];
-    counter_path(emu_g.sysfs_root, &dev->cfg, path, sizeof path);
-    int n = snprintf(text, sizeof text, "%llu\n",
-                     (unsigned long long)atomic_load_explicit(&dev->rx_write_requests,
-                                                              memory_order_relaxed));
-    int fd = emu_real.open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0 && errno == EACCES && chmod(path, 0644) == 0)     /* made 0444, as sysfs; not root */
-        fd = emu_real.open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    if (pwrite(fd, text, (size_t)n, 0) == n) (void)!ftruncate(fd, n);
-    emu_real.close(fd);
+    for (unsigned k = 0; k < EMU_HW_COUNTERS; k++) {
+        char path[1024], text[32];
+        counter_path(emu_g.sysfs_root, &dev->cfg, k, path, sizeof path);
+        int n = snprintf(text, sizeof text, "%llu\n",
+                         (unsigned long long)emu_hw_counter_value(dev, k));
+        int fd = emu_real.open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 && errno == EACCES && chmod(path, 0644) == 0)  /* made 0444, as sysfs; not root */
+            fd = emu_real.open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        /* the system call itself: the fd is the emulator's own (emu_real.open), unseen by a
+         * TSan build's interceptors, which would otherwise take the reuse of its number by
+         * another thread's open for a race */
+        if (syscall(SYS_pwrite64, fd, text, (size_t)n, (off_t)0) == n) (void)!ftruncate(fd, n);
+        emu_real.close(fd);
+    }
 }
 
 /* ---- stale trees --------------------------------------------------------------------------

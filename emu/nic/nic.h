@@ -40,7 +40,8 @@ enum { NIC_SYND_LOCAL_LENGTH = 0x01, NIC_SYND_LOCAL_QP_OP = 0x02, NIC_SYND_LOCAL
        NIC_SYND_RNR_RETRY_EXC = 0x16 };
 /* async event types (ib_user_verbs.h IB_UVERBS ... / ib_event_type) */
 enum { NIC_EV_CQ_ERR = 0, NIC_EV_QP_FATAL = 1, NIC_EV_QP_REQ_ERR = 2, NIC_EV_QP_ACCESS_ERR = 3,
-       NIC_EV_PORT_ACTIVE = 9, NIC_EV_PORT_ERR = 10, NIC_EV_SRQ_LIMIT_REACHED = 15 };
+       NIC_EV_DEVICE_FATAL = 8, NIC_EV_PORT_ACTIVE = 9, NIC_EV_PORT_ERR = 10,
+       NIC_EV_SRQ_LIMIT_REACHED = 15 };
 /* QP states (IB_QPS_*) */
 enum { NIC_QPS_RESET = 0, NIC_QPS_INIT = 1, NIC_QPS_RTR = 2, NIC_QPS_RTS = 3, NIC_QPS_SQD = 4,
        NIC_QPS_SQE = 5, NIC_QPS_ERR = 6 };
@@ -101,6 +102,8 @@ struct nic_qp {
     uint32_t w_rkey;            /* WRITE: the rkey, looked up again for every packet */
     uint32_t r_bytes, r_sge, r_off;   /* SEND: bytes scattered, cursor */
     uint32_t ack_psn;
+    uint32_t hw_drops;          /* UC: packets dropped for want of a receive WQE since the last
+                                   responder CQE (reported in the next one, saturating at 255) */
     /* responder: the results of the last atomics, replayed for a duplicate request (IB spec
      * 9.7.5.1.3: a duplicate atomic is not executed again; its saved response is resent) */
     struct { uint32_t psn; bool valid; uint64_t orig; } atomic_saved[NIC_ATOMIC_SAVED];
@@ -117,6 +120,7 @@ struct nic_cq {
     bool     event_fired;       /* an event has been delivered at least once */
     uint8_t  fired_sn;          /* sn of the arm that produced the last event */
     bool     overrun;
+    bool     failed;            /* a CQ error was raised (mlxd_emu_inject_event): no more CQEs */
 };
 
 struct nic_txslot { uint8_t buf[NIC_PKT_MAX]; uint32_t len; struct sockaddr_in to; };
@@ -172,11 +176,15 @@ int nic_doorbell_scan(struct nic_qp *q);
 struct nic_dev *nic_dev_get(unsigned index);      /* registry (NULL if not open) */
 extern atomic_bool nic_engines_parked;             /* mlxd_emu_bench_park */
 void nic_qp_to_err(struct nic_qp *q, int event);  /* event < 0: none */
+/* A packet arrived with a PSN gap before it: st.rx_out_of_seq and hw_counters/out_of_sequence. */
+void nic_count_out_of_seq(struct nic_dev *nd);
 
 /* nic_cq.c */
 struct nic_cqe {
     uint8_t  opcode, syndrome, vendor, se;
     uint8_t  wqe_opcode;        /* REQ: the WQE opcode (sop_drop_qpn[31:24]) */
+    uint8_t  hw_drops;          /* RESP: packets dropped for lack of receives before this one
+                                   (sop_drop_qpn[31:24] of a responder CQE) */
     uint16_t wqe_counter;
     uint32_t byte_cnt, imm;     /* imm raw */
     uint32_t qpn, uidx;

@@ -38,7 +38,7 @@ static void fire(struct nic_dev *nd, struct nic_cq *c)
 int nic_cqe_write(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c)
 {
     struct nic_cq *nc = cq->nic;
-    if (!cq->buf || !cq->ncqe) return -1;
+    if (!cq->buf || !cq->ncqe || (nc && nc->failed)) return -1;
     /* overrun: the consumer index (dbrec[0]) says the slot has not been consumed.  A CQ created
      * with IGNORE_OVERRUN (cqc.oi) is never checked: the slot is overwritten. */
     if (cq->dbrec && !cq->ignore_overrun) {
@@ -70,7 +70,8 @@ int nic_cqe_write(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c
         tmp[54] = c->vendor;
         tmp[55] = c->syndrome;
     }
-    v = __builtin_bswap32((uint32_t)c->wqe_opcode << 24 | (c->qpn & 0xffffff));
+    /* byte 56: the WQE opcode of a requester CQE, the dropped-packet count of a responder one */
+    v = __builtin_bswap32((uint32_t)(c->wqe_opcode | c->hw_drops) << 24 | (c->qpn & 0xffffff));
     memcpy(tmp + 56, &v, 4);
     uint16_t w = __builtin_bswap16(c->wqe_counter);
     memcpy(tmp + 60, &w, 2);

@@ -70,6 +70,12 @@ void nic_qp_to_err(struct nic_qp *q, int event)
     nic_resp_flush_rq(q);
 }
 
+void nic_count_out_of_seq(struct nic_dev *nd)
+{
+    nd->st.rx_out_of_seq++;
+    atomic_fetch_add_explicit(&nd->dev->out_of_sequence, 1, memory_order_relaxed);
+}
+
 static uint32_t mtu_bytes(struct nic_qp *q)
 {
     uint32_t m = q->qp->attr.path_mtu >= 1 && q->qp->attr.path_mtu <= 5
@@ -186,7 +192,10 @@ __attribute__((weak)) void emu_sysfs_publish_counters(struct emu_device *dev) { 
 /* hw_counters in sysfs for other processes: at most every 10 ms while the value changes. */
 static void publish_counters(struct nic_dev *nd, uint64_t now, bool force)
 {
-    uint64_t v = atomic_load_explicit(&nd->dev->rx_write_requests, memory_order_relaxed);
+    /* any change of the counters changes their sum */
+    uint64_t v = atomic_load_explicit(&nd->dev->rx_write_requests, memory_order_relaxed) +
+                 atomic_load_explicit(&nd->dev->out_of_buffer, memory_order_relaxed) +
+                 atomic_load_explicit(&nd->dev->out_of_sequence, memory_order_relaxed);
     if (v == nd->cnt_published || (!force && now - nd->cnt_pub_ns < 10000000)) return;
     emu_sysfs_publish_counters(nd->dev);
     nd->cnt_published = v;
@@ -479,6 +488,44 @@ API int mlxd_emu_port_set(unsigned index, bool up)
     if (nd->dev->cfg.link_up != up) emu_nic_port_event(nd->dev, up);
     pthread_mutex_unlock(&nd->dev->lock);
     return 0;
+}
+
+/* Device fatal (the kernel's mlx5_ib_handle_internal_error on MLX5_DEV_EVENT_SYS_ERROR: every
+ * QP flushed to the error state, IB_EVENT_DEVICE_FATAL to every context); a QP's catastrophic
+ * error (QP to ERR, IB_EVENT_QP_FATAL / _REQ_ERR / _ACCESS_ERR); a CQ error (the CQ stops
+ * taking CQEs, IB_EVENT_CQ_ERR). */
+API int mlxd_emu_inject_event(unsigned index, uint32_t type, uint32_t num)
+{
+    if (index >= EMU_MAX_DEVICES) return -EINVAL;
+    if (type != NIC_EV_CQ_ERR && type != NIC_EV_QP_FATAL && type != NIC_EV_QP_REQ_ERR &&
+        type != NIC_EV_QP_ACCESS_ERR && type != NIC_EV_DEVICE_FATAL)
+        return -EINVAL;
+    struct nic_dev *nd = lock_dev(index);
+    if (!nd) return -ENODEV;
+    int rc = -ENOENT;
+    if (type == NIC_EV_DEVICE_FATAL) {
+        for (struct nic_qp *q = nd->qps; q; q = q->next) nic_qp_to_err(q, -1);
+        port_event(nd, NIC_EV_DEVICE_FATAL);
+        rc = 0;
+    } else if (type == NIC_EV_CQ_ERR) {
+        for (struct nic_cq *c = nd->cqs; c; c = c->next)
+            if (c->cq->cqn == num || num == UINT32_MAX) {
+                c->overrun = true;
+                c->failed = true;
+                nd->st.async_events++;
+                emu_async_event(c->cq->async_fd, c->cq->user_handle, NIC_EV_CQ_ERR);
+                rc = 0;
+            }
+    } else {
+        for (struct nic_qp *q = nd->qps; q; q = q->next)
+            if (q->qp->qpn == num || num == UINT32_MAX) {
+                nic_qp_to_err(q, (int)type);
+                rc = 0;
+            }
+    }
+    wire_tx_flush(nd);
+    pthread_mutex_unlock(&nd->dev->lock);
+    return rc;
 }
 
 API int mlxd_emu_pcap(unsigned index, const char *path)

@@ -27,14 +27,17 @@ static void resp_cqe_inl(struct nic_qp *q, uint8_t opcode, uint8_t synd, uint8_t
 {
     struct emu_qp *qp = q->qp;
     if (!qp->recv_cq) return;
+    bool ok = opcode != NIC_CQE_RESP_ERR;
     struct nic_cqe c = {
         .opcode = opcode, .syndrome = synd, .vendor = vendor, .se = se,
+        .hw_drops = (uint8_t)(!ok ? 0 : q->hw_drops > 255 ? 255 : q->hw_drops),
         .wqe_counter = qp->srq ? q->srq_wqe : q->rq_ci, .byte_cnt = byte_cnt, .imm = imm,
         .qpn = qp->qpn, .uidx = qp->uidx != 0xffffff ? qp->uidx : qp->srq ? qp->srq->srqn : 0,
         .inl = inl, .inl_len = (uint8_t)(inl ? byte_cnt : 0),
     };
     if (qp->srq) q->srq_bound = false;
     else q->rq_ci++;
+    if (ok) q->hw_drops = 0;
     if (nic_cqe_write(q->nd, qp->recv_cq, &c) && synd != NIC_SYND_WR_FLUSH)
         nic_qp_to_err(q, NIC_EV_QP_FATAL);
 }
@@ -234,7 +237,7 @@ static void responder(struct nic_qp *q, const struct mlxd_roce_pkt *p)
             return;
         }
         if (d > 0) {
-            nd->st.rx_out_of_seq++;
+            nic_count_out_of_seq(nd);
             if (!q->nak_sent) { q->nak_sent = true; nak(q, q->epsn, MLXD_ROCE_NAK_PSN_SEQ); }
             return;
         }
@@ -250,10 +253,11 @@ static void responder(struct nic_qp *q, const struct mlxd_roce_pkt *p)
             return;
         }
         if (p->psn != q->epsn || q->uc_drop) {
+            /* packets were lost before this one (or the sender restarted) */
+            if (p->psn != q->epsn) nic_count_out_of_seq(nd);
             if (!first) {
                 q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK;
                 drop_uc(q);
-                nd->st.rx_out_of_seq++;
                 return;
             }
             q->uc_drop = false;
@@ -297,7 +301,11 @@ static void responder(struct nic_qp *q, const struct mlxd_roce_pkt *p)
             nd->st.rnr_naks_sent++;
             send_aeth(q, p->psn, (uint8_t)(MLXD_ROCE_AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)));
         } else {
+            /* UC: dropped and counted, as a ConnectX does: the Q counter out_of_buffer and the
+             * hw_drops byte of the QP's next responder CQE */
             q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK;
+            q->hw_drops++;
+            atomic_fetch_add_explicit(&nd->dev->out_of_buffer, 1, memory_order_relaxed);
             drop_uc(q);
         }
         return;

@@ -7,6 +7,7 @@
  * on an unconnected socket with IP_PMTUDISC_DO).  On receipt the headers are rebuilt from the
  * source address and our own (mlxd_roce_wrap_udp) and the packet is parsed and its iCRC
  * checked before anything else looks at it. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <linux/sock_diag.h>
 #include <netinet/ip.h>
@@ -45,6 +46,13 @@ int wire_open(struct nic_dev *nd)
         int e = errno;
         close(s);
         share_close(nd);
+        if (e == EADDRINUSE) {
+            char ip[INET_ADDRSTRLEN];
+            inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+            fprintf(stderr, "mlx5direct-emu: %s: UDP %s:%u is already in use (held by a program that does "
+                    "not share it); give this program free addresses, e.g. "
+                    "MLXD_EMU_DEVICES=mlx5_0:127.0.9.1,mlx5_1:127.0.9.2\n", cfg->name, ip, ntohs(a.sin_port));
+        }
         return -e;
     }
     nd->sock = s;

@@ -13,7 +13,9 @@
  * max 1, with max 64 and with the input's batch sizes; the three must return the same
  * completions (the QP pointers compared as A, B or none), the same number of them (every
  * CQE up to the first INVALID one), and leave the same rq_ci / sq_ci on both QPs and the same
- * consumer-index doorbell record. */
+ * consumer-index doorbell record.  Then the same stream on a ring with no QP table (a detached
+ * ring: the no-QP path) at the three batch plans must give what the general path gives with an
+ * empty table. */
 #include <endian.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -56,14 +58,18 @@ static void fake_init(struct fake *f)
     table[4] = &f->b;
 }
 
-/* mode 0: max 1; 1: max 64; 2: the input's sizes in turn */
-static void run(const uint8_t *d, size_t n, unsigned mode, struct outcome *o)
+/* mode 0: max 1; 1: max 64; 2: the input's sizes in turn.  qps: QPS_AB, A and B in the table;
+ * QPS_NONE, no table at all (a detached ring, as replay's: the poll loop's no-QP path);
+ * QPS_EMPTY, an empty table (every lookup fails: the general path's no-QP completions). */
+enum qps { QPS_AB, QPS_NONE, QPS_EMPTY };
+static void run(const uint8_t *d, size_t n, unsigned mode, enum qps qps, struct outcome *o)
 {
     struct fake f;
     fake_init(&f);
+    if (qps != QPS_AB) memset(table, 0, sizeof table);
     struct mlxd_cq *cq;
     if (mlxd_cq_create_detached(NCQE, &cq)) abort();
-    cq->qp_table = table;
+    cq->qp_table = qps == QPS_NONE ? NULL : table;
     f.a.recv_cq = f.b.recv_cq = cq;            /* the hot path needs a QP whose receives land here */
     uint32_t start = d[0];
     cq->ci = start;
@@ -161,9 +167,16 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 {
     if (n < 9 + 64) return 0;
-    static struct outcome o[3];
-    for (unsigned m = 0; m < 3; m++) run(d, n, m, &o[m]);
+    static struct outcome o[3], none[3], empty;
+    for (unsigned m = 0; m < 3; m++) run(d, n, m, QPS_AB, &o[m]);
     for (unsigned m = 1; m < 3; m++)
         if (memcmp(&o[0], &o[m], sizeof o[0])) abort();   /* batch size must not matter */
+    /* a ring with no QP table gives, at every batch size, what the general path gives when
+     * no QP is found */
+    run(d, n, 0, QPS_EMPTY, &empty);
+    for (unsigned m = 0; m < 3; m++) {
+        run(d, n, m, QPS_NONE, &none[m]);
+        if (memcmp(&empty, &none[m], sizeof empty)) abort();
+    }
     return 0;
 }
