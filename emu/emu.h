@@ -41,7 +41,7 @@ struct emu_context;
 
 enum emu_obj_type {
     EMU_OBJ_PD, EMU_OBJ_MR, EMU_OBJ_CQ, EMU_OBJ_QP, EMU_OBJ_UAR, EMU_OBJ_COMP_CHANNEL,
-    EMU_OBJ_ASYNC_EVENT, EMU_OBJ__COUNT
+    EMU_OBJ_ASYNC_EVENT, EMU_OBJ_SRQ, EMU_OBJ__COUNT
 };
 
 /* One GID table entry of port 1 (struct ib_uverbs_gid_entry semantics). */
@@ -122,6 +122,27 @@ struct emu_cq {
     struct emu_context *ctx;
 };
 
+/* A shared receive queue (k: hw/mlx5/srq.c mlx5_ib_create_srq; rdma-core providers/mlx5/srq.c).
+ * The buffer holds nwqe WQEs of 1 << wqe_shift bytes: struct mlx5_wqe_srq_next_seg (16 B, the
+ * next WQE's index BE16 at byte 2) then data segments.  The doorbell record [0] holds the BE32
+ * counter of WQEs the process has posted.  The NIC takes WQEs from its own head, following the
+ * next pointers (nic_srq.c). */
+struct emu_srq {
+    uint32_t handle, srqn;
+    uint64_t user_handle;         /* echoed in SRQ async events */
+    struct emu_pd *pd;
+    volatile uint8_t *buf;
+    uint32_t nwqe, wqe_shift, max_gs;   /* nwqe a power of two; max_gs data segments per WQE */
+    volatile uint32_t *dbrec;
+    uint32_t limit;               /* armed limit (MODIFY_SRQ IB_SRQ_LIMIT); 0 = not armed */
+    int      async_fd;
+    uint32_t events_reported;
+    /* engine state */
+    uint16_t head;                /* index of the next WQE the NIC takes */
+    uint16_t taken;               /* WQEs taken so far (low 16 bits, like the posted counter) */
+    struct emu_context *ctx;
+};
+
 /* Attributes as MODIFY_QP leaves them (struct ib_uverbs_modify_qp semantics, host order). */
 struct emu_qp_attr {
     uint8_t  port_num, path_mtu, timeout, retry_cnt, rnr_retry, min_rnr_timer;
@@ -138,6 +159,7 @@ struct emu_qp {
     uint64_t user_handle;
     struct emu_pd *pd;
     struct emu_cq *send_cq, *recv_cq;
+    struct emu_srq *srq;          /* receives come from this SRQ (then rq_wqe_cnt is 0) */
     volatile uint8_t *buf;        /* process QP buffer: RQ at 0, SQ at rq_wqe_cnt << rq_wqe_shift */
     volatile uint8_t *sq, *rq;
     uint32_t sq_wqe_cnt;          /* WQEBBs (64 B each), power of two, 0 = no SQ */

@@ -42,6 +42,7 @@ struct mlxd_emu_counts {
     unsigned comp_channel;       /* completion channels whose fd is open */
     unsigned async_event;        /* async-event fds that are open */
     unsigned long long kernel_calls;  /* ioctl + write + mmap calls on uverbs fds so far */
+    unsigned srq;                /* live shared receive queues */
     unsigned ah;                 /* live address handles (CREATE_AH) */
 };
 
@@ -49,7 +50,7 @@ struct mlxd_emu_counts {
  * -EINVAL: c is NULL or c->sz is smaller than the first field set. */
 int mlxd_emu_get_counts(struct mlxd_emu_counts *c);
 
-/* Sum of live pd + mr + cq + qp + uar + comp_channel + async_event + ah, plus open files and
+/* Sum of live pd + mr + cq + qp + srq + uar + comp_channel + async_event + ah, plus open files and
  * mappings: 0 means the emulated kernel holds nothing for this process. */
 unsigned mlxd_emu_live_total(void);
 

@@ -27,7 +27,18 @@ static inline uint8_t *slot(const struct mlxd_cq *cq, uint32_t i)
 
 static inline uint8_t owner_of(const struct mlxd_cq *cq, uint32_t i) { return (i & cq->ncqe) ? 1 : 0; }
 
-uint32_t mlxd__cq_clean(struct mlxd_cq *cq, uint32_t qpn)
+/* A receive completion (opcode RESP_WR_IMM .. RESP_SEND_INV, or RESP_ERR: mlx5dv.h MLX5_CQE_*). */
+static bool is_resp(const uint8_t *c)
+{
+    uint8_t op = c[MLXD_CQE_OFF_OP_OWN] >> 4;
+    return (op >= 1 && op <= 4) || op == 14;
+}
+
+uint32_t mlxd__cq_clean(struct mlxd_cq *cq, uint32_t qpn) { return mlxd__cq_clean_srq(cq, qpn, NULL); }
+
+/* With srq: the receive WQEs of the removed receive completions go back to it, as libmlx5's
+ * __mlx5_cq_clean frees them (mlx5_free_srq_wqe): nobody will poll them now. */
+uint32_t mlxd__cq_clean_srq(struct mlxd_cq *cq, uint32_t qpn, struct mlxd_srq *srq)
 {
     if (!cq || !cq->buf || !cq->ncqe) return 0;
     const uint32_t ci = cq->ci;
@@ -38,6 +49,7 @@ uint32_t mlxd__cq_clean(struct mlxd_cq *cq, uint32_t qpn)
     for (uint32_t i = pi; i-- != ci;) {       /* from the newest down: a CQE moves up by freed */
         uint8_t *c = slot(cq, i);
         if ((mlxd_cqe_qpn(c) & MLXD_QPN_MASK) == (qpn & MLXD_QPN_MASK)) {
+            if (srq && is_resp(c)) mlxd__srq_complete(srq, mlxd_cqe_wqe_counter(c));
             freed++;
         } else if (freed) {
             uint8_t *d = slot(cq, i + freed);

@@ -146,6 +146,20 @@ int mlxd_qp_receive(struct mlxd_qp *qp, const struct mlxd_recv *r, size_t n);
  * Thread rules: the thread that posts to qp (or any thread while none posts): a snapshot, a
  * concurrent poll may free more. */
 int mlxd_qp_send_room(const struct mlxd_qp *qp);
+
+/* Posts n receives to a shared receive queue (mlxd_srq_create), in order, and writes its
+ * doorbell record once (the BE32 count of receives posted, after a write barrier; rdma-core
+ * providers/mlx5/srq.c mlx5_post_srq_recv).  All-or-nothing: fewer than n free WQEs -> nothing
+ * posted, -EAGAIN.  Scatter entries as mlxd_qp_receive (at most the SRQ's max_sge; zero-length
+ * ones left out).  A completion of one of them names the QP it arrived on; its wr_id is the
+ * one given here, and polling it frees the WQE for reuse.  Returns n, or -EINVAL (NULL or
+ * destroyed SRQ, n over its depth, bad entries: nothing posted), -EAGAIN.
+ * Hot path: no system call, lock, allocation or division.
+ * Thread rules: one mlxd_srq_receive of srq at a time; may run while other threads poll the CQs
+ * its QPs complete on. */
+int mlxd_srq_receive(struct mlxd_srq *srq, const struct mlxd_recv *r, size_t n);
+/* Receives that may be posted now (depth minus outstanding); -EINVAL for an invalid SRQ. */
+int mlxd_srq_recv_room(const struct mlxd_srq *srq);
 int mlxd_qp_recv_room(const struct mlxd_qp *qp);
 
 /* ---------------------------------------------------------------------------------------- */

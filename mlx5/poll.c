@@ -329,6 +329,8 @@ static inline __attribute__((always_inline)) void decode_run(const struct mlxd_c
             if (mlxd_likely(rq_wrid != NULL)) {
                 wr_id = rq_wrid[wc & rq_mask];
                 rq_done++;
+            } else if (qp && qp->srq) {
+                wr_id = mlxd__srq_complete(qp->srq, wc);     /* the general path: SRQ receives */
             }
         } else {
             enum side side = SIDE_SEND;
@@ -350,6 +352,8 @@ static inline __attribute__((always_inline)) void decode_run(const struct mlxd_c
             } else if (side == SIDE_RECV && rq_wrid) {
                 wr_id = rq_wrid[wc & rq_mask];
                 rq_done++;
+            } else if (side == SIDE_RECV && qp && qp->srq) {
+                wr_id = mlxd__srq_complete(qp->srq, wc);
             }
         }
         w->wr_id = wr_id;

@@ -9,7 +9,9 @@
  * (emu/kernel/faults.c, docs/emulator.md) is armed in turn; a method the step does not call leaves the
  * step succeeding (the rule is then cleared), and each step must be refused for at least the
  * methods listed in `must` (the calls rdma-core/the kernel make for it: libibverbs device.c,
- * cmd_*.c, providers/mlx5/mlx5.c and verbs.c).
+ * cmd_*.c, providers/mlx5/mlx5.c and verbs.c).  The SRQ steps: mlxd_srq_create (SRQ_CREATE),
+ * mlxd_srq_arm_limit (MODIFY_SRQ), mlxd_qp_create of a QP on an SRQ, mlxd_srq_destroy
+ * (SRQ_DESTROY: the SRQ then stays until mlxd_close, which frees it).
  *
  * errnos (kernel sources: drivers/infiniband/core/uverbs_*.c, rdma_core.c, umem.c,
  * hw/mlx5/main.c, qp.c, cq.c, mr.c; mlx5_cmd_status_to_err): every call can give EINVAL (bad
@@ -37,6 +39,7 @@ static const char *const methods[] = {
     "CQ_CREATE", "QP_CREATE", "REG_DMABUF_MR", "ASYNC_EVENT_ALLOC", "UAR_OBJ_ALLOC",
     "QUERY_DEVICE", "ALLOC_PD", "REG_MR", "CREATE_COMP_CHANNEL", "CREATE_CQ", "CREATE_QP",
     "QUERY_QP", "MODIFY_QP", "EX_QUERY_DEVICE", "EX_MODIFY_QP", "MMAP", "CREATE_AH",
+    "SRQ_CREATE", "SRQ_DESTROY", "MODIFY_SRQ",
 };
 
 static int errnos_of(const char *m, int *out)
@@ -55,10 +58,12 @@ static int errnos_of(const char *m, int *out)
     return n;
 }
 
-enum step { S_OPEN, S_REGISTER, S_CQ, S_QP, S_CONNECT, S_RECEIVER, S_AH, S_UD_READY, S__N };
+enum step { S_OPEN, S_REGISTER, S_CQ, S_QP, S_CONNECT, S_RECEIVER, S_AH, S_UD_READY, S_SRQ, S_SRQ_ARM,
+            S_SRQ_QP, S_SRQ_DESTROY, S__N };
 static const char *const step_names[] = { "mlxd_open", "mlxd_region_register", "mlxd_cq_create",
                                           "mlxd_qp_create", "mlxd_qp_connect", "mlxd_receiver_start",
-                                          "mlxd_ah_create", "mlxd_qp_ud_ready" };
+                                          "mlxd_ah_create", "mlxd_qp_ud_ready", "mlxd_srq_create",
+                                          "mlxd_srq_arm_limit", "mlxd_qp_create", "mlxd_srq_destroy" };
 
 static unsigned net_a, net_b;
 
@@ -91,6 +96,7 @@ struct ctx {
     struct mlxd_qp *qp;
     struct mlxd_endpoint ep;
     struct mlxd_receiver *r;
+    struct mlxd_srq *srq;
 };
 
 static uint8_t buf[1 << 16] __attribute__((aligned(4096)));
@@ -101,7 +107,12 @@ static void prepare(enum step s, struct ctx *c)
     if (s == S_OPEN) return;
     if (s == S_RECEIVER) { c->r = mlxd_receiver_new(); ck_assert_ptr_nonnull(c->r); return; }
     ck_assert_int_eq(mlxd_open("mlx5_0", NULL, &c->nic), 0);
-    if (s == S_REGISTER || s == S_CQ || s == S_AH) return;
+    if (s == S_REGISTER || s == S_CQ || s == S_AH || s == S_SRQ) return;
+    if (s == S_SRQ_ARM || s == S_SRQ_QP || s == S_SRQ_DESTROY) {
+        struct mlxd_srq_opts so = { .sz = sizeof so, .depth = 8 };
+        ck_assert_int_eq(mlxd_srq_create(c->nic, &so, &c->srq), 0);
+        if (s != S_SRQ_QP) return;
+    }
     struct mlxd_cq_opts co = { .sz = sizeof co, .events = true };
     ck_assert_int_eq(mlxd_cq_create(c->nic, 32, &co, &c->cq), 0);
     if (s == S_QP) return;
@@ -145,6 +156,17 @@ static int run(enum step s, struct ctx *c)
         return mlxd_ah_create(c->nic, gid, NULL, &ah);
     }
     case S_UD_READY: return mlxd_qp_ud_ready(c->qp, 0x11111111);
+    case S_SRQ: {
+        struct mlxd_srq_opts so = { .sz = sizeof so, .depth = 8 };
+        struct mlxd_srq *srq;
+        return mlxd_srq_create(c->nic, &so, &srq);
+    }
+    case S_SRQ_ARM: return mlxd_srq_arm_limit(c->srq, 2);
+    case S_SRQ_QP: {
+        struct mlxd_qp_opts so = { .sz = sizeof so, .type = MLXD_QP_RC, .send_depth = 8, .srq = c->srq };
+        return mlxd_qp_create(c->cq, &so, &qp);
+    }
+    case S_SRQ_DESTROY: return mlxd_srq_destroy(c->srq);
     case S__N: break;
     }
     return -ENOSYS;
@@ -263,6 +285,14 @@ START_TEST(ah_create_faults) { faults_in(S_AH); }
 END_TEST
 START_TEST(ud_ready_faults) { faults_in(S_UD_READY); }
 END_TEST
+START_TEST(srq_create_faults) { faults_in(S_SRQ); }
+END_TEST
+START_TEST(srq_arm_faults) { faults_in(S_SRQ_ARM); }
+END_TEST
+START_TEST(srq_qp_create_faults) { faults_in(S_SRQ_QP); }
+END_TEST
+START_TEST(srq_destroy_faults) { faults_in(S_SRQ_DESTROY); }
+END_TEST
 
 Suite *faults_suite(void)
 {
@@ -277,6 +307,10 @@ Suite *faults_suite(void)
     tcase_add_test(tc, connect_faults);
     tcase_add_test(tc, ah_create_faults);
     tcase_add_test(tc, ud_ready_faults);
+    tcase_add_test(tc, srq_create_faults);
+    tcase_add_test(tc, srq_arm_faults);
+    tcase_add_test(tc, srq_qp_create_faults);
+    tcase_add_test(tc, srq_destroy_faults);
     tcase_add_test(tc, receiver_start_faults);
     tcase_add_test(tc, uar_alloc_enospc_named);
     suite_add_tcase(s, tc);

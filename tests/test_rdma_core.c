@@ -5,8 +5,8 @@
  * addresses and a TCP port of its own (parallel runs cannot collide), kills what it started, and
  * checks the output against what the programs must print:
  *   - ibv_devices / ibv_devinfo -v: the configured devices, GUIDs, MTU, GIDs (docs/emulator.md);
- *   - ibv_rc_pingpong / ibv_uc_pingpong: exit 0 on both sides, "<2*size*iters> bytes in" and
- *     "<iters> iters in" (rdma-core libibverbs/examples/{rc,uc}_pingpong.c print both);
+ *   - ibv_rc_pingpong / ibv_uc_pingpong / ibv_srq_pingpong: exit 0 on both sides, "<2*size*iters> bytes in" and
+ *     "<iters> iters in" (rdma-core libibverbs/examples/{rc,uc,srq}_pingpong.c print both);
  *   - perftest ib_{write,send,read}_lat: the latency table row, sizes and iteration counts as
  *     asked, every number finite and ordered (min <= typical/avg <= max, p99 <= p99.9 <= max);
  *   - ib_write_bw: the bandwidth row, 0 < average <= peak, MsgRate = average / size (MB = 2^20);
@@ -438,6 +438,12 @@ START_TEST(rc_pingpong_64k) { pingpong("ibv_rc_pingpong", 65536, 1000, 60); }
 END_TEST
 START_TEST(uc_pingpong_64k) { pingpong("ibv_uc_pingpong", 65536, 1000, 60); }
 END_TEST
+/* ibv_srq_pingpong: 16 RC QPs whose receives come from one SRQ (issue 20 item 3); the
+ * default 4096 bytes x 1000 iterations, and small messages that go into the CQE */
+START_TEST(srq_pingpong_default) { pingpong("ibv_srq_pingpong", 0, 0, 60); }
+END_TEST
+START_TEST(srq_pingpong_small) { pingpong("ibv_srq_pingpong", 16, 1000, 60); }
+END_TEST
 START_TEST(rc_pingpong_64k_10000) { pingpong("ibv_rc_pingpong", 65536, 10000, 150); }
 END_TEST
 START_TEST(uc_pingpong_64k_10000) { pingpong("ibv_uc_pingpong", 65536, 10000, 150); }
@@ -525,6 +531,44 @@ END_TEST
 START_TEST(scatter_uc_128) { scatter("uc", "128", NULL, "CQE formats 0:36 1:0 2:64"); }
 END_TEST
 START_TEST(scatter_off) { scatter("rc", "64", "noscatter", "CQE formats 0:100 1:0 2:0"); }
+END_TEST
+
+/* tests/progs/rdma_core_srq: one SRQ under three RC QPs through libibverbs + libmlx5: exact
+ * wr_ids (FIFO), QP numbers, lengths and bytes over 40 SENDs that reuse the 8 WQEs five times;
+ * the limit event once (then disarmed); RNR on an empty SRQ then delivery; EINVAL for a limit
+ * >= max_wr + 1 and EBUSY for destroying an SRQ in use.  The program checks it all and prints OK. */
+static char *run_srq_prog(const char *arg)
+{
+    char rel[PATH_MAX], exe[PATH_MAX];
+    snprintf(rel, sizeof rel, "%s/tests/progs/rdma_core_srq", mlxd_test_build_dir());
+    ck_assert_msg(realpath(rel, exe) && access(exe, X_OK) == 0, "%s is not built", rel);
+    struct net n;
+    pick_net(&n, NULL, NULL);
+    const char *av[] = {exe, arg, NULL};
+    int k = spawn((char *const *)av, n.devs);
+    int st = reap(k, 60);
+    char *o = output(k);
+    ck_assert_msg(exited0(st), "rdma_core_srq %s: %s: %s", arg ? arg : "", st_str(st), o);
+    kill_kids();
+    return o;
+}
+
+/* Fault injection at every new kernel call (SRQ_CREATE, MODIFY_SRQ, QUERY_SRQ, SRQ_DESTROY)
+ * with EINVAL/ENOMEM/EFAULT/EIO, through libibverbs: each errno returned, nothing left live. */
+START_TEST(srq_faults)
+{
+    char *o = run_srq_prog("faults");
+    ck_assert_msg(strstr(o, "OK srq faults: 16 faults injected"), "rdma_core_srq faults: %s", o);
+    free(o);
+}
+END_TEST
+
+START_TEST(srq_limit_rnr)
+{
+    char *o = run_srq_prog(NULL);
+    ck_assert_msg(strstr(o, "OK srq: 40 SENDs over 3 QPs, limit event once"), "rdma_core_srq: %s", o);
+    free(o);
+}
 END_TEST
 
 /* ---- perftest ------------------------------------------------------------------------------ */
@@ -704,6 +748,10 @@ Suite *rdma_core_suite(void)
     tcase_add_test(tc, rc_pingpong_64k);
     tcase_add_test(tc, uc_pingpong_64k);
     tcase_add_test(tc, rc_pingpong_no_gid);
+    tcase_add_test(tc, srq_pingpong_default);
+    tcase_add_test(tc, srq_pingpong_small);
+    tcase_add_test(tc, srq_limit_rnr);
+    tcase_add_test(tc, srq_faults);
     tcase_add_test(tc, scatter_rc_64);
     tcase_add_test(tc, scatter_uc_64);
     tcase_add_test(tc, scatter_rc_128);

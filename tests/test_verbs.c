@@ -29,6 +29,7 @@
 #include "mlxd_error.h"
 #include "mlxd_mlx5.h"
 #include "mlxd_uverbs.h"
+#include "util.h"
 
 #define BUF 4096
 _Static_assert((int)MLXD_WC_COMP_SWAP == (int)IBV_WC_COMP_SWAP, "ibv_wc_opcode");
@@ -44,14 +45,6 @@ struct side {
     uint8_t *buf;
 };
 
-static void emu_setup(void)
-{
-    unsigned v = (unsigned)getpid() * 2654435761u;
-    char spec[128];
-    snprintf(spec, sizeof spec, "mlx5_0:127.%u.%u.1,mlx5_1:127.%u.%u.2", 1 + (v >> 8) % 250,
-             (v >> 16) & 0xff, 1 + (v >> 8) % 250, (v >> 16) & 0xff);
-    ck_assert_int_eq(mlxd_emu_configure(spec), 0);
-}
 
 /* One NIC, one CQ, `nqp` RC QPs, one 4 KiB region with the given remote access. */
 static void side_open(struct side *s, const char *dev, uint32_t access, unsigned nqp)
@@ -572,7 +565,7 @@ Suite *verbs_suite(void)
     Suite *s = suite_create("verbs");
     TCase *tc = tcase_create("rc");
     tcase_set_timeout(tc, 60);
-    tcase_add_checked_fixture(tc, emu_setup, NULL);
+    tcase_add_checked_fixture(tc, mlxd_test_emu_two_devices, NULL);
     tcase_add_test(tc, fetch_add_and_compare_swap);
     tcase_add_test(tc, misaligned_is_remote_invalid_request);
     tcase_add_test(tc, region_without_remote_atomic_is_access_error);
@@ -583,7 +576,7 @@ Suite *verbs_suite(void)
 
     TCase *sg = tcase_create("sge");
     tcase_set_timeout(sg, 60);
-    tcase_add_checked_fixture(sg, emu_setup, NULL);
+    tcase_add_checked_fixture(sg, mlxd_test_emu_two_devices, NULL);
     tcase_add_test(sg, write_gathers_a_list);
     tcase_add_test(sg, send_scatters_into_a_list);
     tcase_add_test(sg, read_scatters_into_a_list);
@@ -593,7 +586,7 @@ Suite *verbs_suite(void)
 
     TCase *zb = tcase_create("zero_based");
     tcase_set_timeout(zb, 60);
-    tcase_add_checked_fixture(zb, emu_setup, NULL);
+    tcase_add_checked_fixture(zb, mlxd_test_emu_two_devices, NULL);
     tcase_add_test(zb, zero_based_regions);
     tcase_add_test(zb, zero_based_misuse);
     suite_add_tcase(s, zb);

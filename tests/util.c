@@ -66,3 +66,12 @@ void mlxd_test_open_region(const char *dev, size_t bytes, struct mlxd_nic **nic,
                                    MLXD_ACCESS_REMOTE_WRITE | MLXD_ACCESS_REMOTE_READ };
     ck_assert_msg(mlxd_region_register(*nic, *buf, bytes, &ro, reg) == 0, "%s", mlxd_errmsg());
 }
+
+void mlxd_test_emu_two_devices(void)
+{
+    unsigned v = (unsigned)getpid() * 2654435761u;
+    char spec[128];
+    snprintf(spec, sizeof spec, "mlx5_0:127.%u.%u.1,mlx5_1:127.%u.%u.2", 1 + (v >> 8) % 250,
+             (v >> 16) & 0xff, 1 + (v >> 8) % 250, (v >> 16) & 0xff);
+    ck_assert_int_eq(mlxd_emu_configure(spec), 0);
+}

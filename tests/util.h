@@ -28,5 +28,9 @@ void mlxd_test_open_region(const char *dev, size_t bytes, struct mlxd_nic **nic,
 /* Polls cq until one completion arrives and stores it in *out; fails the test after secs
  * seconds without one, or when the poll fails. */
 void mlxd_test_wait_one(struct mlxd_cq *cq, int secs, struct mlxd_completion *out);
+/* A Check fixture: configures the emulator with mlx5_0 and mlx5_1 on a pair of loopback
+ * addresses derived from the pid (127.a.b.1 / .2), so that suites run by other processes at
+ * the same time do not collide. */
+void mlxd_test_emu_two_devices(void);
 
 #endif

@@ -57,6 +57,38 @@ struct mlxd_cq {
                                        each consumed CQE there (mlx5/record.c); NULL: off */
 };
 
+/* A shared receive queue (uverbs/srq.c, mlx5/srq.c).  The WQEs form a list linked by their
+ * next_wqe_index (struct mlx5_wqe_srq_next_seg): mlxd_srq_receive fills from head, the poll
+ * loop links a completed WQE after tail (the WQE at tail is never posted: head == tail is
+ * empty of free WQEs).  free_wqes is released by the poller after it linked the WQE, acquired
+ * by the poster before it follows the link. */
+struct mlxd_srq {
+    /* --- hot: mlxd_srq_receive / completions --- */
+    volatile uint8_t *buf;          /* nwqe WQEs of 1 << wqe_shift bytes */
+    uint32_t wqe_shift, nwqe;       /* nwqe a power of two */
+    uint32_t max_sge, depth;
+    uint32_t head;                  /* next WQE to fill (mlxd_srq_receive) */
+    uint32_t tail;                  /* last WQE of the free list (the poller) */
+    uint32_t posted;                /* receives posted (free-running; BE32 in the record) */
+    _Atomic uint32_t free_wqes;     /* WQEs mlxd_srq_receive may fill */
+    volatile uint32_t *dbrec;
+    uint64_t *wrid;                 /* [WQE index] wr_id */
+    uint32_t state;                 /* enum obj_state */
+    /* --- cold --- */
+    struct mlxd_nic *nic;
+    uint32_t handle, srqn;
+    uint64_t user_data;
+    void    *mem;
+    size_t   mem_len;
+    uint64_t pinned_ring, pinned_db;
+    unsigned qps;                   /* live QPs using it (under nic->lock) */
+    int      destroy_result;
+    struct mlxd_srq *next;
+};
+/* mlx5/srq.c: the completion of SRQ WQE index wc: its wr_id; frees the WQE (poll thread). */
+uint64_t mlxd__srq_complete(struct mlxd_srq *srq, uint32_t wc);
+void mlxd__srq_release(struct mlxd_srq *srq);
+
 struct mlxd_qp {
     /* --- hot: send --- */
     volatile uint8_t *sq;           /* send ring: sq_wqebbs blocks of 64 bytes */
@@ -93,6 +125,7 @@ struct mlxd_qp {
     /* --- cold --- */
     struct mlxd_nic *nic;
     struct mlxd_cq *send_cq, *recv_cq;
+    struct mlxd_srq *srq;           /* receives come from this SRQ (then rq_wrid is NULL) */
     uint32_t handle;
     uint32_t uidx;
     uint32_t ib_state;              /* IB_QPS_*: 0 RESET 1 INIT 2 RTR 3 RTS 6 ERR */
@@ -146,6 +179,7 @@ struct mlxd_nic {
     uint8_t  cqe_version;
     /* QUERY_DEVICE (defaults when the kernel does not answer it) */
     uint32_t max_cqe, max_qp_wr, max_sge, max_qp_rd_atom;
+    uint32_t max_srq_wr, max_srq_sge;   /* QUERY_DEVICE; 0: no SRQs */
     /* QUERY_PORT(1) */
     struct mlxd_port_info port;
     struct mlxd_gid gids[MLXD_MAX_GIDS];
@@ -159,6 +193,7 @@ struct mlxd_nic {
     struct mlxd_region *regions;
     struct mlxd_cq *cqs;
     struct mlxd_qp *qps;
+    struct mlxd_srq *srqs;
     struct mlxd_ah *ahs;
     struct mlxd_qp *qp_table[MLXD_MAX_QPS];
     struct mlxd_nic *next_closed;
@@ -208,6 +243,7 @@ void mlxd__qp_release(struct mlxd_qp *qp);
 /* Removes the CQEs of QP qpn that the software owns from cq (mlx5/cq_clean.c), after
  * QP_DESTROY, with no poll of cq running; returns how many. */
 uint32_t mlxd__cq_clean(struct mlxd_cq *cq, uint32_t qpn);
+uint32_t mlxd__cq_clean_srq(struct mlxd_cq *cq, uint32_t qpn, struct mlxd_srq *srq);
 /* Sizing shared with the tests' expectations (rdma-core providers/mlx5/verbs.c
  * mlx5_calc_send_wqe, mlx5_calc_sq_size). */
 uint32_t mlxd__roundup_pow2(uint32_t v);

@@ -396,6 +396,10 @@ struct mlxd_qp_opts {
     bool     share_cq;         /* the caller sizes the CQ itself: skip the overrun check below
                                   (e.g. not every send is signaled, or the QPs sharing the CQ
                                   never have all their entries outstanding at once) */
+    struct mlxd_srq *srq;      /* receives come from this shared receive queue (of the same
+                                  NIC; recv_depth and max_recv_sge must then be 0); NULL = the
+                                  QP's own receive ring.  The SRQ must outlive the QP.
+                                  RC and UC only (UD: -EOPNOTSUPP) */
 };
 
 /* BlueFlame: mlxd_qp_ring of a single WQE that fits half the BlueFlame register (bf_reg_size/2,
@@ -543,6 +547,45 @@ int mlxd_qp_state(const struct mlxd_qp *qp);
 int mlxd_qp_destroy(struct mlxd_qp *qp);
 
 /* ---------------------------------------------------------------------------------------- */
+/* Shared receive queues                                                                      */
+
+/* A shared receive queue (SRQ): one list of receive WQEs that every QP created with
+ * mlxd_qp_opts.srq takes its receives from, in the order they were posted (IB spec 10.2.9;
+ * kernel drivers/infiniband/hw/mlx5/srq.c; rdma-core providers/mlx5/srq.c).  A completion of a
+ * receive taken from it comes on the QP's receive CQ with the QP's qpn and the wr_id given to
+ * mlxd_srq_receive (mlx5/mlxd_mlx5.h).  An RC message finding it empty is NAKed with RNR (the
+ * sender retries rnr_retry times); a UC one is dropped by the NIC. */
+struct mlxd_srq;
+
+struct mlxd_srq_opts {
+    size_t   sz;               /* sizeof(struct mlxd_srq_opts) */
+    uint32_t depth;            /* receives outstanding at most: 1 .. the device's max_srq_wr
+                                  (QUERY_DEVICE; 32767 on the emulator) */
+    uint32_t max_sge;          /* scatter entries per receive; 0 = 1 */
+    uint64_t user_data;        /* returned in struct mlxd_event.user_data for SRQ events */
+};
+
+/* Creates an SRQ on nic (SRQ_CREATE ioctl, kernel core/uverbs_std_types_srq.c).  Its buffer
+ * (a power of two of WQEs of 16 + 16 * max_sge bytes rounded to a power of two) and doorbell
+ * record are owned by the library.  Errors: -EINVAL misuse (NULL, sz too small or unknown
+ * nonzero tail, depth 0, depth or max_sge over the device's maximum); -ENOMEM; -errno of the
+ * kernel's refusal (message names SRQ_CREATE).  Thread rules: any thread (takes nic->lock). */
+int mlxd_srq_create(struct mlxd_nic *nic, const struct mlxd_srq_opts *opts, struct mlxd_srq **out);
+
+/* Arms the limit: when the receives posted and not yet taken by a message fall below limit,
+ * the NIC raises IB_EVENT_SRQ_LIMIT_REACHED once (mlxd_wait: MLXD_EVENT_SRQ_LIMIT) and the SRQ
+ * is disarmed; arm again to hear of it again; limit 0 disarms (MODIFY_SRQ with IB_SRQ_LIMIT,
+ * write command 23 through INVOKE_WRITE; kernel hw/mlx5/srq.c mlx5_ib_modify_srq).
+ * Errors: -EINVAL NULL/destroyed SRQ or limit > depth (nothing changes); -errno of MODIFY_SRQ.
+ * Any thread. */
+int mlxd_srq_arm_limit(struct mlxd_srq *srq, uint32_t limit);
+
+/* Destroys the SRQ (SRQ_DESTROY).  -EBUSY while a live QP uses it (nothing changes); -EINVAL
+ * NULL or closed NIC; -errno of SRQ_DESTROY (the SRQ then stays until mlxd_close).  A second
+ * call after success returns 0.  No mlxd_srq_receive may run meanwhile. */
+int mlxd_srq_destroy(struct mlxd_srq *srq);
+
+/* ---------------------------------------------------------------------------------------- */
 /* Events                                                                                     */
 
 enum mlxd_event_kind {
@@ -555,6 +598,7 @@ enum mlxd_event_kind {
     MLXD_EVENT_PORT_ERROR,     /* IB_EVENT_PORT_ERR (10) */
     MLXD_EVENT_DEVICE_FATAL,   /* IB_EVENT_DEVICE_FATAL (8) */
     MLXD_EVENT_OTHER,          /* any other async event: see kernel_type */
+    MLXD_EVENT_SRQ_LIMIT,      /* IB_EVENT_SRQ_LIMIT_REACHED (15): srq fell below its armed limit */
 };
 
 struct mlxd_event {
@@ -563,6 +607,7 @@ struct mlxd_event {
     struct mlxd_cq *cq;        /* COMPLETION, CQ_ERROR: the CQ; else NULL */
     struct mlxd_qp *qp;        /* QP_*: the QP; else NULL */
     uint64_t user_data;        /* the object's opts.user_data; the port number for PORT_* */
+    struct mlxd_srq *srq;      /* SRQ_LIMIT: the SRQ; else NULL */
 };
 
 /* Waits up to ms milliseconds (0 = do not block) for events of nic: completion events of armed

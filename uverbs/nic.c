@@ -212,6 +212,8 @@ static void query_device(struct mlxd_nic *nic)
         if (r.max_qp_wr) nic->max_qp_wr = r.max_qp_wr;
         if (r.max_sge) nic->max_sge = r.max_sge;
         if (r.max_qp_rd_atom) nic->max_qp_rd_atom = r.max_qp_rd_atom;
+        nic->max_srq_wr = r.max_srq_wr;      /* 0: the device has no SRQs */
+        nic->max_srq_sge = r.max_srq_sge;
     }
 }
 
@@ -353,6 +355,9 @@ int mlxd_close(struct mlxd_nic *nic)
     int result = 0;
     for (struct mlxd_qp *qp = nic->qps; qp; qp = qp->next)
         if (qp->state == OBJ_LIVE) result = first_err(result, mlxd_qp_destroy(qp) < 0 ? qp->destroy_result : 0);
+    for (struct mlxd_srq *s = nic->srqs; s; s = s->next)
+        if (s->state == OBJ_LIVE && s->qps == 0)
+            result = first_err(result, mlxd_srq_destroy(s) < 0 ? s->destroy_result : 0);
     result = first_err(result, mlxd__ah_destroy_all(nic));
     for (struct mlxd_cq *cq = nic->cqs; cq; cq = cq->next)
         if (cq->state == OBJ_LIVE) result = first_err(result, mlxd_cq_destroy(cq) < 0 ? cq->destroy_result : 0);
@@ -362,6 +367,7 @@ int mlxd_close(struct mlxd_nic *nic)
      * verbs file (below) releases them, and PD/UAR destroys would just be refused (EBUSY). */
     bool leftovers = false;
     for (struct mlxd_qp *qp = nic->qps; qp; qp = qp->next) leftovers |= qp->destroy_result != 0;
+    for (struct mlxd_srq *s = nic->srqs; s; s = s->next) leftovers |= s->destroy_result != 0 || s->state == OBJ_LIVE;
     for (struct mlxd_cq *cq = nic->cqs; cq; cq = cq->next) leftovers |= cq->destroy_result != 0;
     for (struct mlxd_region *r = nic->regions; r; r = r->next) leftovers |= r->deregister_result != 0;
     for (struct mlxd_ah *ah = nic->ahs; ah; ah = ah->next) leftovers |= ah->destroy_result != 0;
@@ -386,6 +392,7 @@ int mlxd_close(struct mlxd_nic *nic)
         mlxd__qp_release(qp);
     }
     for (struct mlxd_cq *cq = nic->cqs; cq; cq = cq->next) mlxd__cq_release(cq);
+    for (struct mlxd_srq *s = nic->srqs; s; s = s->next) { mlxd__srq_release(s); s->state = OBJ_DEAD; }
     nic->state = OBJ_DEAD;
     pthread_mutex_lock(&closed_lock);
     nic->next_closed = closed_nics;
@@ -502,6 +509,13 @@ static struct mlxd_cq *find_cq(struct mlxd_nic *nic, uint64_t h)
     return NULL;
 }
 
+static struct mlxd_srq *find_srq(struct mlxd_nic *nic, uint64_t h)
+{
+    for (struct mlxd_srq *s = nic->srqs; s; s = s->next)
+        if ((uintptr_t)s == h && s->state == OBJ_LIVE) return s;
+    return NULL;
+}
+
 static struct mlxd_qp *find_qp(struct mlxd_nic *nic, uint64_t h)
 {
     for (struct mlxd_qp *qp = nic->qps; qp; qp = qp->next)
@@ -546,6 +560,9 @@ static int read_event(struct mlxd_nic *nic, int fd, bool comp, struct mlxd_event
         ev->kind = d.event_type == 1 ? MLXD_EVENT_QP_FATAL : d.event_type == 2 ? MLXD_EVENT_QP_REQ_ERROR
                  : d.event_type == 3 ? MLXD_EVENT_QP_ACCESS_ERROR : MLXD_EVENT_OTHER;
         if (!(ev->qp = find_qp(nic, d.element))) keep = 0; else ev->user_data = ev->qp->user_data;
+        break;
+    case 15: ev->kind = MLXD_EVENT_SRQ_LIMIT;      /* IB_EVENT_SRQ_LIMIT_REACHED */
+        if (!(ev->srq = find_srq(nic, d.element))) keep = 0; else ev->user_data = ev->srq->user_data;
         break;
     case 8:  ev->kind = MLXD_EVENT_DEVICE_FATAL; ev->user_data = d.element; break;
     case 9:  ev->kind = MLXD_EVENT_PORT_ACTIVE; ev->user_data = d.element; break;

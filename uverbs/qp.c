@@ -198,6 +198,7 @@ static int kernel_create_qp(struct mlxd_qp *qp, struct mlxd_cq *cq, struct mlxd_
     ioc_obj(&c, UVERBS_ATTR_CREATE_QP_PD_HANDLE, nic->pd_handle);
     ioc_obj(&c, UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, cq->handle);
     ioc_obj(&c, UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, rcq->handle);
+    if (qp->srq) ioc_obj(&c, UVERBS_ATTR_CREATE_QP_SRQ_HANDLE, qp->srq->handle);
     ioc_in_u64(&c, UVERBS_ATTR_CREATE_QP_USER_HANDLE, (uintptr_t)qp);
     ioc_in(&c, UVERBS_ATTR_CREATE_QP_CAP, &cap, sizeof cap);
     ioc_in_u64(&c, UVERBS_ATTR_CREATE_QP_TYPE, qp->type);
@@ -270,7 +271,17 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     uint32_t type = opts->type ? opts->type : MLXD_QP_RC;
     if (type != MLXD_QP_RC && type != MLXD_QP_UC && type != MLXD_QP_UD)
         return mlxd_err(EINVAL, "%s: type %u is not RC (2), UC (3) or UD (4)", fn, type);
-    if (!opts->send_depth && !opts->recv_depth) return mlxd_err(EINVAL, "%s: send and receive depth are both 0", fn);
+    /* srq came after blueflame: an older caller's smaller struct does not have it */
+    struct mlxd_srq *srq = opts->sz >= offsetof(struct mlxd_qp_opts, srq) + sizeof opts->srq ? opts->srq : NULL;
+    if (srq && (srq->state != OBJ_LIVE || srq->nic != nic))
+        return mlxd_err(EINVAL, "%s: srq is destroyed or of another NIC", fn);
+    if (srq && type == MLXD_QP_UD)     /* the emulated NIC delivers SRQ receives on RC/UC only */
+        return mlxd_err(EOPNOTSUPP, "%s: a UD QP with an SRQ is not supported (RC and UC are)", fn);
+    if (srq && (opts->recv_depth || opts->max_recv_sge))
+        return mlxd_err(EINVAL, "%s: recv_depth %u / max_recv_sge %u with an SRQ (its receives come from the SRQ: "
+                        "both must be 0)", fn, opts->recv_depth, opts->max_recv_sge);
+    if (!opts->send_depth && !opts->recv_depth && !srq)
+        return mlxd_err(EINVAL, "%s: send and receive depth are both 0 and no SRQ", fn);
     struct mlxd_cq *rcq = opts->recv_cq ? opts->recv_cq : cq;
     if (rcq->state != OBJ_LIVE || rcq->nic != nic) return mlxd_err(EINVAL, "%s: recv_cq is destroyed or of another NIC", fn);
     uint32_t recv_sge = opts->max_recv_sge ? opts->max_recv_sge : 1;
@@ -341,6 +352,7 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     qp->nic = nic;
     qp->send_cq = cq;
     qp->recv_cq = rcq;
+    qp->srq = srq;
     qp->user_data = opts->user_data;
     qp->gid_index = gid_index;
     memcpy(qp->gid, gid, 16);
@@ -375,6 +387,7 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     nic->qps = qp;
     cq->qps++;
     if (rcq != cq) rcq->qps++;
+    if (srq) srq->qps++;
     pthread_mutex_unlock(&nic->lock);
     *out = qp;
     mlxd_err_clear();   /* no stale message from an earlier refusal */
@@ -555,14 +568,15 @@ int mlxd_qp_destroy(struct mlxd_qp *qp)
     if (qp->recv_cq->hot_qp == qp) qp->recv_cq->hot_qp = NULL;
     qp->send_cq->qps--;
     if (qp->recv_cq != qp->send_cq) qp->recv_cq->qps--;
+    if (qp->srq && !rc) qp->srq->qps--;       /* a QP the kernel kept still holds its SRQ */
     qp->send_cq->committed -= qp->sq_depth;
     qp->recv_cq->committed -= qp->rq_depth;
     pthread_mutex_unlock(&nic->lock);
     if (rc) return mlxd_err(-rc, "mlxd_qp_destroy %s: the kernel refused QP_DESTROY of QP 0x%x: %s", nic->name, qp->qpn, strerror(-rc));
     /* its completions nobody polled leave the CQs too (as libmlx5's ibv_destroy_qp): they would
      * come back for a QP that is gone and hold CQ slots no live QP's depth accounts for */
-    mlxd__cq_clean(qp->send_cq, qp->qpn);
-    if (qp->recv_cq != qp->send_cq) mlxd__cq_clean(qp->recv_cq, qp->qpn);
+    mlxd__cq_clean_srq(qp->send_cq, qp->qpn, qp->srq);
+    if (qp->recv_cq != qp->send_cq) mlxd__cq_clean_srq(qp->recv_cq, qp->qpn, qp->srq);
     mlxd__uar_free(nic, qp->uar_handle, qp->uar_map);
     qp->uar_map = NULL;
     qp->bf_reg = NULL;

@@ -22,6 +22,7 @@ EMU_API int mlxd_emu_get_counts(struct mlxd_emu_counts *c)
     t.uar = emu_g.live[EMU_OBJ_UAR];
     t.comp_channel = emu_g.live[EMU_OBJ_COMP_CHANNEL];
     t.async_event = emu_g.live[EMU_OBJ_ASYNC_EVENT];
+    t.srq = emu_g.live[EMU_OBJ_SRQ];
     t.ah = emu_g.live_ah;
     pthread_mutex_unlock(&emu_g.ev_lock);
     t.event_fds = t.comp_channel + t.async_event;
@@ -37,7 +38,8 @@ EMU_API unsigned mlxd_emu_live_total(void)
 {
     struct mlxd_emu_counts c = { .sz = sizeof c };
     if (mlxd_emu_get_counts(&c)) return 0;
-    return c.files + c.mappings + c.pd + c.mr + c.cq + c.qp + c.uar + c.comp_channel + c.async_event + c.ah;
+    return c.files + c.mappings + c.pd + c.mr + c.cq + c.qp + c.uar + c.comp_channel + c.async_event + c.srq +
+           c.ah;
 }
 
 EMU_API bool mlxd_emu_active(void) { emu_init(); return emu_g.active; }

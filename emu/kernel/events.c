@@ -210,9 +210,15 @@ EMU_API void emu_async_event(int async_fd, uint64_t element, uint32_t event_type
             for (uint32_t h = 0; f && h < f->nobjs && !owner; h++) {
                 struct k_uobj *u = &f->objs[h];
                 if (u->kind == UO_QP && ((struct k_qp *)u->obj)->pub.user_handle == element &&
-                    event_type != EMU_EV_CQ_ERR) {
+                    event_type != EMU_EV_CQ_ERR && event_type != EMU_EV_SRQ_LIMIT_REACHED &&
+                    event_type != EMU_EV_SRQ_ERR) {
                     owner = u->obj;
                     counter = &((struct k_qp *)u->obj)->pub.events_reported;
+                } else if (u->kind == UO_SRQ && (event_type == EMU_EV_SRQ_LIMIT_REACHED ||
+                                                 event_type == EMU_EV_SRQ_ERR) &&
+                           ((struct k_srq *)u->obj)->pub.user_handle == element) {
+                    owner = u->obj;
+                    counter = &((struct k_srq *)u->obj)->pub.events_reported;
                 } else if (u->kind == UO_CQ && event_type == EMU_EV_CQ_ERR &&
                            ((struct k_cq *)u->obj)->pub.user_handle == element) {
                     owner = u->obj;

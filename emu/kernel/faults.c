@@ -2,11 +2,12 @@
  * rule is set, 1 = the next one) with a chosen errno, once.  "*" matches every kernel call
  * (ioctl, write or mmap on a uverbs fd); any other name matches the calls of that method:
  * ioctl methods (GET_CONTEXT, QUERY_PORT, QUERY_GID_TABLE, QUERY_GID_ENTRY, QUERY_CONTEXT,
- * CQ_CREATE, CQ_DESTROY, QP_CREATE, QP_DESTROY, PD_DESTROY, MR_DESTROY, REG_DMABUF_MR,
+ * CQ_CREATE, CQ_DESTROY, QP_CREATE, QP_DESTROY, SRQ_CREATE, SRQ_DESTROY, PD_DESTROY, MR_DESTROY, REG_DMABUF_MR,
  * ASYNC_EVENT_ALLOC, UAR_OBJ_ALLOC, UAR_OBJ_DESTROY), legacy commands whether sent by write()
  * or INVOKE_WRITE (GET_CONTEXT, QUERY_DEVICE, QUERY_PORT, ALLOC_PD, DEALLOC_PD, REG_MR,
  * DEREG_MR, CREATE_COMP_CHANNEL, CREATE_CQ, DESTROY_CQ, CREATE_QP, QUERY_QP, MODIFY_QP,
- * DESTROY_QP, CREATE_AH, DESTROY_AH, EX_QUERY_DEVICE, EX_MODIFY_QP) and MMAP.
+ * DESTROY_QP, MODIFY_SRQ, QUERY_SRQ, CREATE_AH, DESTROY_AH, EX_QUERY_DEVICE, EX_MODIFY_QP) and
+ * MMAP.
  * Any other name is refused (-EINVAL): no call has it, so its rule would never fire.
  * Environment: MLXD_EMU_FAIL="<name|*>:<n>:<errno>[,...]", errno as a number or a name; a bad
  * value is reported on stderr (the preloaded emulator has no caller to return it to). */
@@ -48,11 +49,12 @@ static const char *const known_methods[] = {
     /* ioctl methods (ioctl.c methods[]) */
     "GET_CONTEXT", "QUERY_PORT", "QUERY_CONTEXT", "QUERY_GID_TABLE", "QUERY_GID_ENTRY",
     "PD_DESTROY", "MR_DESTROY", "REG_DMABUF_MR", "CQ_CREATE", "CQ_DESTROY", "QP_CREATE",
-    "QP_DESTROY", "ASYNC_EVENT_ALLOC", "UAR_OBJ_ALLOC", "UAR_OBJ_DESTROY",
+    "QP_DESTROY", "SRQ_CREATE", "SRQ_DESTROY", "ASYNC_EVENT_ALLOC", "UAR_OBJ_ALLOC",
+    "UAR_OBJ_DESTROY",
     /* legacy commands (write.c wtab[]; GET_CONTEXT and QUERY_PORT above) */
     "QUERY_DEVICE", "ALLOC_PD", "DEALLOC_PD", "REG_MR", "DEREG_MR", "CREATE_COMP_CHANNEL",
     "CREATE_CQ", "DESTROY_CQ", "CREATE_QP", "QUERY_QP", "MODIFY_QP", "DESTROY_QP",
-    "CREATE_AH", "DESTROY_AH", "EX_QUERY_DEVICE", "EX_MODIFY_QP",
+    "MODIFY_SRQ", "QUERY_SRQ", "CREATE_AH", "DESTROY_AH", "EX_QUERY_DEVICE", "EX_MODIFY_QP",
     /* mmap.c */
     "MMAP",
 };

@@ -42,6 +42,8 @@
 #define EMU_MAX_MR          (EMU_MR_SLOTS - 2)   /* slots 0, 1 unused (0x100 = MLX5_INVALID_LKEY) */
 #define EMU_MAX_CQ          65536
 #define EMU_MAX_PD          65536
+#define EMU_LOG_MAX_SRQ_SZ  15                   /* SRQ WQEs < 1 << log_max_srq_sz */
+#define EMU_MAX_SRQ         65536
 #define EMU_MAX_MSG         (1u << 30)           /* port max_msg_sz */
 #define EMU_MAX_RD_ATOM     16                   /* 1 << log_max_ra_req/res_qp */
 #define EMU_MAX_MR_SIZE     (~0ull)
@@ -90,6 +92,7 @@ struct k_cq   { struct emu_cq pub;  unsigned usecnt; struct k_evq *chan_q; struc
                 struct emu_pins pins; };
 struct k_qp   { struct emu_qp pub;  unsigned slot; struct k_evq *async_q; bool has_rq; int bfregn;
                 struct emu_pins pins; };
+struct k_srq  { struct emu_srq pub; unsigned usecnt; struct k_evq *async_q; struct emu_pins pins; };
 struct k_ah   { uint32_t handle; struct k_pd *pd; struct ib_uverbs_ah_attr attr; };   /* ah.c */
 struct k_uar  { struct emu_uar pub; int memfd; bool is_static; unsigned static_idx; unsigned usecnt; };
 
@@ -114,7 +117,7 @@ struct k_evq {
     struct k_evq *next;             /* emu_g.evqs */
 };
 
-enum uobj_kind { UO_NONE, UO_PD, UO_MR, UO_CQ, UO_QP, UO_UAR, UO_COMP_CHANNEL, UO_ASYNC, UO_AH };
+enum uobj_kind { UO_NONE, UO_PD, UO_MR, UO_CQ, UO_QP, UO_UAR, UO_COMP_CHANNEL, UO_ASYNC, UO_AH, UO_SRQ };
 
 struct k_uobj { uint8_t kind; void *obj; };
 
@@ -159,7 +162,8 @@ struct emu_devstate {
     struct k_qp **qp_tab;           /* EMU_QP_SLOTS, allocated at first open */
     struct k_mr **mr_tab;           /* EMU_MR_SLOTS */
     uint32_t qp_cursor, qp_gen, mr_cursor, mr_gen;
-    uint32_t next_cqn, next_pdn, next_uar_page;
+    uint32_t next_cqn, next_pdn, next_uar_page, next_srqn;
+    unsigned nsrq;
     unsigned nqp, ncq, nmr, npd;
     dev_t    cnt_dev[EMU_HW_COUNTERS]; /* the sysfs hw_counters files (st_dev, st_ino) that */
     ino_t    cnt_ino[EMU_HW_COUNTERS]; /* open() recognises to serve the live value */
@@ -270,7 +274,7 @@ struct emu_cq_args {
     bool uar_index_attr; uint32_t uar_index;
 };
 struct emu_qp_args {
-    uint32_t type; bool has_srq;
+    uint32_t type; struct k_srq *srq;   /* srq: UVERBS_ATTR_CREATE_QP_SRQ_HANDLE / is_srq */
     uint64_t user_handle;
     uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline;
     bool sq_sig_all; int event_fd;
@@ -296,6 +300,19 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
                     struct k_cq *scq, struct k_cq *rcq, uint32_t *handle, uint32_t *qpn,
                     void *uhw_resp /* struct mlx5_ib_create_qp_resp */);
 int emu_k_destroy_qp(struct emu_file *f, struct k_qp *qp, uint32_t *events_reported);
+/* ---- srq.c: shared receive queues (k: core/uverbs_std_types_srq.c, uverbs_cmd.c, hw/mlx5/srq.c) */
+struct emu_srq_args {
+    uint32_t type, max_wr, max_sge, limit;
+    uint64_t user_handle;
+    int event_fd;                     /* -1: the default async fd */
+    const void *uhw_in; size_t uhw_inlen;   /* struct mlx5_ib_create_srq, already copied */
+};
+int emu_k_create_srq(struct emu_file *f, struct k_pd *pd, const struct emu_srq_args *a,
+                     uint32_t *handle, uint32_t *max_wr, uint32_t *max_sge, uint32_t *srqn);
+int emu_k_destroy_srq(struct emu_file *f, struct k_srq *srq, uint32_t *events_reported);
+int emu_k_modify_srq(struct emu_file *f, struct k_srq *srq, uint32_t mask, uint32_t max_wr, uint32_t limit);
+void emu_k_query_srq(struct emu_file *f, struct k_srq *srq, uint32_t *max_wr, uint32_t *max_sge,
+                     uint32_t *limit);
 int emu_k_modify_qp(struct emu_file *f, const void *cmd /* struct ib_uverbs_modify_qp */, bool ex);
 int emu_k_query_qp(struct emu_file *f, struct k_qp *qp, void *resp /* query_qp_resp */);
 int emu_k_uar_alloc(struct emu_file *f, uint32_t type, uint32_t *handle, uint64_t *mmap_off,

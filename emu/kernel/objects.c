@@ -328,6 +328,11 @@ void emu_k_fill_device_attr(struct emu_file *f, void *respv)
      * which is what the emulated NIC does.  Masked (extended) atomics are not advertised. */
     r->atomic_cap = 1;
     r->max_ah = 0x7fffffff;
+    /* k: mlx5_ib_query_device: max_srq_wr = (1 << log_max_srq_sz) - 1, max_srq_sge =
+     * max_wqe_sz_rq / 16 - 1 (srq.c) */
+    r->max_srq = EMU_MAX_SRQ;
+    r->max_srq_wr = (1u << EMU_LOG_MAX_SRQ_SZ) - 1;
+    r->max_srq_sge = EMU_MAX_RQ_DESC / 16 - 1;
     r->max_pkeys = 1;
     r->local_ca_ack_delay = 16;
     r->phys_port_cnt = 1;
@@ -662,10 +667,10 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
     default: return -EINVAL;
     }
     if (!pd || !scq || !rcq) return -EINVAL;
-    if (a->has_srq) return -EOPNOTSUPP;
-    /* limits (k: qp.c set_rq_size: max_recv_wr <= 1 << log_max_qp_sz; device caps) */
-    if (a->max_send_wr > EMU_MAX_QP_WR || a->max_recv_wr > EMU_MAX_QP_WR ||
-        a->max_send_sge > EMU_MAX_SGE || a->max_recv_sge > EMU_MAX_SGE ||
+    /* limits (k: qp.c set_rq_size: max_recv_wr <= 1 << log_max_qp_sz, not checked for a QP
+     * with an SRQ; device caps) */
+    if (a->max_send_wr > EMU_MAX_QP_WR || (!a->srq && a->max_recv_wr > EMU_MAX_QP_WR) ||
+        a->max_send_sge > EMU_MAX_SGE || (!a->srq && a->max_recv_sge > EMU_MAX_SGE) ||
         a->max_inline > EMU_MAX_INLINE)
         return -EINVAL;
     /* k: qp.c process_udata_size: inlen >= offsetof(ece_options), bytes past the known struct
@@ -686,7 +691,7 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
     uint32_t uidx = ucmd.uidx;
     if (f->ctx.cqe_version == 0 ? uidx != 0xffffff : uidx > 0xffffff) return -EINVAL;
     /* k: qp.c set_rq_size (user): RQ geometry from the request; none -> must be 0/0 */
-    bool has_rq = a->max_recv_wr > 0;
+    bool has_rq = !a->srq && a->max_recv_wr > 0;     /* k: qp.c qp_has_rq */
     if (has_rq) {
         if (ucmd.rq_wqe_shift > 31 || (1u << ucmd.rq_wqe_shift) < 16) return -EINVAL;
         if (!is_pow2(ucmd.rq_wqe_count) || ucmd.rq_wqe_count > EMU_MAX_QP_WR) return -EINVAL;
@@ -763,6 +768,7 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
         p->pd = &pd->pub;
         p->send_cq = &scq->pub;
         p->recv_cq = &rcq->pub;
+        p->srq = a->srq ? &a->srq->pub : NULL;
         p->buf = (volatile uint8_t *)(uintptr_t)ucmd.buf_addr;
         p->rq_wqe_cnt = has_rq ? ucmd.rq_wqe_count : 0;
         p->rq_wqe_shift = has_rq ? ucmd.rq_wqe_shift : 0;
@@ -777,9 +783,9 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
         p->scatter_to_cqe = ucmd.flags & MLX5_QP_FLAG_SCATTER_CQE;
         p->max_inline = a->max_inline;
         p->max_send_sge = a->max_send_sge;
-        p->max_recv_sge = a->max_recv_sge;
+        p->max_recv_sge = a->srq ? 0 : a->max_recv_sge;
         p->max_send_wr = a->max_send_wr;
-        p->max_recv_wr = a->max_recv_wr;
+        p->max_recv_wr = a->srq ? 0 : a->max_recv_wr;
         p->async_fd = async ? async->chan.fd : -1;
         p->ctx = &f->ctx;
         ds->qp_tab[slot] = qp;
@@ -799,6 +805,7 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
     pd->usecnt++;
     scq->usecnt++;
     rcq->usecnt++;
+    if (a->srq) a->srq->usecnt++;
     uar->usecnt++;
     qp->bfregn = bfregn;
     emu_g.live[EMU_OBJ_QP]++;
@@ -827,6 +834,7 @@ int emu_k_destroy_qp(struct emu_file *f, struct k_qp *qp, uint32_t *events_repor
     ((struct k_pd *)qp->pub.pd)->usecnt--;
     ((struct k_cq *)qp->pub.send_cq)->usecnt--;
     ((struct k_cq *)qp->pub.recv_cq)->usecnt--;
+    if (qp->pub.srq) ((struct k_srq *)qp->pub.srq)->usecnt--;
     ((struct k_uar *)qp->pub.uar)->usecnt--;
     if (qp->bfregn >= 0 && f->bfreg_use) f->bfreg_use[qp->bfregn]--;
     emu_pins_release(f, &qp->pins);
@@ -979,13 +987,14 @@ int emu_k_query_qp(struct emu_file *f, struct k_qp *qp, void *respv)
 void emu_file_destroy(struct emu_file *f)
 {
     f->closing = true;
-    static const uint8_t order[] = { UO_QP, UO_AH, UO_CQ, UO_MR, UO_PD, UO_UAR };
+    static const uint8_t order[] = { UO_QP, UO_SRQ, UO_AH, UO_CQ, UO_MR, UO_PD, UO_UAR };
     for (unsigned k = 0; k < sizeof order; k++)
         for (uint32_t h = 0; h < f->nobjs; h++) {
             if (f->objs[h].kind != order[k]) continue;
             void *o = f->objs[h].obj;
             switch (order[k]) {
             case UO_QP: emu_k_destroy_qp(f, o, NULL); break;
+            case UO_SRQ: emu_k_destroy_srq(f, o, NULL); break;
             case UO_CQ: emu_k_destroy_cq(f, o, NULL, NULL); break;
             case UO_MR: emu_k_dereg_mr(f, o); break;
             case UO_PD: emu_k_dealloc_pd(f, o); break;

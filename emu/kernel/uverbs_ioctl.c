@@ -398,7 +398,7 @@ static int h_qp_create(struct bundle *b)
     a.max_inline = cap.max_inline_data;
     a.user_handle = b_u64(b, UVERBS_ATTR_CREATE_QP_USER_HANDLE);
     a.event_fd = b_fd(b, UVERBS_ATTR_CREATE_QP_EVENT_FD);
-    a.has_srq = b_has(b, UVERBS_ATTR_CREATE_QP_SRQ_HANDLE);
+    a.srq = b_has(b, UVERBS_ATTR_CREATE_QP_SRQ_HANDLE) ? b_obj(b, UVERBS_ATTR_CREATE_QP_SRQ_HANDLE) : NULL;
     a.uhw_in = b_in(b, UVERBS_ATTR_UHW_IN, &a.uhw_inlen);
     a.uhw_outlen = b_uhw_outlen(b);
     /* uverbs_attr_get_obj on an absent IDR attr -> ENOENT */
@@ -425,6 +425,47 @@ static int h_qp_destroy(struct bundle *b)
     int r = emu_k_destroy_qp(F(b), b_obj(b, UVERBS_ATTR_DESTROY_QP_HANDLE), &resp.events_reported);
     if (r) return r;
     return b_out(b, UVERBS_ATTR_DESTROY_QP_RESP, &resp, sizeof resp);
+}
+
+/* SRQ/CREATE, SRQ/DESTROY (k: uverbs_std_types_srq.c; the rules in srq.c) */
+static int h_srq_create(struct bundle *b)
+{
+    struct emu_srq_args a;
+    memset(&a, 0, sizeof a);
+    uint64_t type = b_u64(b, UVERBS_ATTR_CREATE_SRQ_TYPE);
+    if (type > UINT32_MAX) return -EINVAL;
+    a.type = (uint32_t)type;
+    /* XRCD / CQ / MAX_NUM_TAGS belong to XRC and TM SRQs, which this device lacks */
+    if (b_has(b, UVERBS_ATTR_CREATE_SRQ_XRCD_HANDLE) || b_has(b, UVERBS_ATTR_CREATE_SRQ_CQ_HANDLE) ||
+        b_has(b, UVERBS_ATTR_CREATE_SRQ_MAX_NUM_TAGS))
+        return -EINVAL;
+    a.user_handle = b_u64(b, UVERBS_ATTR_CREATE_SRQ_USER_HANDLE);
+    a.max_wr = (uint32_t)b_u64(b, UVERBS_ATTR_CREATE_SRQ_MAX_WR);
+    a.max_sge = (uint32_t)b_u64(b, UVERBS_ATTR_CREATE_SRQ_MAX_SGE);
+    a.limit = (uint32_t)b_u64(b, UVERBS_ATTR_CREATE_SRQ_LIMIT);
+    a.event_fd = b_fd(b, UVERBS_ATTR_CREATE_SRQ_EVENT_FD);
+    a.uhw_in = b_in(b, UVERBS_ATTR_UHW_IN, &a.uhw_inlen);
+    uint32_t h, max_wr, max_sge, srqn;
+    int r = emu_k_create_srq(F(b), b_obj(b, UVERBS_ATTR_CREATE_SRQ_PD_HANDLE), &a, &h, &max_wr,
+                             &max_sge, &srqn);
+    if (r) return r;
+    struct mlx5_ib_create_srq_resp resp = { .srqn = srqn };
+    r = b_uhw_out(b, &resp, sizeof resp, true);
+    if (!r) r = b_out(b, UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR, &max_wr, sizeof max_wr);
+    if (!r) r = b_out(b, UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE, &max_sge, sizeof max_sge);
+    if (!r && b_has(b, UVERBS_ATTR_CREATE_SRQ_RESP_SRQ_NUM))
+        r = b_out(b, UVERBS_ATTR_CREATE_SRQ_RESP_SRQ_NUM, &srqn, sizeof srqn);
+    if (r) { void *o; if (!emu_uobj_get(F(b), h, UO_SRQ, &o)) emu_k_destroy_srq(F(b), o, NULL); return r; }
+    b_set_new(b, UVERBS_ATTR_CREATE_SRQ_HANDLE, h);
+    return 0;
+}
+
+static int h_srq_destroy(struct bundle *b)
+{
+    struct ib_uverbs_destroy_srq_resp resp = { 0 };
+    int r = emu_k_destroy_srq(F(b), b_obj(b, UVERBS_ATTR_DESTROY_SRQ_HANDLE), &resp.events_reported);
+    if (r) return r;
+    return b_out(b, UVERBS_ATTR_DESTROY_SRQ_RESP, &resp, sizeof resp);
 }
 
 /* ASYNC_EVENT/ALLOC (k: uverbs_std_types_async_fd.c) */
@@ -529,7 +570,7 @@ static const struct mspec methods[] = {
         IDR(UVERBS_ATTR_CREATE_QP_HANDLE, UO_QP, ACC_NEW, MAND),
         IDR(UVERBS_ATTR_CREATE_QP_XRCD_HANDLE, UO_NONE, ACC_READ, 0),
         IDR(UVERBS_ATTR_CREATE_QP_PD_HANDLE, UO_PD, ACC_READ, 0),
-        IDR(UVERBS_ATTR_CREATE_QP_SRQ_HANDLE, UO_NONE, ACC_READ, 0),
+        IDR(UVERBS_ATTR_CREATE_QP_SRQ_HANDLE, UO_SRQ, ACC_READ, 0),
         IDR(UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, UO_CQ, ACC_READ, 0),
         IDR(UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, UO_CQ, ACC_READ, 0),
         IDR(UVERBS_ATTR_CREATE_QP_IND_TABLE_HANDLE, UO_NONE, ACC_READ, 0),
@@ -545,6 +586,26 @@ static const struct mspec methods[] = {
     { UVERBS_OBJECT_QP, UVERBS_METHOD_QP_DESTROY, "QP_DESTROY", h_qp_destroy, false, {
         IDR(UVERBS_ATTR_DESTROY_QP_HANDLE, UO_QP, ACC_DESTROY, MAND),
         OUT(UVERBS_ATTR_DESTROY_QP_RESP, 4, 4, MAND) } },
+    { UVERBS_OBJECT_SRQ, UVERBS_METHOD_SRQ_CREATE, "SRQ_CREATE", h_srq_create, true, {
+        IDR(UVERBS_ATTR_CREATE_SRQ_HANDLE, UO_SRQ, ACC_NEW, MAND),
+        IDR(UVERBS_ATTR_CREATE_SRQ_PD_HANDLE, UO_PD, ACC_READ, MAND),
+        IDR(UVERBS_ATTR_CREATE_SRQ_XRCD_HANDLE, UO_NONE, ACC_READ, 0),
+        IDR(UVERBS_ATTR_CREATE_SRQ_CQ_HANDLE, UO_CQ, ACC_READ, 0),
+        IN(UVERBS_ATTR_CREATE_SRQ_USER_HANDLE, 8, 8, MAND),
+        IN(UVERBS_ATTR_CREATE_SRQ_MAX_WR, 4, 4, MAND),
+        IN(UVERBS_ATTR_CREATE_SRQ_MAX_SGE, 4, 4, MAND),
+        IN(UVERBS_ATTR_CREATE_SRQ_LIMIT, 4, 4, MAND),
+        IN(UVERBS_ATTR_CREATE_SRQ_MAX_NUM_TAGS, 4, 4, 0),
+        CONST(UVERBS_ATTR_CREATE_SRQ_TYPE, MAND),
+        FD(UVERBS_ATTR_CREATE_SRQ_EVENT_FD, UO_ASYNC, ACC_READ, 0),
+        OUT(UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR, 4, 4, MAND),
+        OUT(UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE, 4, 4, MAND),
+        OUT(UVERBS_ATTR_CREATE_SRQ_RESP_SRQ_NUM, 4, 4, 0),
+        UHW_ATTRS } },
+    { UVERBS_OBJECT_SRQ, UVERBS_METHOD_SRQ_DESTROY, "SRQ_DESTROY", h_srq_destroy, false, {
+        IDR(UVERBS_ATTR_DESTROY_SRQ_HANDLE, UO_SRQ, ACC_DESTROY, MAND),
+        OUT(UVERBS_ATTR_DESTROY_SRQ_RESP, sizeof(struct ib_uverbs_destroy_srq_resp),
+            sizeof(struct ib_uverbs_destroy_srq_resp), MAND) } },
     { UVERBS_OBJECT_ASYNC_EVENT, UVERBS_METHOD_ASYNC_EVENT_ALLOC, "ASYNC_EVENT_ALLOC", h_async_alloc, false, {
         FD(UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE, UO_ASYNC, ACC_NEW, MAND) } },
     { MLX5_IB_OBJECT_UAR, MLX5_IB_METHOD_UAR_OBJ_ALLOC, "UAR_OBJ_ALLOC", h_uar_alloc, false, {
@@ -616,7 +677,7 @@ static int process_attr(struct bundle *b, int si, const struct ib_uverbs_attr *u
             return 0;
         }
         if (s->kind == UO_NONE) {
-            /* XRCD/SRQ/IND_TABLE: objects the emulator never creates */
+            /* XRCD/IND_TABLE: objects the emulator never creates */
             return u->data > INT32_MAX ? -EINVAL : -ENOENT;
         }
         if (u->data > INT32_MAX) return -EINVAL;      /* lookup_get_idr_uobject: id range */

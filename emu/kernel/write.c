@@ -40,6 +40,8 @@ static const struct wdesc wtab[] = {
     { IB_USER_VERBS_CMD_QUERY_QP, 0, "QUERY_QP", sizeof(struct ib_uverbs_query_qp), sizeof(struct ib_uverbs_query_qp_resp), 1, 0 },
     { IB_USER_VERBS_CMD_MODIFY_QP, 0, "MODIFY_QP", sizeof(struct ib_uverbs_modify_qp), 0, 0, 0 },
     { IB_USER_VERBS_CMD_DESTROY_QP, 0, "DESTROY_QP", sizeof(struct ib_uverbs_destroy_qp), sizeof(struct ib_uverbs_destroy_qp_resp), 1, 0 },
+    { IB_USER_VERBS_CMD_MODIFY_SRQ, 0, "MODIFY_SRQ", sizeof(struct ib_uverbs_modify_srq), 0, 0, 1 },
+    { IB_USER_VERBS_CMD_QUERY_SRQ, 0, "QUERY_SRQ", sizeof(struct ib_uverbs_query_srq), sizeof(struct ib_uverbs_query_srq_resp), 1, 0 },
     { IB_USER_VERBS_CMD_CREATE_AH, 0, "CREATE_AH", sizeof(struct ib_uverbs_create_ah), sizeof(struct ib_uverbs_create_ah_resp), 1, 1 },
     { IB_USER_VERBS_CMD_DESTROY_AH, 0, "DESTROY_AH", sizeof(struct ib_uverbs_destroy_ah), 0, 0, 0 },
     { IB_USER_VERBS_EX_CMD_QUERY_DEVICE, 1, "EX_QUERY_DEVICE", 8, offsetof(struct ib_uverbs_ex_query_device_resp, response_length) + 4, 0, 1 },
@@ -268,7 +270,11 @@ static int cmd_create_qp(struct emu_file *f, const struct emu_wcmd *w)
     struct emu_qp_args a;
     memset(&a, 0, sizeof a);
     a.type = cmd.qp_type;
-    a.has_srq = cmd.is_srq;
+    if (cmd.is_srq) {
+        void *srq;
+        if (emu_uobj_get(f, cmd.srq_handle, UO_SRQ, &srq)) return -EINVAL;
+        a.srq = srq;
+    }
     a.user_handle = cmd.user_handle;
     a.max_send_wr = cmd.max_send_wr;
     a.max_recv_wr = cmd.max_recv_wr;
@@ -296,9 +302,9 @@ static int cmd_create_qp(struct emu_file *f, const struct emu_wcmd *w)
     resp.qp_handle = h;
     resp.qpn = qpn;
     resp.max_send_wr = a.max_send_wr;
-    resp.max_recv_wr = a.max_recv_wr;
+    resp.max_recv_wr = a.srq ? 0 : a.max_recv_wr;   /* k: qp.c set_rq_size without an RQ */
     resp.max_send_sge = a.max_send_sge;
-    resp.max_recv_sge = a.max_recv_sge;
+    resp.max_recv_sge = a.srq ? 0 : a.max_recv_sge;
     resp.max_inline_data = a.max_inline;
     if (!r) r = respond(w, &resp, sizeof resp);
     if (r) { void *o; if (!emu_uobj_get(f, h, UO_QP, &o)) emu_k_destroy_qp(f, o, NULL); }
@@ -349,6 +355,31 @@ static int cmd_destroy_qp(struct emu_file *f, const struct emu_wcmd *w)
     return r ? r : respond(w, &resp, sizeof resp);
 }
 
+/* ib_uverbs_modify_srq / ib_uverbs_query_srq (uverbs_cmd.c): an SRQ that cannot be looked up
+ * -> EINVAL; the rules of the change itself in srq.c */
+static int cmd_modify_srq(struct emu_file *f, const struct emu_wcmd *w)
+{
+    struct ib_uverbs_modify_srq cmd;
+    int r = request(w, &cmd, sizeof cmd);
+    void *o;
+    if (r) return r;
+    if (emu_uobj_get(f, cmd.srq_handle, UO_SRQ, &o)) return -EINVAL;
+    return emu_k_modify_srq(f, o, cmd.attr_mask, cmd.max_wr, cmd.srq_limit);
+}
+
+static int cmd_query_srq(struct emu_file *f, const struct emu_wcmd *w)
+{
+    struct ib_uverbs_query_srq cmd;
+    int r = request(w, &cmd, sizeof cmd);
+    void *o;
+    if (r) return r;
+    if (emu_uobj_get(f, cmd.srq_handle, UO_SRQ, &o)) return -EINVAL;
+    struct ib_uverbs_query_srq_resp resp;
+    memset(&resp, 0, sizeof resp);
+    emu_k_query_srq(f, o, &resp.max_wr, &resp.max_sge, &resp.srq_limit);
+    return respond(w, &resp, sizeof resp);
+}
+
 /* k: uverbs_cmd.c ib_uverbs_create_ah: an unknown PD handle -> EINVAL */
 static int cmd_create_ah(struct emu_file *f, const struct emu_wcmd *w)
 {
@@ -397,6 +428,8 @@ int emu_run_write_cmd(struct emu_file *f, struct emu_wcmd *w)
         case IB_USER_VERBS_CMD_QUERY_QP: return cmd_query_qp(f, w);
         case IB_USER_VERBS_CMD_MODIFY_QP: return cmd_modify_qp(f, w);
         case IB_USER_VERBS_CMD_DESTROY_QP: return cmd_destroy_qp(f, w);
+        case IB_USER_VERBS_CMD_MODIFY_SRQ: return cmd_modify_srq(f, w);
+        case IB_USER_VERBS_CMD_QUERY_SRQ: return cmd_query_srq(f, w);
         case IB_USER_VERBS_CMD_CREATE_AH: return cmd_create_ah(f, w);
         case IB_USER_VERBS_CMD_DESTROY_AH: return cmd_destroy_ah(f, w);
         }

@@ -40,7 +40,8 @@ enum { NIC_SYND_LOCAL_LENGTH = 0x01, NIC_SYND_LOCAL_QP_OP = 0x02, NIC_SYND_LOCAL
        NIC_SYND_RNR_RETRY_EXC = 0x16 };
 /* async event types (ib_user_verbs.h IB_UVERBS ... / ib_event_type) */
 enum { NIC_EV_CQ_ERR = 0, NIC_EV_QP_FATAL = 1, NIC_EV_QP_REQ_ERR = 2, NIC_EV_QP_ACCESS_ERR = 3,
-       NIC_EV_DEVICE_FATAL = 8, NIC_EV_PORT_ACTIVE = 9, NIC_EV_PORT_ERR = 10 };
+       NIC_EV_DEVICE_FATAL = 8, NIC_EV_PORT_ACTIVE = 9, NIC_EV_PORT_ERR = 10,
+       NIC_EV_SRQ_LIMIT_REACHED = 15 };
 /* QP states (IB_QPS_*) */
 enum { NIC_QPS_RESET = 0, NIC_QPS_INIT = 1, NIC_QPS_RTR = 2, NIC_QPS_RTS = 3, NIC_QPS_SQD = 4,
        NIC_QPS_SQE = 5, NIC_QPS_ERR = 6 };
@@ -91,6 +92,8 @@ struct nic_qp {
     /* responder */
     uint32_t epsn, msn;
     uint16_t rq_ci;             /* next receive WQE (bound to a message while in_msg) */
+    uint16_t srq_wqe;           /* with an SRQ: the WQE index bound to the message */
+    bool     srq_bound;         /* ... taken and not yet completed (nic_srq.c) */
     bool     in_msg, uc_drop, nak_sent, ack_pending;
     uint8_t  msg_kind;          /* 1 SEND, 2 WRITE */
     bool     msg_imm_wqe;       /* the message's receive WQE has been checked/bound */
@@ -206,6 +209,10 @@ void nic_req_reset(struct nic_qp *q);
 void nic_resp_packet(struct nic_dev *nd, const struct mlxd_roce_pkt *p);
 void nic_resp_flush_acks(struct nic_qp *q);
 void nic_resp_flush_rq(struct nic_qp *q);
+/* nic_srq.c: a QP with an SRQ binds the SRQ's next WQE to its message (false: the SRQ is
+ * empty); the bound WQE's data segments and their count. */
+bool nic_srq_take(struct nic_qp *q);
+volatile uint8_t *nic_srq_wqe_data(const struct nic_qp *q, uint32_t *nseg);
 void nic_resp_reset(struct nic_qp *q);
 /* nic_atomic.c: the responder's compare-and-swap and fetch-and-add */
 void nic_resp_atomic(struct nic_qp *q, const struct mlxd_roce_pkt *p);

@@ -31,11 +31,12 @@ static void resp_cqe_inl(struct nic_qp *q, uint8_t opcode, uint8_t synd, uint8_t
     struct nic_cqe c = {
         .opcode = opcode, .syndrome = synd, .vendor = vendor, .se = se,
         .hw_drops = (uint8_t)(!ok ? 0 : q->hw_drops > 255 ? 255 : q->hw_drops),
-        .wqe_counter = q->rq_ci, .byte_cnt = byte_cnt, .imm = imm,
-        .qpn = qp->qpn, .uidx = qp->uidx == 0xffffff ? 0 : qp->uidx,
+        .wqe_counter = qp->srq ? q->srq_wqe : q->rq_ci, .byte_cnt = byte_cnt, .imm = imm,
+        .qpn = qp->qpn, .uidx = qp->uidx != 0xffffff ? qp->uidx : qp->srq ? qp->srq->srqn : 0,
         .inl = inl, .inl_len = (uint8_t)(inl ? byte_cnt : 0),
     };
-    q->rq_ci++;
+    if (qp->srq) q->srq_bound = false;
+    else q->rq_ci++;
     if (ok) q->hw_drops = 0;
     if (nic_cqe_write(q->nd, qp->recv_cq, &c) && synd != NIC_SYND_WR_FLUSH)
         nic_qp_to_err(q, NIC_EV_QP_FATAL);
@@ -128,8 +129,13 @@ static uint8_t scatter(struct nic_qp *q, uint32_t off, const uint8_t *src, uint3
 {
     struct emu_qp *qp = q->qp;
     struct emu_device *dev = nic_qp_dev(q);
-    volatile uint8_t *w = qp->rq + ((size_t)(q->rq_ci & (qp->rq_wqe_cnt - 1)) << qp->rq_wqe_shift);
-    uint32_t nseg = (1u << qp->rq_wqe_shift) / 16;
+    uint32_t nseg;
+    volatile uint8_t *w;
+    if (qp->srq) w = nic_srq_wqe_data(q, &nseg);
+    else {
+        w = qp->rq + ((size_t)(q->rq_ci & (qp->rq_wqe_cnt - 1)) << qp->rq_wqe_shift);
+        nseg = (1u << qp->rq_wqe_shift) / 16;
+    }
     for (uint32_t i = 0; i < nseg && len; i++) {
         uint8_t s[16];
         __builtin_memcpy(s, (const void *)(w + i * 16), 16);
@@ -288,7 +294,7 @@ static void responder(struct nic_qp *q, const struct mlxd_roce_pkt *p)
     }
 
     bool need_wqe = (kind == K_SEND && first) || (kind == K_WRITE && last && imm);
-    if (need_wqe && rq_pi(q) == q->rq_ci) {
+    if (need_wqe && (qp->srq ? !nic_srq_take(q) : rq_pi(q) == q->rq_ci)) {
         /* no receive WQE: RNR NAK (RC, IB spec 9.7.5.2.8) or a silent drop (UC) */
         if (rc) {
             if (q->ack_pending) nic_resp_flush_acks(q);

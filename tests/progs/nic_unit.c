@@ -14,6 +14,7 @@
 #include "../../emu/nic/nic_doorbell.c"
 #include "../../emu/nic/nic_resp.c"
 #include "../../emu/nic/nic_atomic.c"
+#include "../../emu/nic/nic_srq.c"
 #include "../../emu/nic/nic_ud.c"
 #include "../../emu/nic/wire_udp.c"
 #include "../../emu/nic/pcap_writer.c"

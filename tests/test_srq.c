@@ -1,0 +1,300 @@
+/* srq: shared receive queues through our driver, on the emulator (issue 20 item 3).
+ * mlx5_1 sends to mlx5_0, whose QPs take their receives from one SRQ.  Expected values from
+ * the semantics of an SRQ (IB spec 10.2.9: receives are taken in the order posted, by whichever
+ * QP a message arrives on; 11.2.3 / 10.2.9.3: the limit event once, then disarmed; 9.7.5.2.8:
+ * RNR NAK on RC when no receive is posted; UC: dropped) and the driver's documented errors. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "mlxd_emu.h"
+#include "mlxd_error.h"
+#include "mlxd_mlx5.h"
+#include "mlxd_uverbs.h"
+#include "util.h"
+
+#define NQP 3
+#define DEPTH 8
+#define SLOT 4096
+
+struct rig {
+    struct mlxd_nic *a, *b;             /* a receives through srq, b sends */
+    struct mlxd_cq *acq, *bcq;
+    struct mlxd_srq *srq;
+    struct mlxd_qp *aqp[NQP], *bqp[NQP];
+    struct mlxd_region *areg, *breg;
+    unsigned char *abuf, *bbuf;
+};
+
+
+static void rig_open(struct rig *r, uint32_t type)
+{
+    memset(r, 0, sizeof *r);
+    mlxd_test_open_region("mlx5_0", 16 * SLOT, &r->a, &r->abuf, &r->areg);
+    mlxd_test_open_region("mlx5_1", 16 * SLOT, &r->b, &r->bbuf, &r->breg);
+    ck_assert_int_eq(mlxd_cq_create(r->a, 64, NULL, &r->acq), 0);
+    ck_assert_int_eq(mlxd_cq_create(r->b, 64, NULL, &r->bcq), 0);
+    struct mlxd_srq_opts so = { .sz = sizeof so, .depth = DEPTH, .user_data = 0x5157 };
+    ck_assert_msg(mlxd_srq_create(r->a, &so, &r->srq) == 0, "%s", mlxd_errmsg());
+    for (int i = 0; i < NQP; i++) {
+        struct mlxd_qp_opts qa = { .sz = sizeof qa, .type = type, .send_depth = 4, .srq = r->srq };
+        struct mlxd_qp_opts qb = { .sz = sizeof qb, .type = type, .send_depth = 16, .recv_depth = 1 };
+        ck_assert_msg(mlxd_qp_create(r->acq, &qa, &r->aqp[i]) == 0, "%s", mlxd_errmsg());
+        ck_assert_msg(mlxd_qp_create(r->bcq, &qb, &r->bqp[i]) == 0, "%s", mlxd_errmsg());
+        struct mlxd_endpoint ea, eb;
+        ck_assert_int_eq(mlxd_qp_endpoint(r->aqp[i], &ea), 0);
+        ck_assert_int_eq(mlxd_qp_endpoint(r->bqp[i], &eb), 0);
+        struct mlxd_connect_opts co = { .sz = sizeof co, .min_rnr_timer = 1 };
+        ck_assert_msg(mlxd_qp_connect(r->aqp[i], &eb, &co) == 0, "%s", mlxd_errmsg());
+        ck_assert_msg(mlxd_qp_connect(r->bqp[i], &ea, &co) == 0, "%s", mlxd_errmsg());
+    }
+}
+
+static void rig_close(struct rig *r)
+{
+    ck_assert_int_eq(mlxd_close(r->a), 0);
+    ck_assert_int_eq(mlxd_close(r->b), 0);
+    free(r->abuf);
+    free(r->bbuf);
+    ck_assert_uint_eq(mlxd_emu_live_total(), 0);
+}
+
+static void post_one(struct rig *r, unsigned slot, uint64_t wr_id)
+{
+    struct mlxd_local l = mlxd_region_local(r->areg);
+    l.addr += (uint64_t)slot * SLOT;
+    l.length = SLOT;
+    struct mlxd_recv rv = { .wr_id = wr_id, .num_local = 1, .local = &l };
+    ck_assert_msg(mlxd_srq_receive(r->srq, &rv, 1) == 1, "%s", mlxd_errmsg());
+}
+
+static void send_one(struct rig *r, unsigned q, uint32_t len, unsigned tag)
+{
+    for (uint32_t i = 0; i < len; i++) r->bbuf[i] = (unsigned char)(tag + i * 7);
+    struct mlxd_local l = mlxd_region_local(r->breg);
+    struct mlxd_entry e = { .wr_id = tag, .op = MLXD_OP_SEND, .flags = MLXD_SIGNALED, .num_local = 1,
+                            .local = { l.addr, len, l.lkey } };
+    ck_assert_int_eq(mlxd_qp_post(r->bqp[q], &e), 0);
+    ck_assert_int_eq(mlxd_qp_ring(r->bqp[q]), 0);
+}
+
+/* One SEND on QP q received through the SRQ into the receive posted as wr_id at slot. */
+static void exchange(struct rig *r, unsigned q, uint32_t len, unsigned tag, uint64_t wr_id, unsigned slot)
+{
+    send_one(r, q, len, tag);
+    struct mlxd_completion ws, w;
+    mlxd_test_wait_one(r->bcq, 5, &ws);
+    ck_assert_uint_eq(ws.status, 0);
+    ck_assert_uint_eq(ws.wr_id, tag);
+    mlxd_test_wait_one(r->acq, 5, &w);
+    ck_assert_uint_eq(w.status, 0);
+    ck_assert_uint_eq(w.wr_id, wr_id);
+    ck_assert_ptr_eq(w.qp, r->aqp[q]);
+    ck_assert_uint_eq(w.byte_len, len);
+    for (uint32_t i = 0; i < len; i++)
+        ck_assert_uint_eq(r->abuf[slot * SLOT + i], (unsigned char)(tag + i * 7));
+}
+
+/* Several QPs share one SRQ: 40 SENDs round-robin take the receives in the order posted; each
+ * completion names its QP and the wr_id posted; every WQE is reposted (used 5 times). */
+START_TEST(shared_by_qps_fifo_reuse)
+{
+    struct rig r;
+    rig_open(&r, MLXD_QP_RC);
+    uint64_t ids[64]; unsigned slots[64], h = 0, t = 0;
+    for (unsigned i = 0; i < DEPTH; i++) { post_one(&r, i, 100 + i); ids[t % 64] = 100 + i; slots[t++ % 64] = i; }
+    ck_assert_int_eq(mlxd_srq_recv_room(r.srq), 0);
+    ck_assert_int_eq(mlxd_srq_receive(r.srq, (struct mlxd_recv[]){ { .wr_id = 1 } }, 1), -EAGAIN);
+    for (unsigned m = 0; m < 40; m++) {
+        exchange(&r, m % NQP, 1 + m * 97 % 4000, m + 1, ids[h % 64], slots[h % 64]);
+        unsigned s = slots[h++ % 64];
+        post_one(&r, s, 1000 + m);
+        ids[t % 64] = 1000 + m; slots[t++ % 64] = s;
+    }
+    rig_close(&r);
+}
+END_TEST
+
+/* The limit: armed at 4 with 8 posted, the 5th message leaves 3 < 4: one MLXD_EVENT_SRQ_LIMIT
+ * naming the SRQ and its user_data, none before, none after (disarmed). */
+START_TEST(limit_event_once)
+{
+    struct rig r;
+    rig_open(&r, MLXD_QP_RC);
+    for (unsigned i = 0; i < DEPTH; i++) post_one(&r, i, 200 + i);
+    ck_assert_int_eq(mlxd_srq_arm_limit(r.srq, DEPTH + 1), -EINVAL);
+    ck_assert_int_eq(mlxd_srq_arm_limit(r.srq, 4), 0);
+    struct mlxd_event ev[4];
+    for (unsigned m = 0; m < 5; m++) {
+        ck_assert_int_eq(mlxd_wait(r.a, 0, ev, 4), 0);
+        exchange(&r, m % NQP, 64, 50 + m, 200 + m, m);
+    }
+    int n = mlxd_wait(r.a, 5000, ev, 4);
+    ck_assert_int_eq(n, 1);
+    ck_assert_uint_eq(ev[0].kind, MLXD_EVENT_SRQ_LIMIT);
+    ck_assert_uint_eq(ev[0].kernel_type, 15);
+    ck_assert_ptr_eq(ev[0].srq, r.srq);
+    ck_assert_uint_eq(ev[0].user_data, 0x5157);
+    exchange(&r, 0, 64, 60, 205, 5);
+    ck_assert_int_eq(mlxd_wait(r.a, 100, ev, 4), 0);
+    rig_close(&r);
+}
+END_TEST
+
+/* An empty SRQ: RC is NAKed with RNR (counted) and completes once a receive is posted. */
+START_TEST(empty_rc_rnr_then_delivery)
+{
+    struct rig r;
+    rig_open(&r, MLXD_QP_RC);
+    struct mlxd_emu_nic_stats s0 = { .sz = sizeof s0 }, s1 = { .sz = sizeof s1 };
+    ck_assert_int_eq(mlxd_emu_nic_stats(0, &s0), 0);
+    send_one(&r, 1, 100, 77);
+    struct mlxd_completion w[2];
+    for (int i = 0; i < 5000 && mlxd_emu_nic_stats(0, &s1) == 0 && s1.rnr_naks_sent == s0.rnr_naks_sent; i++)
+        usleep(1000);
+    ck_assert_uint_gt(s1.rnr_naks_sent, s0.rnr_naks_sent);
+    ck_assert_int_eq(mlxd_cq_poll(r.acq, w, 2), 0);
+    post_one(&r, 0, 999);
+    mlxd_test_wait_one(r.acq, 5, &w[0]);
+    ck_assert_uint_eq(w[0].status, 0);
+    ck_assert_uint_eq(w[0].wr_id, 999);
+    ck_assert_ptr_eq(w[0].qp, r.aqp[1]);
+    ck_assert_uint_eq(w[0].byte_len, 100);
+    mlxd_test_wait_one(r.bcq, 5, &w[1]);
+    ck_assert_uint_eq(w[1].status, 0);
+    ck_assert_uint_eq(w[1].wr_id, 77);
+    rig_close(&r);
+}
+END_TEST
+
+/* An empty SRQ under UC: the message is dropped and counted (rx_dropped_uc); the next one after
+ * a receive is posted arrives. */
+START_TEST(empty_uc_dropped_counted)
+{
+    struct rig r;
+    rig_open(&r, MLXD_QP_UC);
+    struct mlxd_emu_nic_stats s0 = { .sz = sizeof s0 }, s1 = { .sz = sizeof s1 };
+    ck_assert_int_eq(mlxd_emu_nic_stats(0, &s0), 0);
+    send_one(&r, 0, 100, 1);
+    struct mlxd_completion w;
+    mlxd_test_wait_one(r.bcq, 5, &w);              /* UC: complete when sent */
+    for (int i = 0; i < 5000 && mlxd_emu_nic_stats(0, &s1) == 0 && s1.rx_dropped_uc == s0.rx_dropped_uc; i++)
+        usleep(1000);
+    ck_assert_uint_eq(s1.rx_dropped_uc, s0.rx_dropped_uc + 1);
+    ck_assert_int_eq(mlxd_cq_poll(r.acq, &w, 1), 0);
+    post_one(&r, 0, 5);
+    exchange(&r, 0, 30, 2, 5, 0);
+    rig_close(&r);
+}
+END_TEST
+
+/* Misuse: -EINVAL (or -EBUSY for an SRQ in use), nothing changed: the SRQ still works after. */
+START_TEST(misuse_changes_nothing)
+{
+    struct rig r;
+    rig_open(&r, MLXD_QP_RC);
+    struct mlxd_srq *x = NULL;
+    struct mlxd_srq_opts so = { .sz = sizeof so, .depth = 4 };
+    ck_assert_int_eq(mlxd_srq_create(NULL, &so, &x), -EINVAL);
+    ck_assert_int_eq(mlxd_srq_create(r.a, NULL, &x), -EINVAL);
+    so.sz = 4;
+    ck_assert_int_eq(mlxd_srq_create(r.a, &so, &x), -EINVAL);
+    so.sz = sizeof so; so.depth = 0;
+    ck_assert_int_eq(mlxd_srq_create(r.a, &so, &x), -EINVAL);
+    so.depth = 1u << 20;
+    ck_assert_int_eq(mlxd_srq_create(r.a, &so, &x), -EINVAL);
+    so.depth = 4; so.max_sge = 1000;
+    ck_assert_int_eq(mlxd_srq_create(r.a, &so, &x), -EINVAL);
+    ck_assert_ptr_null(x);
+    struct mlxd_qp *q = NULL;
+    struct mlxd_qp_opts qo = { .sz = sizeof qo, .send_depth = 4, .recv_depth = 4, .srq = r.srq };
+    ck_assert_int_eq(mlxd_qp_create(r.acq, &qo, &q), -EINVAL);
+    qo.srq = (struct mlxd_srq *)r.srq;
+    ck_assert_int_eq(mlxd_qp_create(r.bcq, &(struct mlxd_qp_opts){ .sz = sizeof qo, .send_depth = 4, .srq = r.srq }, &q), -EINVAL);
+    ck_assert_ptr_null(q);
+    ck_assert_int_eq(mlxd_srq_arm_limit(NULL, 1), -EINVAL);
+    ck_assert_int_eq(mlxd_srq_receive(NULL, NULL, 0), -EINVAL);
+    struct mlxd_local l[2] = { mlxd_region_local(r.areg), mlxd_region_local(r.areg) };
+    struct mlxd_recv two = { .wr_id = 1, .num_local = 2, .local = l };
+    ck_assert_int_eq(mlxd_srq_receive(r.srq, &two, 1), -EINVAL);      /* max_sge 1 */
+    struct mlxd_recv many[DEPTH + 1];
+    memset(many, 0, sizeof many);
+    ck_assert_int_eq(mlxd_srq_receive(r.srq, many, DEPTH + 1), -EINVAL);
+    ck_assert_int_eq(mlxd_srq_recv_room(r.srq), DEPTH);
+    ck_assert_int_eq(mlxd_srq_destroy(r.srq), -EBUSY);
+    ck_assert_msg(strstr(mlxd_errmsg(), "live QP"), "%s", mlxd_errmsg());
+    /* still works */
+    post_one(&r, 0, 42);
+    exchange(&r, 2, 10, 3, 42, 0);
+    for (int i = 0; i < NQP; i++) ck_assert_int_eq(mlxd_qp_destroy(r.aqp[i]), 0);
+    ck_assert_int_eq(mlxd_srq_destroy(r.srq), 0);
+    ck_assert_int_eq(mlxd_srq_destroy(r.srq), 0);                       /* again: 0 */
+    ck_assert_int_eq(mlxd_srq_receive(r.srq, many, 1), -EINVAL);
+    rig_close(&r);
+}
+END_TEST
+
+/* Fault injection at every new kernel call: the call returns -errno, its message names the
+ * refused kernel call and the errno, nothing is left half made (the emulator holds no SRQ), and
+ * after closing nothing at all. */
+START_TEST(faults_leave_nothing)
+{
+    static const char *const names[] = { "SRQ_CREATE", "MODIFY_SRQ", "SRQ_DESTROY", "QP_CREATE" };
+    static const int errs[] = { EINVAL, ENOMEM, EFAULT, EIO };
+    for (unsigned m = 0; m < 4; m++)
+        for (unsigned k = 0; k < 4; k++) {
+            struct mlxd_nic *nic;
+            unsigned char *buf;
+            struct mlxd_region *reg;
+            mlxd_test_open_region("mlx5_0", SLOT, &nic, &buf, &reg);
+            struct mlxd_cq *cq;
+            ck_assert_int_eq(mlxd_cq_create(nic, 16, NULL, &cq), 0);
+            struct mlxd_srq_opts so = { .sz = sizeof so, .depth = 4 };
+            struct mlxd_srq *srq = NULL;
+            struct mlxd_qp *qp = NULL;
+            int rc;
+            ck_assert_int_eq(mlxd_emu_fail_method(names[m], 1, errs[k]), 0);
+            if (m == 0) rc = mlxd_srq_create(nic, &so, &srq);
+            else {
+                ck_assert_int_eq(mlxd_srq_create(nic, &so, &srq), 0);
+                struct mlxd_qp_opts qo = { .sz = sizeof qo, .send_depth = 4, .srq = srq };
+                if (m == 1) rc = mlxd_srq_arm_limit(srq, 2);
+                else if (m == 2) rc = mlxd_srq_destroy(srq);
+                else rc = mlxd_qp_create(cq, &qo, &qp);
+            }
+            mlxd_emu_fail_clear();
+            ck_assert_msg(rc == -errs[k], "%s %d: %d", names[m], errs[k], rc);
+            ck_assert_msg(strstr(mlxd_errmsg(), names[m]) && strstr(mlxd_errmsg(), strerror(errs[k])),
+                          "%s: \"%s\"", names[m], mlxd_errmsg());
+            struct mlxd_emu_counts c = { .sz = sizeof c };
+            ck_assert_int_eq(mlxd_emu_get_counts(&c), 0);
+            ck_assert_uint_eq(c.srq, m == 0 ? 0 : 1);
+            ck_assert_uint_eq(c.qp, 0);
+            if (m == 3) {
+                ck_assert_ptr_null(qp);
+                ck_assert_int_eq(mlxd_srq_destroy(srq), 0);     /* not held by the failed QP */
+            }
+            ck_assert_int_eq(mlxd_close(nic), 0);      /* a refused destroy was reported by it */
+            free(buf);
+            ck_assert_uint_eq(mlxd_emu_live_total(), 0);
+        }
+}
+END_TEST
+
+Suite *srq_suite(void)
+{
+    Suite *s = suite_create("srq");
+    TCase *tc = tcase_create("srq");
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, mlxd_test_emu_two_devices, NULL);
+    tcase_add_test(tc, shared_by_qps_fifo_reuse);
+    tcase_add_test(tc, limit_event_once);
+    tcase_add_test(tc, empty_rc_rnr_then_delivery);
+    tcase_add_test(tc, empty_uc_dropped_counted);
+    tcase_add_test(tc, misuse_changes_nothing);
+    tcase_add_test(tc, faults_leave_nothing);
+    suite_add_tcase(s, tc);
+    return s;
+}
