@@ -24,6 +24,7 @@
 #include <netinet/in.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 
 #include "mlxd_capture.h"
 #include "mlxd_emu.h"
@@ -424,10 +425,50 @@ static void *wait_main(void *arg)
     return NULL;
 }
 
+/* A consumer that waits in get_next_frame; tid says which thread it is, so that the test can
+ * see it asleep. */
+struct sleeper {
+    struct mlxd_receiver *r;
+    _Atomic long tid;
+};
+
 static void *sleeper_main(void *arg)
 {
+    struct sleeper *s = arg;
     struct mlxd_receiver_frame f;
-    return mlxd_receiver_get_next_frame(arg, 5000, &f) ? arg : NULL;
+    atomic_store(&s->tid, (long)syscall(SYS_gettid));
+    return mlxd_receiver_get_next_frame(s->r, 5000, &f) ? arg : NULL;
+}
+
+/* Waits (up to 10 s) until thread tid of this process sleeps in futex_wait: the consumer is past
+ * its spin.  A fixed sleep is not enough on a loaded host, where the thread may not have run
+ * (or still spin) when the frame is sent, and then takes it without any wake-up. */
+static bool thread_in_futex_wait(long tid)
+{
+    for (int i = 0; i < 10000; i++) {
+        char p[64], w[64] = "";
+        snprintf(p, sizeof p, "/proc/self/task/%ld/wchan", tid);
+        FILE *f = fopen(p, "r");
+        if (f) {
+            size_t n = fread(w, 1, sizeof w - 1, f);
+            w[n] = 0;
+            fclose(f);
+        }
+        if (strstr(w, "futex")) return true;
+        if (!w[0] || !strcmp(w, "0")) {     /* wchan hidden: a sleeping state ('S') then */
+            char st[512] = "";
+            snprintf(p, sizeof p, "/proc/self/task/%ld/stat", tid);
+            if ((f = fopen(p, "r"))) {
+                size_t n = fread(st, 1, sizeof st - 1, f);
+                st[n] = 0;
+                fclose(f);
+            }
+            const char *c = strrchr(st, ')');
+            if (c && c[1] == ' ' && c[2] == 'S') return true;
+        }
+        usleep(1000);
+    }
+    return false;
 }
 
 START_TEST(close_from_other_threads)
@@ -596,9 +637,10 @@ START_TEST(busy_poll_no_wakeups)
     ck_assert_uint_eq(st.consumer_wakeups, 0);
     /* now a consumer that sleeps: it is woken by the monitor */
     pthread_t th;
-    ck_assert_int_eq(pthread_create(&th, NULL, sleeper_main, l.r), 0);
-    struct timespec ts = { 0, 200 * 1000000 };        /* well past the 50 us spin */
-    nanosleep(&ts, NULL);
+    struct sleeper sl = { .r = l.r };
+    ck_assert_int_eq(pthread_create(&th, NULL, sleeper_main, &sl), 0);
+    while (!atomic_load(&sl.tid)) sched_yield();
+    ck_assert_msg(thread_in_futex_wait(atomic_load(&sl.tid)), "the consumer never went to sleep");
     gen(&l, 50, 1, 3, MLXD_GEN_MD_SEPARATE, true, 50);
     void *got = NULL;
     pthread_join(th, &got);

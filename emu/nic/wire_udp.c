@@ -60,8 +60,39 @@ int wire_open(struct nic_dev *nd)
     return 0;
 }
 
+/* Leaving a shared port: the packets already queued on this socket would die with it, other
+ * processes' among them (the kernel hashed them here).  Connecting the socket first takes it out
+ * of the group's choice (reuseport_select_sock_by_hash skips connected sockets), so nothing new
+ * arrives; what is queued is then handed to its owners.  Our own QPs are gone: theirs drop. */
+static void share_leave(struct nic_dev *nd)
+{
+    struct sockaddr_in nowhere = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001),
+                                  .sin_port = htons(9)};    /* discard: nothing sends from it */
+    if (connect(nd->sock, (struct sockaddr *)&nowhere, sizeof nowhere) < 0) return;
+    for (;;) {
+        struct sockaddr_in from;
+        union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } ctl;
+        struct iovec iov = {nd->rx[0], NIC_RX_BUF};
+        struct msghdr m = {.msg_name = &from, .msg_namelen = sizeof from, .msg_iov = &iov,
+                           .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
+        ssize_t n = recvmsg(nd->sock, &m, MSG_DONTWAIT);
+        if (n < 0) break;
+        if (m.msg_flags & MSG_TRUNC) continue;
+        uint32_t len = (uint32_t)n, gso = len;      /* UDP_GRO: several datagrams of gso bytes */
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+            if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+                int g;
+                memcpy(&g, CMSG_DATA(c), sizeof g);
+                if (g > 0 && (uint32_t)g < len) gso = (uint32_t)g;
+            }
+        for (uint32_t off = 0; off < len; off += gso)
+            (void)share_forward(nd, nd->rx[0] + off, len - off < gso ? len - off : gso, &from);
+    }
+}
+
 void wire_close(struct nic_dev *nd)
 {
+    if (nd->sock >= 0 && nd->share) share_leave(nd);
     if (nd->sock >= 0) close(nd->sock);
     nd->sock = -1;
     share_close(nd);
