@@ -211,7 +211,7 @@ sanitize:
 	$(MAKE) BUILD=build-asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" OPT="-O1 -g" test
 # The threaded suites (receiver monitor and close, the emulator's engine, replay feeders, soak,
 # close races, the CUDA monitor) under TSan, one suite per run (CK_RUN_SUITE=<one> for a single one).
-TSAN_SUITES ?= races soak receiver receiver_live receiver_events receiver_replay receiver_fixture receiver_cuda record replay frameq emu_nic emu_shared driver ud
+TSAN_SUITES ?= races soak receiver receiver_live receiver_events receiver_replay receiver_fixture receiver_cuda record replay frameq emu_nic emu_shared driver ud verbs srq
 tsan:
 	$(MAKE) BUILD=build-tsan SAN="-fsanitize=thread" OPT="-O1 -g" all $(patsubst $(BUILD)/%,build-tsan/%,$(RUNNER) $(HELPERS))
 	@fail=0; for s in $${CK_RUN_SUITE:-$(TSAN_SUITES)}; do \
