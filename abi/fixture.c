@@ -683,8 +683,11 @@ int mlxd_fixture_writer_close(struct mlxd_fixture_writer *w)
     if (!w) return 0;
     int e = w->err;
     if (!e && w->overflow_at >= 0 && w->overflow) {
-        if (fseek(w->f, w->overflow_at, SEEK_SET) != 0 || fprintf(w->f, "%-20" PRIu64, w->overflow) < 0 ||
-            fseek(w->f, 0, SEEK_END) != 0)
+        /* back to the remembered end, not SEEK_END: after a write behind the end, glibc's
+         * open_memstream takes the write position for the end and the records would be cut */
+        long end = ftell(w->f);
+        if (end < 0 || fseek(w->f, w->overflow_at, SEEK_SET) != 0 ||
+            fprintf(w->f, "%-20" PRIu64, w->overflow) < 0 || fseek(w->f, end, SEEK_SET) != 0)
             e = errno ? errno : EIO;
     }
     if (fflush(w->f) != 0 && !e) e = errno ? errno : EIO;
