@@ -443,9 +443,33 @@ static void *sleeper_main(void *arg)
 /* Waits (up to 10 s) until thread tid of this process sleeps in futex_wait: the consumer is past
  * its spin.  A fixed sleep is not enough on a loaded host, where the thread may not have run
  * (or still spin) when the frame is sent, and then takes it without any wake-up. */
+/* 1: tid is in futex(FUTEX_WAIT, ..., timeout) with a timeout, as frameq_wait_pop sleeps (a
+ * thread still starting, or waiting on a lock of libc or a sanitizer runtime, waits without
+ * one); 0: it is in another system call or none; -1: /proc does not say. */
+static int in_timed_futex_wait(long tid)
+{
+    char p[64], line[256] = "";
+    snprintf(p, sizeof p, "/proc/self/task/%ld/syscall", tid);
+    FILE *f = fopen(p, "r");
+    if (!f) return -1;
+    size_t n = fread(line, 1, sizeof line - 1, f);
+    line[n] = 0;
+    fclose(f);
+    long nr;
+    unsigned long a[4];
+    if (sscanf(line, "%ld %lx %lx %lx %lx", &nr, &a[0], &a[1], &a[2], &a[3]) != 5) return nr >= 0 ? 0 : -1;
+    return nr == SYS_futex && (a[1] & 0x7f) == 0 /* FUTEX_WAIT */ && a[3] != 0;
+}
+
 static bool thread_in_futex_wait(long tid)
 {
     for (int i = 0; i < 10000; i++) {
+        int t = in_timed_futex_wait(tid);
+        if (t >= 0) {
+            if (t == 1) return true;
+            usleep(1000);
+            continue;
+        }
         char p[64], w[64] = "";
         snprintf(p, sizeof p, "/proc/self/task/%ld/wchan", tid);
         FILE *f = fopen(p, "r");
