@@ -155,8 +155,10 @@ int mlxd_qp_send_room(const struct mlxd_qp *qp);
  * one given here, and polling it frees the WQE for reuse.  Returns n, or -EINVAL (NULL or
  * destroyed SRQ, n over its depth, bad entries: nothing posted), -EAGAIN.
  * Hot path: no system call, lock, allocation or division.
- * Thread rules: one mlxd_srq_receive of srq at a time; may run while other threads poll the CQs
- * its QPs complete on. */
+ * Thread rules: one mlxd_srq_receive of srq at a time; may run while another thread polls the
+ * CQs its QPs complete on.  Those CQs are polled by one thread at a time (with all of an SRQ's
+ * QPs on one receive CQ, as usual, that is the CQ's own rule): polling links a completed WQE
+ * back into the SRQ's free list without a lock. */
 int mlxd_srq_receive(struct mlxd_srq *srq, const struct mlxd_recv *r, size_t n);
 /* Receives that may be posted now (depth minus outstanding); -EINVAL for an invalid SRQ. */
 int mlxd_srq_recv_room(const struct mlxd_srq *srq);

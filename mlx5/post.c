@@ -156,7 +156,7 @@ int mlxd_qp_post(struct mlxd_qp *qp, const struct mlxd_entry *e)
         int extra = mlxd__ud_entry_check(qp, e);
         if (mlxd_unlikely(extra < 0)) return -EINVAL;
         bytes += (uint32_t)extra;
-        av = e->ah->av;
+        av = extra ? e->ah->av : NULL;   /* a NOP carries no datagram segment (and may have no AH) */
     }
     uint32_t nbb = (bytes + MLXD_SEND_WQE_BB - 1) >> MLXD_SEND_WQE_SHIFT;
     /* full when the WQEBBs run out, or when send_depth entries are outstanding: the CQ was
