@@ -485,17 +485,25 @@ static int start_replay(struct mlxd_receiver *r)
 
 int mlxd_receiver_replay_step(struct mlxd_receiver *r, unsigned n)
 {
-    if (!r || !atomic_load(&r->started) || !r->replay)
+    if (!r)
         return mlxd_err(EINVAL, "mlxd_receiver_replay_step: the receiver was not started on a fixture");
-    return mlxd__rx_replay_step(r->replay, n);
+    pthread_mutex_lock(&r->lock);     /* a close on another thread frees the replay */
+    int rc = atomic_load(&r->started) && r->replay ? mlxd__rx_replay_step(r->replay, n)
+             : mlxd_err(EINVAL, "mlxd_receiver_replay_step: the receiver was not started on a fixture");
+    pthread_mutex_unlock(&r->lock);
+    return rc;
 }
 
 int mlxd_receiver_replay_progress(const struct mlxd_receiver *r, uint64_t *written, uint64_t *total)
 {
-    if (!r || !written || !total || !atomic_load(&r->started) || !r->replay)
+    if (!r || !written || !total)
         return mlxd_err(EINVAL, "mlxd_receiver_replay_progress: the receiver was not started on a fixture");
-    mlxd__rx_replay_progress(r->replay, written, total);
-    return 0;
+    struct mlxd_receiver *w = (struct mlxd_receiver *)r;    /* the lock only */
+    pthread_mutex_lock(&w->lock);     /* a close on another thread frees the replay */
+    bool ok = atomic_load(&r->started) && r->replay;
+    if (ok) mlxd__rx_replay_progress(r->replay, written, total);
+    pthread_mutex_unlock(&w->lock);
+    return ok ? 0 : mlxd_err(EINVAL, "mlxd_receiver_replay_progress: the receiver was not started on a fixture");
 }
 
 int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts *opts)
@@ -597,6 +605,7 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
         }
     }
 
+    r->nic_real_time = r->nic_clock_info = false;   /* a replay has no NIC clock (a start before may have had one) */
     if (r->o.replay_fixture) {
         page_md_init(r);
         rc = start_replay(r);
@@ -1050,6 +1059,12 @@ static inline uint64_t handle_batch(struct mlxd_receiver *r, const struct mlxd_c
         }
         uint64_t ts = c[i].timestamp;
         handle_frame(r, &c[i], &now, r->nic_real_time ? mlxd_real_time_ts_to_ns(ts) : conv ? mlxd_ts_to_ns(&ci, ts) : 0);
+        if (__builtin_expect(r->cuda_err[0] != 0, 0)) {
+            /* device memory unreadable: the monitor stops with the reason; this frame and the
+             * batch's others are not delivered: counted as errors, not lost silently */
+            r->errors += n - i;
+            break;
+        }
     }
     return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 }

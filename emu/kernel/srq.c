@@ -31,7 +31,7 @@ static uint32_t pow2_at_least(uint32_t v) { uint32_t r = 1; while (r < v) r <<= 
 /* The srq geometry mlx5_ib_create_srq derives; 0 or -EINVAL. */
 static int srq_geometry(const struct emu_srq_args *a, uint32_t *nwqe, uint32_t *shift)
 {
-    if (a->max_wr >= (1u << EMU_LOG_MAX_SRQ_SZ) || a->max_sge > EMU_MAX_RQ_DESC / 16) return -EINVAL;
+    if (a->max_wr >= (1u << EMU_LOG_MAX_SRQ_SZ) || a->max_sge > EMU_MAX_RQ_DESC / 16 - 1) return -EINVAL;   /* the next segment takes 16 B (max_srq_sge) */
     uint32_t desc = pow2_at_least(16 + 16 * a->max_sge);
     if (desc < 32) desc = 32;
     *shift = (uint32_t)__builtin_ctz(desc);

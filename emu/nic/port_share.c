@@ -263,7 +263,12 @@ bool share_forward(struct nic_dev *nd, const uint8_t *bth, uint32_t len,
 int share_unwrap(const struct nic_dev *nd, uint8_t *buf, uint32_t len, struct sockaddr_in *from)
 {
     struct fwd_hdr h;
-    if (len < sizeof h || from->sin_addr.s_addr != nd->self.sin_addr.s_addr) return -1;
+    /* only a member of the port's group forwards: it sends from the port's own address and
+     * UDP port (bound by processes of this user alone), so no other local process can pose
+     * as a peer past the QPs' source check */
+    if (len < sizeof h || from->sin_addr.s_addr != nd->self.sin_addr.s_addr ||
+        from->sin_port != nd->self.sin_port)
+        return -1;
     memcpy(&h, buf, sizeof h);
     if (h.magic != FWD_MAGIC) return -1;
     from->sin_addr.s_addr = h.src_ip;

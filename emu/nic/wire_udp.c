@@ -77,7 +77,7 @@ static void share_leave(struct nic_dev *nd)
                            .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
         ssize_t n = recvmsg(nd->sock, &m, MSG_DONTWAIT);
         if (n < 0) break;
-        if (m.msg_flags & MSG_TRUNC) continue;
+        if (m.msg_flags & MSG_TRUNC) { nd->st.rx_malformed++; continue; }
         uint32_t len = (uint32_t)n, gso = len;      /* UDP_GRO: several datagrams of gso bytes */
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
             if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
@@ -85,8 +85,9 @@ static void share_leave(struct nic_dev *nd)
                 memcpy(&g, CMSG_DATA(c), sizeof g);
                 if (g > 0 && (uint32_t)g < len) gso = (uint32_t)g;
             }
-        for (uint32_t off = 0; off < len; off += gso)
-            (void)share_forward(nd, nd->rx[0] + off, len - off < gso ? len - off : gso, &from);
+        for (uint32_t off = 0; off < len; off += gso)     /* not forwarded: counted, not lost silently */
+            if (!share_forward(nd, nd->rx[0] + off, len - off < gso ? len - off : gso, &from))
+                nd->st.rx_unknown_qp++;
     }
 }
 
