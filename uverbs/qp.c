@@ -566,13 +566,11 @@ int mlxd_qp_destroy(struct mlxd_qp *qp)
     if (nic->qp_table[qp->uidx] == qp) table_set(nic, qp->uidx, NULL);
     if (qp->send_cq->hot_qp == qp) qp->send_cq->hot_qp = NULL;
     if (qp->recv_cq->hot_qp == qp) qp->recv_cq->hot_qp = NULL;
-    if (!rc) {          /* a QP the kernel kept still holds its CQs, their depth and its SRQ */
-        qp->send_cq->qps--;
-        if (qp->recv_cq != qp->send_cq) qp->recv_cq->qps--;
-        if (qp->srq) qp->srq->qps--;
-        qp->send_cq->committed -= qp->sq_depth;
-        qp->recv_cq->committed -= qp->rq_depth;
-    }
+    qp->send_cq->qps--;
+    if (qp->recv_cq != qp->send_cq) qp->recv_cq->qps--;
+    if (qp->srq && !rc) qp->srq->qps--;       /* a QP the kernel kept still holds its SRQ */
+    qp->send_cq->committed -= qp->sq_depth;
+    qp->recv_cq->committed -= qp->rq_depth;
     pthread_mutex_unlock(&nic->lock);
     if (rc) return mlxd_err(-rc, "mlxd_qp_destroy %s: the kernel refused QP_DESTROY of QP 0x%x: %s", nic->name, qp->qpn, strerror(-rc));
     /* its completions nobody polled leave the CQs too (as libmlx5's ibv_destroy_qp): they would
