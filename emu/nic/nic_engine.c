@@ -184,6 +184,7 @@ void emu_nic_cq_destroy(struct emu_cq *cq)
         for (struct nic_cq **pp = &nd->cqs; *pp; pp = &(*pp)->next)
             if (*pp == c) { *pp = c->next; break; }
     cq->nic = NULL;
+    free(c->zip);
     free(c);
 }
 
@@ -267,6 +268,8 @@ static int engine_pass(struct nic_dev *nd)
         if (q->ack_pending) nic_resp_flush_acks(q);
         work += nic_req_progress(q);    /* ACKs may have opened the window */
     }
+    /* the pass's burst of CQEs ends: a compressing CQ writes what it held (nic_cqe_comp.c) */
+    for (struct nic_cq *c = nd->cqs; c; c = c->next) if (c->zip) nic_cqe_comp_flush(nd, c);
     for (struct nic_cq *c = nd->cqs; c; c = c->next) work += nic_cq_poll_arm(nd, c);
     wire_tx_flush(nd);
     return work;
