@@ -93,48 +93,60 @@ static int open_session(struct mlxd_cq *cq, const uint8_t *c)
     return 0;
 }
 
-/* Responder mini-CQEs [i, i + k) into w: the template with byte_len, wqe_counter, wr_id. */
-static void expand_resp(struct mlxd_cq *cq, uint32_t ci, uint32_t i, uint32_t k, struct mlxd_completion *w)
+/* Responder mini-CQEs [i, i + k) into w: the template's words with byte_len, wqe_counter and
+ * wr_id; array by array (a pointer step per mini-CQE); with_wrid: the QP's receive wr_id table
+ * (else its SRQ's, or the wqe_counter with no QP). */
+static inline __attribute__((always_inline)) void expand_resp_as(struct mlxd_cq *cq, uint32_t ci, uint32_t i,
+                                                                 uint32_t k, struct mlxd_completion *w,
+                                                                 const bool with_wrid)
 {
     struct mlxd__zip *z = &cq->zip;
     struct mlxd_qp *qp = z->run.qp;
-    const uint64_t *rq_wrid = qp ? qp->rq_wrid : NULL;
-    const uint32_t rq_mask = rq_wrid ? qp->rq_wqe_cnt - 1 : 0;
-    struct mlxd_srq *srq = qp && !rq_wrid ? qp->srq : NULL;
-    /* the template's words in registers (w may alias nothing of cq, but the compiler cannot
-     * know): timestamp, qp, status/opcode, byte_len/imm, qpn/flags, tail */
-    const uint64_t t_ts = z->tmpl[1], t_qp = z->tmpl[2], t_so = z->tmpl[3], t_bi = z->tmpl[4],
-                   t_qf = z->tmpl[5], t_tail = z->tmpl[6];
-    uint32_t wc = (uint32_t)z->wc + i, done = 0;
-    for (uint32_t e = i + k; i != e; i++, wc++, w++) {
+    const uint64_t *const rq_wrid = with_wrid ? qp->rq_wrid : NULL;
+    const uint32_t rq_mask = with_wrid ? qp->rq_wqe_cnt - 1 : 0;
+    struct mlxd_srq *const srq = !with_wrid && qp ? qp->srq : NULL;
+    /* the template's words in registers: timestamp, qp, status/opcode, byte_len/imm, qpn/flags,
+     * tail (w could alias cq as far as the compiler knows) */
+    const uint64_t t_ts = z->tmpl[1], t_qp = z->tmpl[2], t_so = z->tmpl[3], t_qf = z->tmpl[5];
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const uint64_t t_imm = z->tmpl[4] & ~0xffffffffull, t_tail = z->tmpl[6] & ~0xffffull;
+#else
+    const uint64_t t_imm = z->tmpl[4] & 0xffffffffull, t_tail = z->tmpl[6] & ~(0xffffull << 48);
+#endif
+    uint32_t wc = (uint32_t)z->wc + i;
+    for (const uint32_t e = i + k; i != e;) {
+        const uint32_t a = i & ~(uint32_t)(MINI_PER_ARRAY - 1), stop = a + MINI_PER_ARRAY < e ? a + MINI_PER_ARRAY : e;
         const uint8_t *m = mini_at(cq, ci, i);
-        uint64_t v;
-        memcpy((char *)w + offsetof(struct mlxd_completion, timestamp), &t_ts, 8);
-        memcpy((char *)w + offsetof(struct mlxd_completion, qp), &t_qp, 8);
-        memcpy((char *)w + offsetof(struct mlxd_completion, status), &t_so, 8);
-        const uint32_t byte_len = mlxd_load_be32(m + 4);
+        for (; i != stop; i++, wc++, w++, m += MINI_SIZE) {
+            uint64_t v;
+            memcpy((char *)w + offsetof(struct mlxd_completion, timestamp), &t_ts, 8);
+            memcpy((char *)w + offsetof(struct mlxd_completion, qp), &t_qp, 8);
+            memcpy((char *)w + offsetof(struct mlxd_completion, status), &t_so, 8);
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-        v = (t_bi & ~0xffffffffull) | byte_len;
+            v = t_imm | mlxd_load_be32(m + 4);
 #else
-        v = (t_bi & 0xffffffffull) | (uint64_t)byte_len << 32;
+            v = t_imm | (uint64_t)mlxd_load_be32(m + 4) << 32;
 #endif
-        memcpy((char *)w + offsetof(struct mlxd_completion, byte_len), &v, 8);
-        memcpy((char *)w + offsetof(struct mlxd_completion, qpn), &t_qf, 8);
-        const uint16_t wc16 = (uint16_t)wc;
+            memcpy((char *)w + offsetof(struct mlxd_completion, byte_len), &v, 8);
+            memcpy((char *)w + offsetof(struct mlxd_completion, qpn), &t_qf, 8);
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-        v = (t_tail & ~0xffffull) | wc16;
+            v = t_tail | (uint16_t)wc;
 #else
-        v = (t_tail & ~(0xffffull << 48)) | (uint64_t)wc16 << 48;
+            v = t_tail | (uint64_t)(uint16_t)wc << 48;
 #endif
-        memcpy((char *)w + offsetof(struct mlxd_completion, wqe_counter), &v, 8);
-        if (mlxd_likely(rq_wrid != NULL)) {
-            w->wr_id = rq_wrid[wc & rq_mask];
-            done++;
-        } else {
-            w->wr_id = srq ? mlxd__srq_complete(srq, wc16) : wc16;
+            memcpy((char *)w + offsetof(struct mlxd_completion, wqe_counter), &v, 8);
+            if (with_wrid) w->wr_id = rq_wrid[wc & rq_mask];
+            else w->wr_id = srq ? mlxd__srq_complete(srq, (uint16_t)wc) : (uint16_t)wc;
         }
     }
-    z->run.rq_done += done;
+    if (with_wrid) z->run.rq_done += k;
+}
+
+static void expand_resp(struct mlxd_cq *cq, uint32_t ci, uint32_t i, uint32_t k, struct mlxd_completion *w)
+{
+    const struct mlxd_qp *qp = cq->zip.run.qp;
+    if (mlxd_likely(qp && qp->rq_wrid)) expand_resp_as(cq, ci, i, k, w, true);
+    else expand_resp_as(cq, ci, i, k, w, false);
 }
 
 /* Requester mini-CQEs (s_wqe_info): each one's bytes patched into the title, decoded as a full
@@ -157,10 +169,14 @@ static void close_session(struct mlxd_cq *cq)
 {
     struct mlxd__zip *z = &cq->zip;
     const uint32_t ci = cq->ci, n = z->n;
-    /* slot by slot, not a memset of the ring: the session may straddle the ring's end */
-    for (uint32_t j = 0; j < n; j++)
-        mlxd_shared_store((volatile uint8_t *)(uintptr_t)slot_at(cq, ci + j) + MLXD_CQE_OFF_OP_OWN,
-                          (uint8_t)MLXD_CQE_OP_OWN_INIT);
+    /* op_own of each slot, up to the ring's end and on from its start (a session may straddle) */
+    const uint32_t idx = ci & (cq->ncqe - 1), n1 = n < cq->ncqe - idx ? n : cq->ncqe - idx;
+    volatile uint8_t *p = cq->buf + ((size_t)idx << 6) + MLXD_CQE_OFF_OP_OWN;
+    for (volatile uint8_t *const end = p + ((size_t)n1 << 6); p != end; p += 64)
+        mlxd_shared_store(p, (uint8_t)MLXD_CQE_OP_OWN_INIT);
+    p = cq->buf + MLXD_CQE_OFF_OP_OWN;
+    for (volatile uint8_t *const end = p + ((size_t)(n - n1) << 6); p != end; p += 64)
+        mlxd_shared_store(p, (uint8_t)MLXD_CQE_OP_OWN_INIT);
     cq->ci = ci + n;
     z->n = 0;
     mlxd_wmb();                               /* CQE reads and invalidations before the hand-back */

@@ -91,6 +91,7 @@ int mlxd_cq_create(struct mlxd_nic *nic, uint32_t entries, const struct mlxd_cq_
     }
     cq->cqe_comp = opts && opts->sz > offsetof(struct mlxd_cq_opts, cqe_comp) ? opts->cqe_comp : 0;
     if (cq->cqe_comp && (rc = mlxd__cqe_comp_check(nic, cq->cqe_comp)) != 0) goto fail;
+    cq->comp = cq->cqe_comp != 0;
     cq->nic = nic;
     cq->cqe_version = nic->cqe_version;
     cq->qp_table = nic->qp_table;
@@ -179,6 +180,7 @@ int mlxd_cq_create_detached_opts(uint32_t entries, const struct mlxd_detached_cq
     cq->detached = true;
     cq->cqe_version = 1;
     cq->cqe_comp = comp;
+    cq->comp = comp != 0;
     cq->state = OBJ_LIVE;
     *out = cq;
     return 0;

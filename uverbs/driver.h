@@ -49,6 +49,7 @@ struct mlxd_cq {
     uint8_t  cqe_version;
     bool     events;                /* armable (comp channel attached) */
     bool     detached;
+    bool     comp;                  /* cqe_comp != 0, here in the hot line: poll_batch's hook */
     uint32_t cqn;
     struct mlxd_qp *hot_qp;         /* the QP of the last batch's last run, when it has a receive
                                        ring: the poll loop's hot path (mlx5/poll.c); written by
