@@ -633,6 +633,73 @@ START_TEST(e2e_requester_sessions)
 }
 END_TEST
 
+/* A compressing CQ with events whose QP takes its receives from an SRQ: each burst arms, waits
+ * for the completion event (the NIC fires it when the session is written), then polls 16
+ * receives whose wr_ids are the SRQ's entries in order (the NIC takes them in list order, the
+ * decoder derives each one's WQE index from the title's). */
+START_TEST(e2e_srq_events)
+{
+    mlxd_test_emu_two_devices();
+    struct side a, b;
+    memset(&b, 0, sizeof b);
+    side_open(&a, "mlx5_0", 0);
+    mlxd_test_open_region("mlx5_1", 65536, &b.nic, &b.buf, &b.reg);
+    struct mlxd_cq_opts co = { .sz = sizeof co, .events = true, .cqe_comp = MLXD_CQE_COMP_CSUM };
+    ck_assert_msg(mlxd_cq_create(b.nic, 64, &co, &b.cq) == 0, "%s", mlxd_errmsg());
+    struct mlxd_srq *srq;
+    struct mlxd_srq_opts so = { .sz = sizeof so, .depth = 64 };
+    ck_assert_msg(mlxd_srq_create(b.nic, &so, &srq) == 0, "%s", mlxd_errmsg());
+    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_RC, .send_depth = 4, .srq = srq };
+    ck_assert_msg(mlxd_qp_create(b.cq, &qo, &b.qp) == 0, "%s", mlxd_errmsg());
+    struct mlxd_endpoint ea, eb;
+    ck_assert_int_eq(mlxd_qp_endpoint(a.qp, &ea), 0);
+    ck_assert_int_eq(mlxd_qp_endpoint(b.qp, &eb), 0);
+    struct mlxd_connect_opts cn = { .sz = sizeof cn, .peer_access = MLXD_ACCESS_REMOTE_WRITE };
+    ck_assert_int_eq(mlxd_qp_connect(a.qp, &eb, &cn), 0);
+    ck_assert_int_eq(mlxd_qp_connect(b.qp, &ea, &cn), 0);
+    struct mlxd_local lb, la;
+    ck_assert_int_eq(mlxd_region_slice(b.reg, 0, 4096, &lb), 0);
+    ck_assert_int_eq(mlxd_region_slice(a.reg, 0, 64, &la), 0);
+    unsigned titles = 0;
+    uint64_t next = 0;
+    for (int r = 0; r < 8; r++) {
+        struct mlxd_recv rv[16];
+        for (int i = 0; i < 16; i++) rv[i] = (struct mlxd_recv){ .wr_id = next + (unsigned)i, .num_local = 1, .local = &lb };
+        ck_assert_int_eq(mlxd_srq_receive(srq, rv, 16), 16);
+        ck_assert_int_eq(mlxd_cq_arm(b.cq, false), 0);
+        uint64_t before = cqes_written(1);
+        for (int i = 0; i < 16; i++) {
+            struct mlxd_entry e = { .wr_id = (uint64_t)i, .op = MLXD_OP_SEND, .flags = i == 15 ? MLXD_SIGNALED : 0,
+                                    .num_local = 1, .local = la };
+            ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
+        }
+        ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+        struct mlxd_event ev[4];
+        int n = mlxd_wait(b.nic, 5000, ev, 4);
+        ck_assert_int_ge(n, 1);
+        ck_assert_uint_eq(ev[0].kind, MLXD_EVENT_COMPLETION);
+        ck_assert_ptr_eq(ev[0].cq, b.cq);
+        titles += sessions_ahead(b.cq, 1, before + 16);
+        struct mlxd_completion w[16];
+        poll_n(b.cq, w, 16, 16);
+        for (int i = 0; i < 16; i++) {
+            ck_assert_uint_eq(w[i].status, 0);
+            ck_assert_uint_eq(w[i].wr_id, next + (unsigned)i);
+            ck_assert_uint_eq(w[i].byte_len, 64);
+        }
+        next += 16;
+        struct mlxd_completion s;
+        mlxd_test_wait_one(a.cq, 5, &s);
+        ck_assert_uint_eq(s.status, 0);
+    }
+    ck_assert_uint_gt(titles, 0);
+    ck_assert_int_eq(mlxd_close(a.nic), 0);
+    ck_assert_int_eq(mlxd_close(b.nic), 0);
+    free(a.buf);
+    free(b.buf);
+}
+END_TEST
+
 Suite *cqe_mini_suite(void)
 {
     Suite *s = suite_create("cqe_mini");
@@ -651,6 +718,7 @@ Suite *cqe_mini_suite(void)
     tcase_add_test(t, driver_option);
     tcase_add_test(t, e2e_responder_sessions);
     tcase_add_test(t, e2e_requester_sessions);
+    tcase_add_test(t, e2e_srq_events);
     suite_add_tcase(s, t);
     return s;
 }
