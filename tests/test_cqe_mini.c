@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <infiniband/mlx5dv.h>
 #include "driver.h"
+#include "fake_qp.h"
 #include "mlxd_emu.h"
 #include "mlxd_error.h"
 #include "mlxd_mlx5.h"
@@ -91,31 +92,6 @@ static uint32_t record_ci(struct mlxd_cq *cq)
     return be32toh(db[0]);
 }
 
-/* A QP made by hand (as tests/test_poll.c): wr_id tables of 8, QPN, user index. */
-struct fq {
-    struct mlxd_qp qp;
-    uint64_t rwrid[8], swrid[8], snext[8];
-};
-static struct mlxd_qp *table[MLXD_MAX_QPS];
-
-static void fq_init(struct fq *f, uint32_t qpn, uint32_t uidx, uint64_t base)
-{
-    memset(f, 0, sizeof *f);
-    f->qp.qpn = qpn;
-    f->qp.uidx = uidx;
-    f->qp.state = OBJ_LIVE;
-    f->qp.rq_wqe_cnt = 8;
-    f->qp.rq_wrid = f->rwrid;
-    f->qp.sq_wqebbs = 8;
-    f->qp.sq_wrid = f->swrid;
-    f->qp.sq_next = f->snext;
-    for (int i = 0; i < 8; i++) {
-        f->rwrid[i] = base + i;
-        f->swrid[i] = base + 100 + i;
-        f->snext[i] = (uint64_t)(50 + i) << 32 | (1000u + (uint32_t)i);
-    }
-    table[uidx] = &f->qp;
-}
 
 static struct mlxd_cq *cq_new(uint32_t entries, uint32_t comp)
 {
@@ -496,16 +472,29 @@ static void side_open(struct side *s, const char *dev, uint32_t comp)
     ck_assert_msg(mlxd_qp_create(s->cq, &qo, &s->qp) == 0, "%s", mlxd_errmsg());
 }
 
-static void pair(struct side *a, struct side *b, uint32_t comp_a, uint32_t comp_b)
+static void connect_pair(struct side *a, struct side *b)
 {
-    side_open(a, "mlx5_0", comp_a);
-    side_open(b, "mlx5_1", comp_b);
     struct mlxd_endpoint ea, eb;
     ck_assert_int_eq(mlxd_qp_endpoint(a->qp, &ea), 0);
     ck_assert_int_eq(mlxd_qp_endpoint(b->qp, &eb), 0);
     struct mlxd_connect_opts co = { .sz = sizeof co, .peer_access = MLXD_ACCESS_REMOTE_WRITE };
     ck_assert_int_eq(mlxd_qp_connect(a->qp, &eb, &co), 0);
     ck_assert_int_eq(mlxd_qp_connect(b->qp, &ea, &co), 0);
+}
+
+static void pair(struct side *a, struct side *b, uint32_t comp_a, uint32_t comp_b)
+{
+    side_open(a, "mlx5_0", comp_a);
+    side_open(b, "mlx5_1", comp_b);
+    connect_pair(a, b);
+}
+
+static void pair_close(struct side *a, struct side *b)
+{
+    ck_assert_int_eq(mlxd_close(a->nic), 0);
+    ck_assert_int_eq(mlxd_close(b->nic), 0);
+    free(a->buf);
+    free(b->buf);
 }
 
 static uint64_t cqes_written(unsigned dev)
@@ -589,10 +578,7 @@ START_TEST(e2e_responder_sessions)
     titles = 0;
     for (int r = 12; r < 20; r++) { e2e_round(&a, &b, r, MLXD_OP_WRITE_IMM, true, &t); titles += t; }
     ck_assert_uint_gt(titles, 0);
-    ck_assert_int_eq(mlxd_close(a.nic), 0);
-    ck_assert_int_eq(mlxd_close(b.nic), 0);
-    free(a.buf);
-    free(b.buf);
+    pair_close(&a, &b);
 }
 END_TEST
 
@@ -626,10 +612,7 @@ START_TEST(e2e_requester_sessions)
         ck_assert_int_eq(mlxd_qp_send_room(a.qp), mlxd_qp_send_room(a.qp));
     }
     ck_assert_uint_gt(titles, 0);
-    ck_assert_int_eq(mlxd_close(a.nic), 0);
-    ck_assert_int_eq(mlxd_close(b.nic), 0);
-    free(a.buf);
-    free(b.buf);
+    pair_close(&a, &b);
 }
 END_TEST
 
@@ -651,12 +634,7 @@ START_TEST(e2e_srq_events)
     ck_assert_msg(mlxd_srq_create(b.nic, &so, &srq) == 0, "%s", mlxd_errmsg());
     struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_RC, .send_depth = 4, .srq = srq };
     ck_assert_msg(mlxd_qp_create(b.cq, &qo, &b.qp) == 0, "%s", mlxd_errmsg());
-    struct mlxd_endpoint ea, eb;
-    ck_assert_int_eq(mlxd_qp_endpoint(a.qp, &ea), 0);
-    ck_assert_int_eq(mlxd_qp_endpoint(b.qp, &eb), 0);
-    struct mlxd_connect_opts cn = { .sz = sizeof cn, .peer_access = MLXD_ACCESS_REMOTE_WRITE };
-    ck_assert_int_eq(mlxd_qp_connect(a.qp, &eb, &cn), 0);
-    ck_assert_int_eq(mlxd_qp_connect(b.qp, &ea, &cn), 0);
+    connect_pair(&a, &b);
     struct mlxd_local lb, la;
     ck_assert_int_eq(mlxd_region_slice(b.reg, 0, 4096, &lb), 0);
     ck_assert_int_eq(mlxd_region_slice(a.reg, 0, 64, &la), 0);
@@ -693,10 +671,7 @@ START_TEST(e2e_srq_events)
         ck_assert_uint_eq(s.status, 0);
     }
     ck_assert_uint_gt(titles, 0);
-    ck_assert_int_eq(mlxd_close(a.nic), 0);
-    ck_assert_int_eq(mlxd_close(b.nic), 0);
-    free(a.buf);
-    free(b.buf);
+    pair_close(&a, &b);
 }
 END_TEST
 
