@@ -104,6 +104,7 @@ void nic_cqe_comp_flush(struct nic_dev *nd, struct nic_cq *c)
 {
     struct nic_zip *z = c->zip;
     if (!z || !z->n) return;
+    if (c->failed) { z->n = 0; return; }      /* a CQ error since they were held: no more CQEs */
     if (z->n == 1) nic_cqe_put(nd, c->cq, &z->title, z->title.byte_cnt, 0, 1);
     else write_session(nd, c->cq, z);
     z->n = 0;

@@ -120,6 +120,12 @@ void emu_nic_qp_destroy(struct emu_qp *qp)
     if (!q) return;
     for (struct nic_qp **pp = &q->nd->qps; *pp; pp = &(*pp)->next)
         if (*pp == q) { *pp = q->next; break; }
+    /* CQEs a compressing CQ still holds reach the ring before QP_DESTROY returns, as a
+     * ConnectX's do: after it, the driver cleans the QP's CQEs from the CQ (nic_cqe_comp.c) */
+    struct emu_cq *cqs[2] = { qp->send_cq, qp->recv_cq };
+    for (int i = 0; i < 2; i++)
+        if (cqs[i] && cqs[i]->nic && ((struct nic_cq *)cqs[i]->nic)->zip)
+            nic_cqe_comp_flush(q->nd, cqs[i]->nic);
     qp->nic = NULL;
     free(q->msgs);
     free(q);
