@@ -184,9 +184,9 @@ int main(int argc, char **argv)
     }
     if (g_hz <= 0) {
         double s0 = bench_mono_raw_s();
-        uint64_t t0 = tsc();
+        uint64_t t0 = mlxd__tsc();
         while (bench_mono_raw_s() - s0 < 0.1) {}
-        g_hz = (double)(tsc() - t0) / (bench_mono_raw_s() - s0);
+        g_hz = (double)(mlxd__tsc() - t0) / (bench_mono_raw_s() - s0);
     }
     write_imm_fn w = (write_imm_fn)dlsym(RTLD_DEFAULT, "mlxd_emu_bench_write_imm");
     if (!w)
@@ -230,9 +230,9 @@ int main(int argc, char **argv)
         double *v = malloc(samples * sizeof *v);
         for (int i = 0; i < 10000; i++) g_sink += (uint64_t)verbs_empty_poll(cq);
         for (size_t s = 0; s < samples; s++) {
-            uint64_t t0 = tsc();
+            uint64_t t0 = mlxd__tsc();
             for (int i = 0; i < 100; i++) g_sink += (uint64_t)verbs_empty_poll(cq);
-            v[s] = (double)(tsc() - t0) * 1e9 / g_hz / 100;
+            v[s] = (double)(mlxd__tsc() - t0) * 1e9 / g_hz / 100;
         }
         report("verbs_poll_cq_empty", v, samples, 100);
         free(v);
@@ -244,9 +244,9 @@ int main(int argc, char **argv)
             if ((rc = post_recvs(qp, RING))) return unavailable("ibv_post_recv(%u): %s", RING, strerror(rc));
             if ((rc = fill(w, qp->qp_num, RING)))
                 return unavailable("mlxd_emu_bench_write_imm on QP 0x%x: %s", qp->qp_num, strerror(-rc));
-            uint64_t t0 = tsc();
+            uint64_t t0 = mlxd__tsc();
             unsigned got = drains[b](cq);
-            uint64_t t1 = tsc();
+            uint64_t t1 = mlxd__tsc();
             if (got != RING) return unavailable("ibv_poll_cq consumed %u of %u CQEs (status %d)", got, RING, wc[0].status);
             if (wc[0].status != IBV_WC_SUCCESS || wc[0].opcode != IBV_WC_RECV_RDMA_WITH_IMM)
                 return unavailable("ibv_poll_cq: status %d opcode %d, not a successful RECV_RDMA_WITH_IMM",
@@ -279,9 +279,9 @@ int main(int argc, char **argv)
         double *v = malloc(samples * sizeof *v);
         for (int i = 0; i < 10000; i++) g_sink += (uint64_t)verbs_empty_start_poll(cqx);
         for (size_t s = 0; s < samples; s++) {
-            uint64_t t0 = tsc();
+            uint64_t t0 = mlxd__tsc();
             for (int i = 0; i < 100; i++) g_sink += (uint64_t)verbs_empty_start_poll(cqx);
-            v[s] = (double)(tsc() - t0) * 1e9 / g_hz / 100;
+            v[s] = (double)(mlxd__tsc() - t0) * 1e9 / g_hz / 100;
         }
         report("verbs_start_poll_empty", v, samples, 100);
         free(v);
@@ -293,9 +293,9 @@ int main(int argc, char **argv)
             if ((rc = fill(w, qp2->qp_num, RING)))
                 return unavailable("mlxd_emu_bench_write_imm on QP 0x%x: %s", qp2->qp_num, strerror(-rc));
             uint64_t sink = 0;
-            uint64_t t0 = tsc();
+            uint64_t t0 = mlxd__tsc();
             unsigned got = xdrains[b](cqx, &sink);
-            uint64_t t1 = tsc();
+            uint64_t t1 = mlxd__tsc();
             g_sink += sink;
             if (got != RING) return unavailable("ibv_start_poll/next_poll consumed %u of %u CQEs", got, RING);
             if (p >= 2) v[p - 2] = (double)(t1 - t0) * 1e9 / g_hz / RING;

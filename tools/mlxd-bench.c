@@ -91,9 +91,9 @@ static void tsc_init(void)
     double w[7];
     for (int i = 0; i < 7; i++) {
         double s0 = bench_mono_raw_s();
-        uint64_t t0 = tsc();
+        uint64_t t0 = mlxd__tsc();
         while (bench_mono_raw_s() - s0 < 0.030) {}
-        uint64_t t1 = tsc();
+        uint64_t t1 = mlxd__tsc();
         double s1 = bench_mono_raw_s();
         w[i] = (double)(t1 - t0) / (s1 - s0);
     }
@@ -350,9 +350,9 @@ static void bench_empty(void)
     double *v = malloc(S * sizeof *v);
     empty_polls(cq, 100000);                          /* warm up */
     for (size_t i = 0; i < S; i++) {
-        uint64_t t0 = tsc();
+        uint64_t t0 = mlxd__tsc();
         empty_polls(cq, K);
-        uint64_t t1 = tsc();
+        uint64_t t1 = mlxd__tsc();
         v[i] = ticks_ns((double)(t1 - t0)) / (double)K;
     }
     r->s = bench_stats_of(v, S);
@@ -424,13 +424,13 @@ static void bench_replay(void)
         double *v = malloc(P * sizeof *v);
         for (size_t pass = 0; pass < P + 5; pass++) {
             uint32_t got = 0;
-            uint64_t t0 = tsc();
+            uint64_t t0 = mlxd__tsc();
             while (got < NCQE) {   /* not past the pass: the feeder writes exactly P + 5 passes */
                 int m = mlxd_cq_poll(cq, g_wc, NCQE - got < (uint32_t)B ? (int)(NCQE - got) : B);
                 if (m < 0) break;
                 got += (uint32_t)m;
             }
-            uint64_t t1 = tsc();
+            uint64_t t1 = mlxd__tsc();
             if (pass >= 5) v[pass - 5] = NCQE / ticks_ns((double)(t1 - t0)) * 1e3;   /* 5 warm-up passes */
         }
         mlxd_replay_finish(rp, false);
@@ -531,13 +531,13 @@ static void bench_ring_detached(void)
         for (size_t pass = 0; pass < P + 5; pass++) {
             ring_fill(ring, n, &pi, &src, &k);
             uint32_t got = 0;
-            uint64_t t0 = tsc();
+            uint64_t t0 = mlxd__tsc();
             while (got < n) {
                 int m = mlxd_cq_poll(cq, g_wc, B);
                 if (m <= 0) break;
                 got += (uint32_t)m;
             }
-            uint64_t t1 = tsc();
+            uint64_t t1 = mlxd__tsc();
             if (got != n) {
                 result_unavailable(r, "poll consumed %u of %u CQEs", got, n);
                 break;
@@ -635,9 +635,9 @@ static void bench_ring_emu(void)
         int sink = 0;
         for (int i = 0; i < 10000; i++) sink += bench_empty_poll(cq);   /* warm-up */
         for (size_t i = 0; i < S; i++) {
-            uint64_t t0 = tsc();
+            uint64_t t0 = mlxd__tsc();
             for (size_t k = 0; k < K; k++) sink += bench_empty_poll(cq);
-            v[i] = ticks_ns((double)(tsc() - t0)) / (double)K;
+            v[i] = ticks_ns((double)(mlxd__tsc() - t0)) / (double)K;
         }
         g_sink = sink;
         re->s = bench_stats_of(v, S);
@@ -657,9 +657,9 @@ static void bench_ring_emu(void)
                     goto fail;
                 }
             }
-            uint64_t t0 = tsc();
+            uint64_t t0 = mlxd__tsc();
             uint32_t got = drains[b](cq);
-            uint64_t t1 = tsc();
+            uint64_t t1 = mlxd__tsc();
             if (got != EMU_RING) {
                 result_unavailable(rb[b], "poll consumed %u of %u CQEs", got, EMU_RING);
                 break;
@@ -741,8 +741,8 @@ static void prefault(void *p, size_t len)
 static void gap(double ns)
 {
     if (ns <= 0) return;
-    uint64_t end = tsc() + (uint64_t)(ns * g_tsc_hz / 1e9);
-    while (tsc() < end) cpu_relax();
+    uint64_t end = mlxd__tsc() + (uint64_t)(ns * g_tsc_hz / 1e9);
+    while (mlxd__tsc() < end) cpu_relax();
 }
 
 static void *ho_producer(void *arg)
@@ -819,7 +819,7 @@ static void bench_handoff(bool event)
         uint64_t t1;
         double deadline = bench_mono_raw_s() + 5;
         for (unsigned spin = 1;; spin++) {
-            if (mlxd_receiver_get_next_frame(h.r, 0, &f)) { t1 = tsc(); break; }
+            if (mlxd_receiver_get_next_frame(h.r, 0, &f)) { t1 = mlxd__tsc(); break; }
             /* the clock only now and then: between two calls of get_next_frame is the resolution */
             if ((spin & 1023) == 0 && (atomic_load(&h.prod_rc) < 0 || bench_mono_raw_s() > deadline)) {
                 failed = true;
