@@ -1445,25 +1445,117 @@ out_memory:
     return status;
 }
 
-int main(int argc, char **argv)
+/* getopt_long's values of the long options without a short one. */
+enum { O_FRAME = 256, O_PAGE, O_PAGES, O_MDOFF, O_PEER, O_QUEUE, O_DURATION, O_BUSY, O_EVENT,
+       O_LEGACY, O_NOMD, O_EMULATE, O_REPLAY, O_PACE, O_LOOPS, O_GENERATE, O_FPS, O_GENMD,
+       O_PAYLOAD, O_TARGET, O_SAVE, O_JSON, O_NOVERIFY, O_DELAY, O_TIMEOUT, O_LINKDOWN, O_RECORD, O_GPU };
+static const struct mode_option mode_opts[] = {
+    { O_PACE, "--pace", MODE_REPLAY }, { O_LOOPS, "--loops", MODE_REPLAY },
+    { O_FPS, "--fps", MODE_GENERATE }, { O_GENMD, "--gen-metadata", MODE_GENERATE },
+    { O_PAYLOAD, "--payload-size", MODE_GENERATE },
+    { O_TARGET, "--target", MODE_REPLAY | MODE_GENERATE },
+    { O_NOVERIFY, "--no-verify", MODE_REPLAY | MODE_GENERATE },
+    { O_TIMEOUT, "--timeout-ms", MODE_REPLAY | MODE_GENERATE },
+    { O_LINKDOWN, "--link-down", MODE_REPLAY | MODE_GENERATE } };
+enum { N_MODE_OPTS = sizeof mode_opts / sizeof mode_opts[0] };
+
+/* --link-down FRAME:MS, both through the one number parser.  Returns -1 to go on, else the exit
+ * status (the usage error printed). */
+static int parse_link_down(struct cfg *c, const char *arg)
 {
-    struct cfg c = { .port = 1, .mode = MLXD_RECEIVER_EVENT, .pace = "lockstep", .fps = 60,
-                     .verify = true, .timeout_ms = 2000, .gen_md = MLXD_GEN_MD_SEPARATE };
-    enum { O_FRAME = 256, O_PAGE, O_PAGES, O_MDOFF, O_PEER, O_QUEUE, O_DURATION, O_BUSY, O_EVENT,
-           O_LEGACY, O_NOMD, O_EMULATE, O_REPLAY, O_PACE, O_LOOPS, O_GENERATE, O_FPS, O_GENMD,
-           O_PAYLOAD, O_TARGET, O_SAVE, O_JSON, O_NOVERIFY, O_DELAY, O_TIMEOUT, O_LINKDOWN, O_RECORD, O_GPU };
-    static const struct mode_option mode_opts[] = {
-        { O_PACE, "--pace", MODE_REPLAY }, { O_LOOPS, "--loops", MODE_REPLAY },
-        { O_FPS, "--fps", MODE_GENERATE }, { O_GENMD, "--gen-metadata", MODE_GENERATE },
-        { O_PAYLOAD, "--payload-size", MODE_GENERATE },
-        { O_TARGET, "--target", MODE_REPLAY | MODE_GENERATE },
-        { O_NOVERIFY, "--no-verify", MODE_REPLAY | MODE_GENERATE },
-        { O_TIMEOUT, "--timeout-ms", MODE_REPLAY | MODE_GENERATE },
-        { O_LINKDOWN, "--link-down", MODE_REPLAY | MODE_GENERATE } };
-    enum { N_MODE_OPTS = sizeof mode_opts / sizeof mode_opts[0] };
-    /* the mode options given, in the order of the command line (each once): the mode is known
-     * only once every option is read, and the first misplaced one is the one reported */
-    unsigned given[N_MODE_OPTS], ngiven = 0;
+    char what[64], num[32];
+    uint64_t v;
+    const char *colon = strchr(arg, ':');
+    if (!colon || (size_t)(colon - arg) >= sizeof num)
+        return usage_error("--link-down %s: FRAME:MS (after FRAME frames, MS milliseconds down)", arg);
+    snprintf(num, sizeof num, "%.*s", (int)(colon - arg), arg);
+    snprintf(what, sizeof what, "--link-down frame");
+    int prc = parse_uint(what, num, 0, UINT64_MAX, &v);
+    if (prc) return prc;
+    c->link_down_at = v;
+    snprintf(what, sizeof what, "--link-down milliseconds");
+    prc = parse_uint(what, colon + 1, 1, 600000, &v);
+    if (prc) return prc;
+    c->link_down_ms = (unsigned)v;
+    return -1;
+}
+
+/* One option (getopt_long's ch, its argument in optarg) into c.  Returns -1 to go on, else the
+ * exit status (--help: 0; a usage error, printed: 2). */
+static int parse_option(struct cfg *c, int ch, char **argv)
+{
+    uint64_t v;
+    /* Every integer option goes through parse_uint with its range; the bounds are the ones the
+     * library enforces (mlxd_receiver.h, mlxd_capture.h) or the field's type, so that no value
+     * is silently truncated into another one. */
+#define NUM(name, lo, hi) do { int prc_ = parse_uint(name, optarg, lo, hi, &v); if (prc_) return prc_; } while (0)
+#define REAL(name, lo, lo_ok, what, dst) do { int prc_ = parse_real(name, optarg, lo, lo_ok, what, dst); if (prc_) return prc_; } while (0)
+    switch (ch) {
+    case 'd': c->device = optarg; break;
+    /* a ConnectX function has one port (mlxd_receiver_opts.port) */
+    case 'P': NUM("--port", 1, 1); c->port = (unsigned)v; break;
+    /* frame_size >= 1 and <= 2^40 (mlxd_receiver_start) */
+    case O_FRAME: NUM("--frame-size", 1, MAX_FRAME_SIZE); c->frame_size = v; c->frame_size_set = true; break;
+    /* pages x page_size must not wrap size_t: 4096 x 2^41 < 2^64 */
+    case O_PAGE: NUM("--page-size", MLXD_HSB_ALIGN, MAX_PAGE_SIZE); c->page_size = v; c->page_size_set = true; break;
+    case O_PAGES: NUM("--pages", 1, MLXD_HSB_MAX_PAGES); c->pages = (unsigned)v; c->pages_set = true; break;
+    case O_MDOFF: NUM("--metadata-offset", 0, MAX_PAGE_SIZE - MLXD_HSB_METADATA_SIZE);
+        c->metadata_offset = v; c->md_off_set = true; break;
+    case O_PEER: c->peer_ip = optarg; break;
+    /* 1..pages (mlxd_receiver_start checks against the pages in use) */
+    case O_QUEUE: NUM("--queue-size", 1, MLXD_HSB_MAX_PAGES); c->queue_size = (unsigned)v; c->queue_size_set = true; break;
+    /* 0 would mean "no count", which the option is not asked for */
+    case 'n': NUM("--frames", 1, UINT64_MAX); c->frames = v; break;
+    case O_DURATION: REAL("--duration", 0, false, "> 0 seconds", &c->duration); break;
+    case O_BUSY: c->mode = MLXD_RECEIVER_BUSY_POLL; break;
+    case O_EVENT: c->mode = MLXD_RECEIVER_EVENT; break;
+    case O_LEGACY: c->legacy = true; break;
+    case O_NOMD: c->no_metadata = true; break;
+    case O_GPU: c->gpu = true; break;
+    case O_EMULATE: c->emulate = true; break;
+    case O_REPLAY: c->replay = optarg; c->emulate = true; break;
+    case O_PACE:
+        if (strcmp(optarg, "lockstep") && strcmp(optarg, "fast") && strcmp(optarg, "recorded"))
+            return usage_error("--pace %s: lockstep, fast or recorded", optarg);
+        c->pace = optarg; break;
+    /* mlxd_send_opts.loops is an unsigned */
+    case O_LOOPS: NUM("--loops", 1, UINT_MAX); c->loops = (unsigned)v; break;
+    case O_GENERATE: c->generate = true; c->emulate = true; break;
+    case O_FPS: REAL("--fps", 0, true, ">= 0 (0 = as fast as possible)", &c->fps); break;
+    case O_GENMD:
+        if (!strcmp(optarg, "separate")) c->gen_md = MLXD_GEN_MD_SEPARATE;
+        else if (!strcmp(optarg, "embedded")) c->gen_md = MLXD_GEN_MD_EMBEDDED;
+        else if (!strcmp(optarg, "none")) c->gen_md = MLXD_GEN_MD_NONE;
+        else return usage_error("--gen-metadata %s: separate, embedded or none", optarg);
+        break;
+    /* a packet's payload is a multiple of 128 (the device's DP_PACKET_SIZE unit) and no
+     * RoCE port takes more than its MTU, 4096 at most (IB MTU enum 5) */
+    case O_PAYLOAD: NUM("--payload-size", MLXD_HSB_ALIGN, 4096);
+        if (v % MLXD_HSB_ALIGN)
+            return usage_error("--payload-size %s: must be a multiple of %u", optarg, MLXD_HSB_ALIGN);
+        c->payload_size = (uint32_t)v; break;
+    case O_TARGET: c->target = optarg; break;
+    case O_SAVE: c->save = optarg; break;
+    case O_JSON: c->json = true; break;
+    case 'v': c->print_frames = true; break;
+    case O_NOVERIFY: c->verify = false; break;
+    case O_DELAY: NUM("--consumer-delay-ms", 0, UINT_MAX); c->consumer_delay_ms = (unsigned)v; break;
+    case O_TIMEOUT: NUM("--timeout-ms", 0, UINT_MAX); c->timeout_ms = (unsigned)v; break;
+    case O_LINKDOWN: return parse_link_down(c, optarg);
+    case O_RECORD: c->record_cqes = optarg; break;
+    case 'q': c->quiet = true; break;
+    case 'h': usage(stdout); return 0;
+    default:
+        return usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
+    }
+#undef NUM
+#undef REAL
+    return -1;
+}
+
+/* Reads the command line into c.  Returns -1 to go on, else the exit status. */
+static int parse_options(struct cfg *c, int argc, char **argv)
+{
     static const struct option lo[] = {
         { "device", 1, 0, 'd' }, { "port", 1, 0, 'P' }, { "frame-size", 1, 0, O_FRAME },
         { "page-size", 1, 0, O_PAGE }, { "pages", 1, 0, O_PAGES }, { "metadata-offset", 1, 0, O_MDOFF },
@@ -1478,14 +1570,11 @@ int main(int argc, char **argv)
         { "link-down", 1, 0, O_LINKDOWN },
         { "record-cqes", 1, 0, O_RECORD }, { "gpu", 0, 0, O_GPU },
         { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
+    /* the mode options given, in the order of the command line (each once): the mode is known
+     * only once every option is read, and the first misplaced one is the one reported */
+    unsigned given[N_MODE_OPTS], ngiven = 0;
     int ch;
-    uint64_t v;
     opterr = 0;
-    /* Every integer option goes through parse_uint with its range; the bounds are the ones the
-     * library enforces (mlxd_receiver.h, mlxd_capture.h) or the field's type, so that no value
-     * is silently truncated into another one. */
-#define NUM(name, lo, hi) do { int prc_ = parse_uint(name, optarg, lo, hi, &v); if (prc_) return prc_; } while (0)
-#define REAL(name, lo, lo_ok, what, dst) do { int prc_ = parse_real(name, optarg, lo, lo_ok, what, dst); if (prc_) return prc_; } while (0)
     while ((ch = getopt_long(argc, argv, "d:P:n:vqh", lo, NULL)) != -1) {
         for (unsigned i = 0; i < N_MODE_OPTS; i++) {
             if (mode_opts[i].ch != ch) continue;
@@ -1493,133 +1582,72 @@ int main(int argc, char **argv)
             for (unsigned k = 0; k < ngiven; k++) again |= given[k] == i;
             if (!again) given[ngiven++] = i;
         }
-        switch (ch) {
-        case 'd': c.device = optarg; break;
-        /* a ConnectX function has one port (mlxd_receiver_opts.port) */
-        case 'P': NUM("--port", 1, 1); c.port = (unsigned)v; break;
-        /* frame_size >= 1 and <= 2^40 (mlxd_receiver_start) */
-        case O_FRAME: NUM("--frame-size", 1, MAX_FRAME_SIZE); c.frame_size = v; c.frame_size_set = true; break;
-        /* pages x page_size must not wrap size_t: 4096 x 2^41 < 2^64 */
-        case O_PAGE: NUM("--page-size", MLXD_HSB_ALIGN, MAX_PAGE_SIZE); c.page_size = v; c.page_size_set = true; break;
-        case O_PAGES: NUM("--pages", 1, MLXD_HSB_MAX_PAGES); c.pages = (unsigned)v; c.pages_set = true; break;
-        case O_MDOFF: NUM("--metadata-offset", 0, MAX_PAGE_SIZE - MLXD_HSB_METADATA_SIZE);
-            c.metadata_offset = v; c.md_off_set = true; break;
-        case O_PEER: c.peer_ip = optarg; break;
-        /* 1..pages (mlxd_receiver_start checks against the pages in use) */
-        case O_QUEUE: NUM("--queue-size", 1, MLXD_HSB_MAX_PAGES); c.queue_size = (unsigned)v; c.queue_size_set = true; break;
-        /* 0 would mean "no count", which the option is not asked for */
-        case 'n': NUM("--frames", 1, UINT64_MAX); c.frames = v; break;
-        case O_DURATION: REAL("--duration", 0, false, "> 0 seconds", &c.duration); break;
-        case O_BUSY: c.mode = MLXD_RECEIVER_BUSY_POLL; break;
-        case O_EVENT: c.mode = MLXD_RECEIVER_EVENT; break;
-        case O_LEGACY: c.legacy = true; break;
-        case O_NOMD: c.no_metadata = true; break;
-        case O_GPU: c.gpu = true; break;
-        case O_EMULATE: c.emulate = true; break;
-        case O_REPLAY: c.replay = optarg; c.emulate = true; break;
-        case O_PACE:
-            if (strcmp(optarg, "lockstep") && strcmp(optarg, "fast") && strcmp(optarg, "recorded"))
-                return usage_error("--pace %s: lockstep, fast or recorded", optarg);
-            c.pace = optarg; break;
-        /* mlxd_send_opts.loops is an unsigned */
-        case O_LOOPS: NUM("--loops", 1, UINT_MAX); c.loops = (unsigned)v; break;
-        case O_GENERATE: c.generate = true; c.emulate = true; break;
-        case O_FPS: REAL("--fps", 0, true, ">= 0 (0 = as fast as possible)", &c.fps); break;
-        case O_GENMD:
-            if (!strcmp(optarg, "separate")) c.gen_md = MLXD_GEN_MD_SEPARATE;
-            else if (!strcmp(optarg, "embedded")) c.gen_md = MLXD_GEN_MD_EMBEDDED;
-            else if (!strcmp(optarg, "none")) c.gen_md = MLXD_GEN_MD_NONE;
-            else return usage_error("--gen-metadata %s: separate, embedded or none", optarg);
-            break;
-        /* a packet's payload is a multiple of 128 (the device's DP_PACKET_SIZE unit) and no
-         * RoCE port takes more than its MTU, 4096 at most (IB MTU enum 5) */
-        case O_PAYLOAD: NUM("--payload-size", MLXD_HSB_ALIGN, 4096);
-            if (v % MLXD_HSB_ALIGN)
-                return usage_error("--payload-size %s: must be a multiple of %u", optarg, MLXD_HSB_ALIGN);
-            c.payload_size = (uint32_t)v; break;
-        case O_TARGET: c.target = optarg; break;
-        case O_SAVE: c.save = optarg; break;
-        case O_JSON: c.json = true; break;
-        case 'v': c.print_frames = true; break;
-        case O_NOVERIFY: c.verify = false; break;
-        case O_DELAY: NUM("--consumer-delay-ms", 0, UINT_MAX); c.consumer_delay_ms = (unsigned)v; break;
-        case O_TIMEOUT: NUM("--timeout-ms", 0, UINT_MAX); c.timeout_ms = (unsigned)v; break;
-        case O_LINKDOWN: {
-            /* FRAME:MS, both through the one number parser */
-            char what[64], num[32];
-            const char *colon = strchr(optarg, ':');
-            if (!colon || (size_t)(colon - optarg) >= sizeof num)
-                return usage_error("--link-down %s: FRAME:MS (after FRAME frames, MS milliseconds down)", optarg);
-            snprintf(num, sizeof num, "%.*s", (int)(colon - optarg), optarg);
-            snprintf(what, sizeof what, "--link-down frame");
-            int prc = parse_uint(what, num, 0, UINT64_MAX, &v);
-            if (prc) return prc;
-            c.link_down_at = v;
-            snprintf(what, sizeof what, "--link-down milliseconds");
-            prc = parse_uint(what, colon + 1, 1, 600000, &v);
-            if (prc) return prc;
-            c.link_down_ms = (unsigned)v;
-            break;
-        }
-        case O_RECORD: c.record_cqes = optarg; break;
-        case 'q': c.quiet = true; break;
-        case 'h': usage(stdout); return 0;
-        default:
-            return usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
-        }
+        int prc = parse_option(c, ch, argv);
+        if (prc >= 0) return prc;
     }
-#undef NUM
-#undef REAL
     if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
-    if (c.replay && c.generate) return usage_error("--replay and --generate exclude each other");
-    unsigned mode = c.replay ? MODE_REPLAY : c.generate ? MODE_GENERATE : MODE_RECEIVE;
+    if (c->replay && c->generate) return usage_error("--replay and --generate exclude each other");
+    unsigned mode = c->replay ? MODE_REPLAY : c->generate ? MODE_GENERATE : MODE_RECEIVE;
     for (unsigned k = 0; k < ngiven; k++)
         if (!(mode_opts[given[k]].modes & mode))
             return usage_error("%s applies to %s only", mode_opts[given[k]].name,
                                modes_name(mode_opts[given[k]].modes));
+    return -1;
+}
+
+/* What the options say only together: --frame-size within --generate's range, --target's port,
+ * --save a directory to write in.  Returns -1 to go on, else the exit status. */
+static int check_options(struct cfg *c)
+{
     /* mlxd_gen_run takes frames of 1..2^32 bytes: say so now rather than as a failed run */
-    if (c.generate && c.frame_size_set && c.frame_size > (1ull << 32))
-        return usage_error("--frame-size %" PRIu64 ": out of range 1..%llu with --generate", c.frame_size,
+    if (c->generate && c->frame_size_set && c->frame_size > (1ull << 32))
+        return usage_error("--frame-size %" PRIu64 ": out of range 1..%llu with --generate", c->frame_size,
                            1ull << 32);
-    if (c.target) {
+    if (c->target) {
         /* ADDR[:PORT]: the port through the same parser as every other number */
-        const char *colon = strchr(c.target, ':');
+        const char *colon = strchr(c->target, ':');
         if (colon) {
             uint64_t port;
             char what[300];
             if (!colon[1])
-                return usage_error("--target %s: no port after ':'", c.target);
-            snprintf(what, sizeof what, "--target %s: port", c.target);
+                return usage_error("--target %s: no port after ':'", c->target);
+            snprintf(what, sizeof what, "--target %s: port", c->target);
             int prc = parse_uint(what, colon + 1, 1, 65535, &port);
             if (prc) return prc;
-            c.target_port = (uint16_t)port;
+            c->target_port = (uint16_t)port;
         }
     }
-    if (c.save) {
+    if (c->save) {
         /* Found out now, not frame by frame: a --save that is not a directory this user can
          * create files in would lose every frame of the run. */
         struct stat sb;
-        if (stat(c.save, &sb) && mkdir(c.save, 0777))
-            return usage_error("--save %s: %s", c.save, strerror(errno));
-        if (stat(c.save, &sb))
-            return usage_error("--save %s: %s", c.save, strerror(errno));
+        if (stat(c->save, &sb) && mkdir(c->save, 0777))
+            return usage_error("--save %s: %s", c->save, strerror(errno));
+        if (stat(c->save, &sb))
+            return usage_error("--save %s: %s", c->save, strerror(errno));
         if (!S_ISDIR(sb.st_mode))
-            return usage_error("--save %s: not a directory", c.save);
-        if (access(c.save, W_OK | X_OK))
-            return usage_error("--save %s: cannot create files there: %s", c.save, strerror(errno));
+            return usage_error("--save %s: not a directory", c->save);
+        if (access(c->save, W_OK | X_OK))
+            return usage_error("--save %s: cannot create files there: %s", c->save, strerror(errno));
     }
+    return -1;
+}
 
-    /* Emulate when asked or when this machine has no mlx5 device. */
+/* The device: the emulator's when asked for or when this machine has no mlx5 device (this
+ * program runs again on it: returns that exit status), else --device or the first one.
+ * Returns -1 to go on. */
+static int choose_device(struct cfg *c, char **argv)
+{
     if (!emulated_now()) {
         char **names = NULL;
         size_t n = 0;
         bool none = mlxd_names(&names, &n) < 0 || n == 0;
-        if (!c.device && n > 0) c.device = strdup(names[0]);
+        if (!c->device && n > 0) c->device = strdup(names[0]);
         mlxd_names_free(names, n);
-        if (c.emulate || none)
+        if (c->emulate || none)
             return reexec_emulated(argv);
     }
-    if (!c.device) c.device = "mlx5_0";
+    if (!c->device) c->device = "mlx5_0";
     if (emulated_now()) {
         /* The emulator reads MLXD_EMU_DEVICES and exports SYSFS_PATH from its constructor; in
          * sanitizer builds that runs too early to see or change the environment, so apply the
@@ -1636,6 +1664,17 @@ int main(int argc, char **argv)
         if (root && *root)
             setenv("SYSFS_PATH", root, 1);
     }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    struct cfg c = { .port = 1, .mode = MLXD_RECEIVER_EVENT, .pace = "lockstep", .fps = 60,
+                     .verify = true, .timeout_ms = 2000, .gen_md = MLXD_GEN_MD_SEPARATE };
+    int status = parse_options(&c, argc, argv);
+    if (status < 0) status = check_options(&c);
+    if (status < 0) status = choose_device(&c, argv);
+    if (status >= 0) return status;
 
     g_argv = argv;
     struct sigaction sa = { .sa_handler = on_signal };
