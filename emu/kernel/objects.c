@@ -270,28 +270,31 @@ fail:
     return r;
 }
 
+/* A new event file (the async one, or a completion channel) as a uobject of f; *fd its
+ * descriptor.  Nothing is left behind on failure. */
+static int evq_file_alloc(struct emu_file *f, bool is_async, int *fd)
+{
+    struct k_evq *q = emu_evq_new(f, is_async);
+    if (!q) return -EMFILE;
+    uint32_t h;
+    int r = emu_uobj_alloc(f, is_async ? UO_ASYNC : UO_COMP_CHANNEL, q, &h);
+    if (r) { emu_fdtab[q->chan.fd].kind = FD_NONE; emu_evq_user_close(q); return r; }
+    *fd = q->chan.fd;
+    return 0;
+}
+
 /* ASYNC_EVENT_ALLOC / legacy GET_CONTEXT: the first async fd becomes the default one. */
 int emu_k_async_alloc(struct emu_file *f, int *fd)
 {
-    struct k_evq *q = emu_evq_new(f, true);
-    if (!q) return -EMFILE;
-    uint32_t h;
-    int r = emu_uobj_alloc(f, UO_ASYNC, q, &h);
-    if (r) { emu_fdtab[q->chan.fd].kind = FD_NONE; emu_evq_user_close(q); return r; }
-    if (f->ctx.default_async_fd < 0) f->ctx.default_async_fd = q->chan.fd;
-    *fd = q->chan.fd;
+    int r = evq_file_alloc(f, true, fd);
+    if (r) return r;
+    if (f->ctx.default_async_fd < 0) f->ctx.default_async_fd = *fd;
     return 0;
 }
 
 int emu_k_comp_channel(struct emu_file *f, int *fd)
 {
-    struct k_evq *q = emu_evq_new(f, false);
-    if (!q) return -EMFILE;
-    uint32_t h;
-    int r = emu_uobj_alloc(f, UO_COMP_CHANNEL, q, &h);
-    if (r) { emu_fdtab[q->chan.fd].kind = FD_NONE; emu_evq_user_close(q); return r; }
-    *fd = q->chan.fd;
-    return 0;
+    return evq_file_alloc(f, false, fd);
 }
 
 /* ---------------------------------------------------------------------------------------------
