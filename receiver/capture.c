@@ -212,13 +212,13 @@ static void make_frames(struct mlxd_capture *c)
     c->trailing = c->npackets - start;
 }
 
-int mlxd_capture_load(const char *path, struct mlxd_capture **out)
+/* Opens path as a pcap file of a link type the loader reads; *pc the handle.  The error names
+ * the file and the reason once. */
+static int open_capture(const char *path, pcap_t **pc)
 {
-    if (!path || !out)
-        return mlxd_err(EINVAL, "mlxd_capture_load: NULL %s", path ? "out" : "path");
     char ebuf[PCAP_ERRBUF_SIZE] = "";
-    pcap_t *pc = pcap_open_offline_with_tstamp_precision(path, PCAP_TSTAMP_PRECISION_NANO, ebuf);
-    if (!pc) {
+    *pc = pcap_open_offline_with_tstamp_precision(path, PCAP_TSTAMP_PRECISION_NANO, ebuf);
+    if (!*pc) {
         int e = access(path, R_OK) ? errno : EIO;
         /* libpcap's message may begin with the path itself: name it once */
         const char *why = ebuf;
@@ -229,94 +229,122 @@ int mlxd_capture_load(const char *path, struct mlxd_capture **out)
             why = ebuf + pl + 2;
         return mlxd_err(e, "mlxd_capture_load: %s: %s", path, why);
     }
-    int dlt = pcap_datalink(pc);
+    int dlt = pcap_datalink(*pc);
     if (!dlt_supported(dlt)) {
-        pcap_close(pc);
+        pcap_close(*pc);
+        *pc = NULL;
         return mlxd_err(EPROTONOSUPPORT, "mlxd_capture_load: %s: link type %d (%s) is not Ethernet, "
                         "raw IPv4, loopback or Linux cooked", path, dlt,
                         pcap_datalink_val_to_name(dlt) ? pcap_datalink_val_to_name(dlt) : "?");
     }
-    struct mlxd_capture *c = calloc(1, sizeof *c);
-    size_t cap_pk = 0, used = 0, cap_st = 0;
-    size_t *offs = NULL;
-    int rc = 0;
-    if (!c) {
-        pcap_close(pc);
-        return mlxd_err(ENOMEM, "mlxd_capture_load: out of memory");
+    return 0;
+}
+
+/* The loader's growing arrays: each packet's offset in c->storage, the capacities. */
+struct load {
+    size_t *offs;
+    size_t cap_pk, used, cap_st;
+};
+
+/* Appends one RoCE v2 packet (len bytes of IP packet at ip; prc: mlxd_roce_parse's verdict,
+ * 0 or -EBADMSG for a bad iCRC) to c, growing its arrays. */
+static int add_packet(struct mlxd_capture *c, struct load *ld, const struct pcap_pkthdr *ph,
+                      const u_char *ip, size_t len, int prc)
+{
+    if (c->npackets == ld->cap_pk) {
+        size_t n = ld->cap_pk ? ld->cap_pk * 2 : 256;
+        void *p1 = realloc(c->pkts, n * sizeof *c->pkts);
+        if (p1)
+            c->pkts = p1;
+        void *p2 = p1 ? realloc(ld->offs, n * sizeof *ld->offs) : NULL;
+        if (!p1 || !p2)
+            return mlxd_err(ENOMEM, "mlxd_capture_load: out of memory");
+        ld->offs = p2;
+        ld->cap_pk = n;
     }
-    c->linktype = dlt;
+    if (ld->used + len > ld->cap_st) {
+        size_t n = ld->cap_st ? ld->cap_st * 2 : 1 << 16;
+        while (n < ld->used + len)
+            n *= 2;
+        void *p = realloc(c->storage, n);
+        if (!p)
+            return mlxd_err(ENOMEM, "mlxd_capture_load: out of memory");
+        c->storage = p;
+        ld->cap_st = n;
+    }
+    memcpy(c->storage + ld->used, ip, len);
+    struct mlxd_capture_packet *k = &c->pkts[c->npackets];
+    memset(k, 0, sizeof *k);
+    k->len = (uint32_t)len;
+    k->ts_ns = (uint64_t)ph->ts.tv_sec * 1000000000u + (uint64_t)ph->ts.tv_usec; /* ns precision */
+    k->icrc_ok = prc == 0;
+    if (prc)
+        c->bad_icrc++;
+    ld->offs[c->npackets++] = ld->used;
+    ld->used += len;
+    return 0;
+}
+
+/* Every record of pc: the RoCE v2 packets kept, the others counted as skipped.  A file that
+ * ends inside a record keeps what came whole (cut_short); one without a RoCE v2 packet is
+ * refused. */
+static int read_packets(struct mlxd_capture *c, struct load *ld, pcap_t *pc, const char *path)
+{
     struct pcap_pkthdr *ph;
     const u_char *data;
     int r;
     while ((r = pcap_next_ex(pc, &ph, &data)) == 1) {
         c->records++;
-        long off = ip_offset(dlt, data, ph->caplen);
+        long off = ip_offset(c->linktype, data, ph->caplen);
         if (off < 0) {
             c->skipped++;
             continue;
         }
-        size_t len = ph->caplen - (size_t)off;
         struct mlxd_roce_pkt h;
-        int prc = mlxd_roce_parse(data + off, len, MLXD_ROCE_UDP_PORT, true, &h);
+        int prc = mlxd_roce_parse(data + off, ph->caplen - (size_t)off, MLXD_ROCE_UDP_PORT, true, &h);
         if (prc < 0 && prc != -EBADMSG) {
             c->skipped++;
             continue;
         }
-        len = h.pkt_len;
-        if (c->npackets == cap_pk) {
-            size_t n = cap_pk ? cap_pk * 2 : 256;
-            void *p1 = realloc(c->pkts, n * sizeof *c->pkts);
-            if (p1)
-                c->pkts = p1;
-            void *p2 = p1 ? realloc(offs, n * sizeof *offs) : NULL;
-            if (!p1 || !p2) {
-                rc = mlxd_err(ENOMEM, "mlxd_capture_load: out of memory");
-                goto fail;
-            }
-            offs = p2;
-            cap_pk = n;
-        }
-        if (used + len > cap_st) {
-            size_t n = cap_st ? cap_st * 2 : 1 << 16;
-            while (n < used + len)
-                n *= 2;
-            void *p = realloc(c->storage, n);
-            if (!p) {
-                rc = mlxd_err(ENOMEM, "mlxd_capture_load: out of memory");
-                goto fail;
-            }
-            c->storage = p;
-            cap_st = n;
-        }
-        memcpy(c->storage + used, data + off, len);
-        struct mlxd_capture_packet *k = &c->pkts[c->npackets];
-        memset(k, 0, sizeof *k);
-        k->len = (uint32_t)len;
-        k->ts_ns = (uint64_t)ph->ts.tv_sec * 1000000000u + (uint64_t)ph->ts.tv_usec; /* ns precision */
-        k->icrc_ok = prc == 0;
-        if (prc)
-            c->bad_icrc++;
-        offs[c->npackets++] = used;
-        used += len;
+        int rc = add_packet(c, ld, ph, data + off, h.pkt_len, prc);
+        if (rc < 0)
+            return rc;
     }
-    if (r == -1 && c->records == 0) {
-        rc = mlxd_err(EIO, "mlxd_capture_load: %s: %s", path, pcap_geterr(pc));
-        goto fail;
-    }
+    if (r == -1 && c->records == 0)
+        return mlxd_err(EIO, "mlxd_capture_load: %s: %s", path, pcap_geterr(pc));
     if (r == -1) {
         /* the file ends inside a record (a recording cut off mid-write): keep what came whole */
         c->cut_short = true;
         snprintf(c->cut_why, sizeof c->cut_why, "%s", pcap_geterr(pc));
     }
-    if (c->npackets == 0) {
-        rc = mlxd_err(ENODATA, "mlxd_capture_load: %s: no RoCE v2 packet (UDP port 4791) among %zu packet%s",
-                      path, c->skipped, c->skipped == 1 ? "" : "s");
-        goto fail;
+    if (c->npackets == 0)
+        return mlxd_err(ENODATA, "mlxd_capture_load: %s: no RoCE v2 packet (UDP port 4791) among %zu packet%s",
+                        path, c->skipped, c->skipped == 1 ? "" : "s");
+    return 0;
+}
+
+int mlxd_capture_load(const char *path, struct mlxd_capture **out)
+{
+    if (!path || !out)
+        return mlxd_err(EINVAL, "mlxd_capture_load: NULL %s", path ? "out" : "path");
+    pcap_t *pc;
+    int rc = open_capture(path, &pc);
+    if (rc < 0)
+        return rc;
+    struct mlxd_capture *c = calloc(1, sizeof *c);
+    struct load ld = { 0 };
+    if (!c) {
+        rc = mlxd_err(ENOMEM, "mlxd_capture_load: out of memory");
+        goto out_pcap;
     }
+    c->linktype = pcap_datalink(pc);
+    rc = read_packets(c, &ld, pc, path);
+    if (rc < 0)
+        goto fail;
     /* storage is final: point the packets into it and parse again for the payload pointers */
     for (size_t i = 0; i < c->npackets; i++) {
         struct mlxd_capture_packet *k = &c->pkts[i];
-        k->ip = c->storage + offs[i];
+        k->ip = c->storage + ld.offs[i];
         mlxd_roce_parse(k->ip, k->len, MLXD_ROCE_UDP_PORT, false, &k->hdr);
     }
     c->frames = calloc(c->npackets, sizeof *c->frames);
@@ -326,14 +354,15 @@ int mlxd_capture_load(const char *path, struct mlxd_capture **out)
     }
     make_frames(c);
     infer_geometry(c);
-    free(offs);
+    free(ld.offs);
     pcap_close(pc);
     *out = c;
     return 0;
 fail:
-    free(offs);
-    pcap_close(pc);
+    free(ld.offs);
     mlxd_capture_free(c);
+out_pcap:
+    pcap_close(pc);
     return rc;
 }
 
