@@ -657,9 +657,10 @@ static int alloc_static_bfreg(struct emu_file *f)
     return best;
 }
 
-int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd *pd,
-                    struct k_cq *scq, struct k_cq *rcq, uint32_t *handle, uint32_t *qpn,
-                    void *uhw_resp)
+/* QP_CREATE's request checked as the kernel checks it; *ucmd: the driver's part (struct
+ * mlx5_ib_create_qp), zero past what it gave. */
+static int check_qp_request(struct emu_file *f, const struct emu_qp_args *a, const struct k_pd *pd,
+                            const struct k_cq *scq, const struct k_cq *rcq, struct mlx5_ib_create_qp *ucmd)
 {
     /* k: uverbs_std_types_qp.c QP_CREATE: RC, UC, UD, XRC_INI, DRIVER (and RAW with
      * CAP_NET_RAW, XRC_TGT) are known; the emulator implements RC, UC and UD. */
@@ -679,62 +680,124 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
     /* k: qp.c process_udata_size: inlen >= offsetof(ece_options), bytes past the known struct
      * zero, outlen >= offsetofend(bfreg_index) */
     if (a->uhw_inlen < offsetof(struct mlx5_ib_create_qp, ece_options)) return -EINVAL;
-    struct mlx5_ib_create_qp ucmd;
-    memset(&ucmd, 0, sizeof ucmd);
-    memcpy(&ucmd, a->uhw_in, a->uhw_inlen < sizeof ucmd ? a->uhw_inlen : sizeof ucmd);
-    if (a->uhw_inlen > sizeof ucmd) {
-        const uint8_t *t = (const uint8_t *)a->uhw_in + sizeof ucmd;
-        for (size_t i = 0; i < a->uhw_inlen - sizeof ucmd; i++) if (t[i]) return -EINVAL;
+    memset(ucmd, 0, sizeof *ucmd);
+    memcpy(ucmd, a->uhw_in, a->uhw_inlen < sizeof *ucmd ? a->uhw_inlen : sizeof *ucmd);
+    if (a->uhw_inlen > sizeof *ucmd) {
+        const uint8_t *t = (const uint8_t *)a->uhw_in + sizeof *ucmd;
+        for (size_t i = 0; i < a->uhw_inlen - sizeof *ucmd; i++) if (t[i]) return -EINVAL;
     }
     if (a->uhw_outlen < sizeof(uint32_t)) return -EINVAL;
     /* k: qp.c process_vendor_flags: unknown or inapplicable vendor flags -> EOPNOTSUPP */
-    if (ucmd.flags & ~QP_VENDOR_FLAGS_OK) return -EOPNOTSUPP;
-    if (ucmd.ece_options) return -EOPNOTSUPP;
+    if (ucmd->flags & ~QP_VENDOR_FLAGS_OK) return -EOPNOTSUPP;
+    if (ucmd->ece_options) return -EOPNOTSUPP;
     /* k: qp.c get_qp_user_index */
-    uint32_t uidx = ucmd.uidx;
-    if (f->ctx.cqe_version == 0 ? uidx != 0xffffff : uidx > 0xffffff) return -EINVAL;
+    if (f->ctx.cqe_version == 0 ? ucmd->uidx != 0xffffff : ucmd->uidx > 0xffffff) return -EINVAL;
     /* k: qp.c set_rq_size (user): RQ geometry from the request; none -> must be 0/0 */
     bool has_rq = !a->srq && a->max_recv_wr > 0;     /* k: qp.c qp_has_rq */
     if (has_rq) {
-        if (ucmd.rq_wqe_shift > 31 || (1u << ucmd.rq_wqe_shift) < 16) return -EINVAL;
-        if (!is_pow2(ucmd.rq_wqe_count) || ucmd.rq_wqe_count > EMU_MAX_QP_WR) return -EINVAL;
-        if (ucmd.rq_wqe_count < a->max_recv_wr) return -EINVAL;
-        if ((1u << ucmd.rq_wqe_shift) / 16 < (a->max_recv_sge ? a->max_recv_sge : 1) +
-                                            !!(ucmd.flags & MLX5_QP_FLAG_SIGNATURE))
+        if (ucmd->rq_wqe_shift > 31 || (1u << ucmd->rq_wqe_shift) < 16) return -EINVAL;
+        if (!is_pow2(ucmd->rq_wqe_count) || ucmd->rq_wqe_count > EMU_MAX_QP_WR) return -EINVAL;
+        if (ucmd->rq_wqe_count < a->max_recv_wr) return -EINVAL;
+        if ((1u << ucmd->rq_wqe_shift) / 16 < (a->max_recv_sge ? a->max_recv_sge : 1) +
+                                             !!(ucmd->flags & MLX5_QP_FLAG_SIGNATURE))
             return -EINVAL;
-    } else if (ucmd.rq_wqe_count || ucmd.rq_wqe_shift) {
+    } else if (ucmd->rq_wqe_count || ucmd->rq_wqe_shift) {
         return -EINVAL;                                /* k: _create_user_qp "invalid rq params" */
     }
     /* k: qp.c set_user_buf_size */
-    if (ucmd.sq_wqe_count && !is_pow2(ucmd.sq_wqe_count)) return -EINVAL;
-    if (ucmd.sq_wqe_count > EMU_MAX_QP_WR) return -EINVAL;
-    if (a->max_send_wr > ucmd.sq_wqe_count) return -EINVAL;    /* the SQ cannot hold them */
-    /* UAR (k: qp.c _create_user_qp) */
-    struct k_uar *uar = NULL;
-    int bfregn = -1;
-    uint32_t resp_bfreg = MLX5_IB_INVALID_BFREG_EMU;
+    if (ucmd->sq_wqe_count && !is_pow2(ucmd->sq_wqe_count)) return -EINVAL;
+    if (ucmd->sq_wqe_count > EMU_MAX_QP_WR) return -EINVAL;
+    if (a->max_send_wr > ucmd->sq_wqe_count) return -EINVAL;    /* the SQ cannot hold them */
+    return 0;
+}
+
+/* The QP's doorbell register (k: qp.c _create_user_qp): *uar its page, *bf_off its place in it;
+ * a legacy static bfreg taken here (*bfregn, else -1: the caller gives it back on failure) is
+ * told to the driver as *resp_bfreg. */
+static int qp_bfreg(struct emu_file *f, const struct mlx5_ib_create_qp *ucmd, struct k_uar **uar,
+                    uint32_t *bf_off, int *bfregn, uint32_t *resp_bfreg)
+{
+    *bfregn = -1;
+    *resp_bfreg = MLX5_IB_INVALID_BFREG_EMU;
     /* the bfreg's place in its UAR page: MLX5_BF_OFFSET 0x800 + bf_reg_size (512) per bfreg
      * of the page (rdma-core providers/mlx5/mlx5.c mlx5_map_uar's bfs[].reg) */
-    uint32_t bf_off = 0x800;
-    if (ucmd.flags & MLX5_QP_FLAG_UAR_PAGE_INDEX) {
-        uar = emu_k_find_uar_by_page(f, ucmd.bfreg_index);
-        if (!uar) return -EINVAL;
-    } else if (ucmd.flags & MLX5_QP_FLAG_BFREG_INDEX) {
+    *bf_off = 0x800;
+    if (ucmd->flags & MLX5_QP_FLAG_UAR_PAGE_INDEX) {
+        *uar = emu_k_find_uar_by_page(f, ucmd->bfreg_index);
+        if (!*uar) return -EINVAL;
+    } else if (ucmd->flags & MLX5_QP_FLAG_BFREG_INDEX) {
         /* bfregn_to_uar_index: static table only */
-        if (f->ctx.dyn_uar || ucmd.bfreg_index >= f->total_bfregs) return -EINVAL;
-        uar = f->static_uars[ucmd.bfreg_index / 2];
-        bf_off += ucmd.bfreg_index % 2 * 0x200;
+        if (f->ctx.dyn_uar || ucmd->bfreg_index >= f->total_bfregs) return -EINVAL;
+        *uar = f->static_uars[ucmd->bfreg_index / 2];
+        *bf_off += ucmd->bfreg_index % 2 * 0x200;
     } else {
         if (f->ctx.dyn_uar || !f->nstatic) return -EINVAL;   /* alloc_bfreg: lib_uar_dyn */
-        bfregn = alloc_static_bfreg(f);
-        uar = f->static_uars[bfregn / 2];
-        resp_bfreg = (uint32_t)(bfregn / 2 * 4 + bfregn % 2);    /* adjust_bfregn */
-        bf_off += (uint32_t)(bfregn % 2) * 0x200;
+        int n = alloc_static_bfreg(f);
+        *bfregn = n;
+        *uar = f->static_uars[n / 2];
+        *resp_bfreg = (uint32_t)(n / 2 * 4 + n % 2);    /* adjust_bfregn */
+        *bf_off += (uint32_t)(n % 2) * 0x200;
     }
+    return 0;
+}
+
+/* A free QP slot of the device (not 0 or 1), claimed; 0 when none (under the file's lock). */
+static uint32_t claim_qp_slot(struct emu_devstate *ds)
+{
+    for (uint32_t i = 0; i < EMU_QP_SLOTS; i++) {
+        uint32_t s = (ds->qp_cursor + i) & (EMU_QP_SLOTS - 1);
+        /* free here, and not held by another process sharing the port (emu.h) */
+        if (s >= 2 && !ds->qp_tab[s] && emu_nic_qpn_claim(&ds->dev, s) == 0) return s;
+    }
+    return 0;
+}
+
+/* The QP's attributes as the NIC half sees them (struct emu_qp, emu.h), from the request. */
+static void qp_fill(struct emu_file *f, struct k_qp *qp, const struct emu_qp_args *a, struct k_pd *pd,
+                    struct k_cq *scq, struct k_cq *rcq, const struct mlx5_ib_create_qp *ucmd, bool has_rq)
+{
+    struct emu_qp *p = &qp->pub;
+    p->type = a->type;
+    p->state = EMU_QPS_RESET;
+    p->user_handle = a->user_handle;
+    p->pd = &pd->pub;
+    p->send_cq = &scq->pub;
+    p->recv_cq = &rcq->pub;
+    p->srq = a->srq ? &a->srq->pub : NULL;
+    p->buf = (volatile uint8_t *)(uintptr_t)ucmd->buf_addr;
+    p->rq_wqe_cnt = has_rq ? ucmd->rq_wqe_count : 0;
+    p->rq_wqe_shift = has_rq ? ucmd->rq_wqe_shift : 0;
+    p->rq = p->rq_wqe_cnt ? p->buf : NULL;
+    p->sq_wqe_cnt = ucmd->sq_wqe_count;
+    p->sq = p->sq_wqe_cnt ? p->buf + ((uint64_t)p->rq_wqe_cnt << p->rq_wqe_shift) : NULL;
+    p->dbrec = (volatile uint32_t *)(uintptr_t)ucmd->db_addr;
+    p->uidx = f->ctx.cqe_version ? ucmd->uidx : 0xffffff;
+    p->sq_sig_all = a->sq_sig_all;
+    p->scatter_to_cqe = ucmd->flags & MLX5_QP_FLAG_SCATTER_CQE;
+    p->max_inline = a->max_inline;
+    p->max_send_sge = a->max_send_sge;
+    p->max_recv_sge = a->srq ? 0 : a->max_recv_sge;
+    p->max_send_wr = a->max_send_wr;
+    p->max_recv_wr = a->srq ? 0 : a->max_recv_wr;
+    p->ctx = &f->ctx;
+}
+
+int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd *pd,
+                    struct k_cq *scq, struct k_cq *rcq, uint32_t *handle, uint32_t *qpn,
+                    void *uhw_resp)
+{
+    struct mlx5_ib_create_qp ucmd;
+    int r = check_qp_request(f, a, pd, scq, rcq, &ucmd);
+    if (r) return r;
+    bool has_rq = !a->srq && a->max_recv_wr > 0;     /* k: qp.c qp_has_rq */
+    struct k_uar *uar = NULL;
+    int bfregn;
+    uint32_t resp_bfreg, bf_off;
+    if ((r = qp_bfreg(f, &ucmd, &uar, &bf_off, &bfregn, &resp_bfreg))) return r;
     /* buffers (k: ib_umem_get / mlx5_ib_db_map_user) */
     uint64_t buflen = ((uint64_t)(has_rq ? ucmd.rq_wqe_count : 0) << (has_rq ? ucmd.rq_wqe_shift : 0)) +
                       ((uint64_t)ucmd.sq_wqe_count << 6);
-    int r = emu_check_range(ucmd.buf_addr, buflen, PROT_READ | PROT_WRITE);
+    r = emu_check_range(ucmd.buf_addr, buflen, PROT_READ | PROT_WRITE);
     if (!r && (ucmd.db_addr & 7)) r = -EINVAL;
     if (!r) r = emu_check_range(ucmd.db_addr, 8, PROT_READ | PROT_WRITE);
     struct emu_devstate *ds = emu_ds(f);
@@ -744,66 +807,29 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
     /* k: _create_user_qp: ib_umem_get of the buffer (when it has one), then the record's page */
     if (!r) { r = emu_pins_take(f, &qp->pins, ucmd.buf_addr, buflen, ucmd.db_addr); if (r) { free(qp); qp = NULL; } }
     if (!r) { r = emu_uobj_alloc(f, UO_QP, qp, handle); if (r) { emu_pins_release(f, &qp->pins); free(qp); qp = NULL; } }
-    if (r) {
-        if (bfregn >= 0) f->bfreg_use[bfregn]--;
-        return r;
-    }
+    if (r) goto out_bfreg;
     struct k_evq *async = emu_evq_by_fd(a->event_fd >= 0 ? a->event_fd : f->ctx.default_async_fd);
     LOCK(f);
-    uint32_t slot = 0;
-    for (uint32_t i = 0; i < EMU_QP_SLOTS; i++) {
-        uint32_t s = (ds->qp_cursor + i) & (EMU_QP_SLOTS - 1);
-        /* free here, and not held by another process sharing the port (emu.h) */
-        if (s >= 2 && !ds->qp_tab[s] && emu_nic_qpn_claim(&ds->dev, s) == 0) { slot = s; break; }
-    }
+    uint32_t slot = claim_qp_slot(ds);
     if (!slot) r = -ENOMEM;
     else {
         ds->qp_cursor = slot + 1;
         qp->slot = slot;
         qp->has_rq = has_rq;
         qp->async_q = async;
-        struct emu_qp *p = &qp->pub;
-        p->handle = *handle;
-        p->qpn = ((ds->qp_gen++ & 0xff) << 16) | slot;
-        p->type = a->type;
-        p->state = EMU_QPS_RESET;
-        p->user_handle = a->user_handle;
-        p->pd = &pd->pub;
-        p->send_cq = &scq->pub;
-        p->recv_cq = &rcq->pub;
-        p->srq = a->srq ? &a->srq->pub : NULL;
-        p->buf = (volatile uint8_t *)(uintptr_t)ucmd.buf_addr;
-        p->rq_wqe_cnt = has_rq ? ucmd.rq_wqe_count : 0;
-        p->rq_wqe_shift = has_rq ? ucmd.rq_wqe_shift : 0;
-        p->rq = p->rq_wqe_cnt ? p->buf : NULL;
-        p->sq_wqe_cnt = ucmd.sq_wqe_count;
-        p->sq = p->sq_wqe_cnt ? p->buf + ((uint64_t)p->rq_wqe_cnt << p->rq_wqe_shift) : NULL;
-        p->dbrec = (volatile uint32_t *)(uintptr_t)ucmd.db_addr;
-        p->uar = &uar->pub;
-        p->bf_off = bf_off;
-        p->uidx = f->ctx.cqe_version ? uidx : 0xffffff;
-        p->sq_sig_all = a->sq_sig_all;
-        p->scatter_to_cqe = ucmd.flags & MLX5_QP_FLAG_SCATTER_CQE;
-        p->max_inline = a->max_inline;
-        p->max_send_sge = a->max_send_sge;
-        p->max_recv_sge = a->srq ? 0 : a->max_recv_sge;
-        p->max_send_wr = a->max_send_wr;
-        p->max_recv_wr = a->srq ? 0 : a->max_recv_wr;
-        p->async_fd = async ? async->chan.fd : -1;
-        p->ctx = &f->ctx;
+        qp_fill(f, qp, a, pd, scq, rcq, &ucmd, has_rq);
+        qp->pub.handle = *handle;
+        qp->pub.qpn = ((ds->qp_gen++ & 0xff) << 16) | slot;
+        qp->pub.uar = &uar->pub;
+        qp->pub.bf_off = bf_off;
+        qp->pub.async_fd = async ? async->chan.fd : -1;
         ds->qp_tab[slot] = qp;
-        r = emu_nic_qp_create(p);
+        r = emu_nic_qp_create(&qp->pub);
         if (r) { ds->qp_tab[slot] = NULL; emu_nic_qpn_release(&ds->dev, slot); }
         else ds->nqp++;
     }
     UNLOCK(f);
-    if (r) {
-        emu_uobj_free(f, *handle);
-        emu_pins_release(f, &qp->pins);
-        free(qp);
-        if (bfregn >= 0) f->bfreg_use[bfregn]--;
-        return r;
-    }
+    if (r) goto out_qp;
     if (async) { pthread_mutex_lock(&emu_g.ev_lock); async->refs++; pthread_mutex_unlock(&emu_g.ev_lock); }
     pd->usecnt++;
     scq->usecnt++;
@@ -817,6 +843,14 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
     resp->bfreg_index = resp_bfreg;
     *qpn = qp->pub.qpn;
     return 0;
+
+out_qp:
+    emu_uobj_free(f, *handle);
+    emu_pins_release(f, &qp->pins);
+    free(qp);
+out_bfreg:
+    if (bfregn >= 0) f->bfreg_use[bfregn]--;
+    return r;
 }
 
 int emu_k_destroy_qp(struct emu_file *f, struct k_qp *qp, uint32_t *events_reported)
