@@ -1420,12 +1420,55 @@ static void usage(FILE *f)
 "  -q                   no progress lines\n");
 }
 
-int main(int argc, char **argv)
+/* The options of the end-to-end test (--e2e-*), argv[*i] with its value v (NULL: none), *i
+ * moved past the value.  Returns 0 when taken, 2 on a usage error (said), -1 when a is none of
+ * them. */
+static int e2e_option(const char *a, const char *v, int *i)
 {
-    bool no_emulate = false;
+    static const char *const names[] = { "--e2e-sizes", "--e2e-modes", "--e2e-mb", "--e2e-window",
+                                         "--e2e-packet", "--e2e-pages", "--e2e-queue", "--e2e-recv-depth" };
+    bool known = false;
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) known |= !strcmp(a, names[k]);
+    if (!known) return -1;
+    if (!v) { fprintf(stderr, "mlxd-bench: %s needs a value\n", a); return 2; }
+    (*i)++;
+    uint64_t x;
+    if (!strcmp(a, "--e2e-sizes")) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", v);
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            if (!opt_u64(a, t, 4096, 256ull << 20, &x)) return 2;   /* a page .. 256 MiB */
+        if (!*v || strlen(v) >= sizeof buf) { fprintf(stderr, "mlxd-bench: --e2e-sizes: an empty or too long list\n"); return 2; }
+        C.e2e_sizes = v;
+    }
+    else if (!strcmp(a, "--e2e-modes")) { if (!opt_list(a, v, "busy,event")) return 2; C.e2e_modes = v; }
+    else if (!strcmp(a, "--e2e-mb")) { if (!opt_u64(a, v, 1, 4096, &x)) return 2; C.e2e_mb = (double)x; }
+    else if (!strcmp(a, "--e2e-window")) {
+        if (!strcmp(v, "-1")) C.e2e_window = -1;
+        else if (!opt_u64(a, v, 0, 1u << 20, &x)) return 2;
+        else C.e2e_window = (int)x;
+    }
+    else if (!strcmp(a, "--e2e-packet")) {      /* mlxd_gen_opts.payload_size; the ports' MTU is 4096 */
+        if (!opt_u64(a, v, 128, 4096, &x)) return 2;
+        if (x % 128) { fprintf(stderr, "mlxd-bench: --e2e-packet %s: not a multiple of 128\n", v); return 2; }
+        C.e2e_packet = (unsigned)x;
+    }
+    /* the receiver's limits (mlxd_receiver.h) */
+    else if (!strcmp(a, "--e2e-pages")) { if (!opt_u64(a, v, 1, 4096, &x)) return 2; C.e2e_pages = (unsigned)x; }
+    else if (!strcmp(a, "--e2e-queue")) { if (!opt_u64(a, v, 1, 4096, &x)) return 2; C.e2e_queue = (unsigned)x; }
+    else { if (!opt_u64(a, v, 2, 32768, &x)) return 2; C.e2e_recv_depth = (unsigned)x; }   /* --e2e-recv-depth */
+    return 0;
+}
+
+/* Reads the command line into C (*no_emulate: --no-emulate).  Returns -1 to go on, else the
+ * exit status (--help: 0; a usage error, said: 2). */
+static int parse_args(int argc, char **argv, bool *no_emulate)
+{
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int er = e2e_option(a, v, &i);
+        if (er >= 0) { if (er) return er; continue; }
 #define NEEDV() do { if (!v) { fprintf(stderr, "mlxd-bench: %s needs a value\n", a); return 2; } i++; } while (0)
         if (!strcmp(a, "--json")) C.json = true;
         else if (!strcmp(a, "--csv")) C.csv = true;
@@ -1440,7 +1483,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--emu-passes")) {
             NEEDV(); uint64_t x; if (!opt_u64(a, v, 1, 100000, &x)) return 2; C.emu_passes = x;
         }
-        else if (!strcmp(a, "--no-emulate")) no_emulate = true;
+        else if (!strcmp(a, "--no-emulate")) *no_emulate = true;
         else if (!strcmp(a, "--no-park")) C.no_park = true;
         else if (!strcmp(a, "--json-out")) { NEEDV(); C.json_out = v; }
         else if (!strcmp(a, "--csv-out")) { NEEDV(); C.csv_out = v; }
@@ -1461,56 +1504,24 @@ int main(int argc, char **argv)
             C.handoff_iters = x;
             C.handoff_event_iters = x / 5 ? x / 5 : 1;
         }
-        else if (!strcmp(a, "--e2e-sizes")) {
-            NEEDV();
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s", v);
-            for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                uint64_t x;
-                if (!opt_u64(a, t, 4096, 256ull << 20, &x)) return 2;   /* a page .. 256 MiB */
-            }
-            if (!*v || strlen(v) >= sizeof buf) { fprintf(stderr, "mlxd-bench: --e2e-sizes: an empty or too long list\n"); return 2; }
-            C.e2e_sizes = v;
-        }
-        else if (!strcmp(a, "--e2e-modes")) { NEEDV(); if (!opt_list(a, v, "busy,event")) return 2; C.e2e_modes = v; }
-        else if (!strcmp(a, "--e2e-mb")) {
-            NEEDV(); uint64_t x; if (!opt_u64(a, v, 1, 4096, &x)) return 2; C.e2e_mb = (double)x;
-        }
-        else if (!strcmp(a, "--e2e-window")) {
-            NEEDV();
-            uint64_t x;
-            if (!strcmp(v, "-1")) C.e2e_window = -1;
-            else if (!opt_u64(a, v, 0, 1u << 20, &x)) return 2;
-            else C.e2e_window = (int)x;
-        }
-        else if (!strcmp(a, "--e2e-packet")) {      /* mlxd_gen_opts.payload_size; the ports' MTU is 4096 */
-            NEEDV(); uint64_t x; if (!opt_u64(a, v, 128, 4096, &x)) return 2;
-            if (x % 128) { fprintf(stderr, "mlxd-bench: --e2e-packet %s: not a multiple of 128\n", v); return 2; }
-            C.e2e_packet = (unsigned)x;
-        }
-        else if (!strcmp(a, "--e2e-pages")) {       /* the receiver's limits (mlxd_receiver.h) */
-            NEEDV(); uint64_t x; if (!opt_u64(a, v, 1, 4096, &x)) return 2; C.e2e_pages = (unsigned)x;
-        }
-        else if (!strcmp(a, "--e2e-queue")) {
-            NEEDV(); uint64_t x; if (!opt_u64(a, v, 1, 4096, &x)) return 2; C.e2e_queue = (unsigned)x;
-        }
-        else if (!strcmp(a, "--e2e-recv-depth")) {
-            NEEDV(); uint64_t x; if (!opt_u64(a, v, 2, 32768, &x)) return 2; C.e2e_recv_depth = (unsigned)x;
-        }
         else if (!strcmp(a, "--cpus")) {
             NEEDV();
             int m = -2, c = -2, p = -2;
             if (sscanf(v, "%d,%d,%d", &m, &c, &p) < 2) { fprintf(stderr, "mlxd-bench: --cpus M,C[,P]\n"); return 2; }
-            C.cpu_monitor = m; C.cpu_consumer = c; C.cpu_producer = p;    /* checked below */
+            C.cpu_monitor = m; C.cpu_consumer = c; C.cpu_producer = p;    /* checked in choose_cpus */
         }
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else { fprintf(stderr, "mlxd-bench: unknown option %s\n", a); usage(stderr); return 2; }
+#undef NEEDV
     }
-    if (!no_emulate && !getenv(REEXEC_ENV)) return reexec_emulated(argv);
-    /* the emulator's engine: no spinning after work, so that it does not take a CPU from the
-     * threads measured (it never writes the rings measured here; the hook does) */
-    if (!getenv("MLXD_EMU_SPIN_US")) setenv("MLXD_EMU_SPIN_US", "0", 1);
+    return -1;
+}
 
+/* The CPUs of the monitor, the consumer (and this thread) and the hand-off producer: --cpus,
+ * each one this process may run on, else the last, the first and the second allowed; this
+ * thread pinned.  Returns -1 to go on, else 2 (a CPU not allowed, said). */
+static int choose_cpus(void)
+{
     cpu_set_t allowed;
     CPU_ZERO(&allowed);
     sched_getaffinity(0, sizeof allowed, &allowed);
@@ -1535,10 +1546,12 @@ int main(int argc, char **argv)
              inl ? C.cpu_consumer : C.cpu_producer, C.cpu_monitor == C.cpu_consumer ? "; monitor and consumer share a CPU" : "",
              C.ncpus);
     pin_self(C.cpu_consumer);
+    return -1;
+}
 
-    read_load(g_load0, sizeof g_load0);
-    tsc_init();
-    say("mlxd-bench: TSC %.3f MHz; %s\n", g_tsc_hz / 1e6, g_pinning);
+/* Every test --tests names (all by default), in order. */
+static void run_tests(void)
+{
     if (want("empty")) { say("mlxd-bench: empty poll...\n"); bench_empty(); }
     if (want("ring")) { say("mlxd-bench: detached ring...\n"); bench_ring_detached(); }
     if (want("replay")) { say("mlxd-bench: replay feeder...\n"); bench_replay(); }
@@ -1555,7 +1568,12 @@ int main(int argc, char **argv)
         if (slash) *slash = 0;
         bench_compare(exe);
     }
-    read_load(g_load1, sizeof g_load1);
+}
+
+/* The results on stdout and into --json-out / --csv-out.  Returns the exit status: 1 when a
+ * file could not be written (said). */
+static int write_results(void)
+{
     if (C.json) print_json(stdout);
     else if (C.csv) print_csv(stdout);
     else print_table(stdout);
@@ -1570,4 +1588,23 @@ int main(int argc, char **argv)
         else { fprintf(stderr, "mlxd-bench: %s: %s\n", C.csv_out, strerror(errno)); status = 1; }
     }
     return status;
+}
+
+int main(int argc, char **argv)
+{
+    bool no_emulate = false;
+    int status = parse_args(argc, argv, &no_emulate);
+    if (status >= 0) return status;
+    if (!no_emulate && !getenv(REEXEC_ENV)) return reexec_emulated(argv);
+    /* the emulator's engine: no spinning after work, so that it does not take a CPU from the
+     * threads measured (it never writes the rings measured here; the hook does) */
+    if (!getenv("MLXD_EMU_SPIN_US")) setenv("MLXD_EMU_SPIN_US", "0", 1);
+    if ((status = choose_cpus()) >= 0) return status;
+
+    read_load(g_load0, sizeof g_load0);
+    tsc_init();
+    say("mlxd-bench: TSC %.3f MHz; %s\n", g_tsc_hz / 1e6, g_pinning);
+    run_tests();
+    read_load(g_load1, sizeof g_load1);
+    return write_results();
 }
