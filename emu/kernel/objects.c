@@ -169,78 +169,85 @@ int emu_k_uar_destroy(struct emu_file *f, struct k_uar *u)
 
 /* ---------------------------------------------------------------------------------------------
  * GET_CONTEXT (k: hw/mlx5/main.c mlx5_ib_alloc_ucontext) */
-int emu_k_get_context(struct emu_file *f, const void *uhw_in, size_t inlen, void *respv,
-                      size_t *resp_len, size_t outlen)
+/* The driver's request (struct mlx5_ib_alloc_ucontext_req_v2, *req, zero past what it gave)
+ * checked as mlx5_ib_alloc_ucontext checks it; *total: the static bfregs asked for, rounded up
+ * to MLX5_NON_FP_BFREGS_PER_UAR (2). */
+static int check_ucontext_req(struct emu_file *f, const void *uhw_in, size_t inlen,
+                              struct mlx5_ib_alloc_ucontext_req_v2 *req, uint32_t *total)
 {
-    struct mlx5_ib_alloc_ucontext_req_v2 req;
-    memset(&req, 0, sizeof req);
+    memset(req, 0, sizeof *req);
     /* k: uverbs: only one ucontext per file */
     if (f->ctx.has_ucontext) return -EINVAL;
     /* k: mlx5_ib_alloc_ucontext: 8 bytes = v0 request, >= offsetof(max_cqe_version) = v2 */
     if (inlen == sizeof(struct mlx5_ib_alloc_ucontext_req)) { /* v0 */ }
     else if (inlen >= offsetof(struct mlx5_ib_alloc_ucontext_req_v2, max_cqe_version)) { /* v2 */ }
     else return -EINVAL;
-    memcpy(&req, uhw_in, inlen < sizeof req ? inlen : sizeof req);
-    if (req.flags & ~MLX5_IB_ALLOC_UCTX_DEVX) return -EOPNOTSUPP;
-    if (req.comp_mask || req.reserved0 || req.reserved1 || req.reserved2) return -EOPNOTSUPP;
+    memcpy(req, uhw_in, inlen < sizeof *req ? inlen : sizeof *req);
+    if (req->flags & ~MLX5_IB_ALLOC_UCTX_DEVX) return -EOPNOTSUPP;
+    if (req->comp_mask || req->reserved0 || req->reserved1 || req->reserved2) return -EOPNOTSUPP;
     /* total rounded up to MLX5_NON_FP_BFREGS_PER_UAR (2); u32 arithmetic as the kernel's */
-    uint32_t total = (req.total_num_bfregs + 1u) & ~1u;
-    if (req.num_low_latency_bfregs > total - 1u) return -EINVAL;
+    *total = (req->total_num_bfregs + 1u) & ~1u;
+    if (req->num_low_latency_bfregs > *total - 1u) return -EINVAL;
     /* DEVX needs a device with log_max_uctx; the emulated one has none */
-    if (req.flags & MLX5_IB_ALLOC_UCTX_DEVX) return -EINVAL;
-    bool dyn = req.lib_caps & MLX5_LIB_CAP_DYN_UAR;
-    if (!dyn && total > EMU_MAX_STATIC_BFREGS) return -ENOMEM;
+    if (req->flags & MLX5_IB_ALLOC_UCTX_DEVX) return -EINVAL;
+    bool dyn = req->lib_caps & MLX5_LIB_CAP_DYN_UAR;
+    if (!dyn && *total > EMU_MAX_STATIC_BFREGS) return -ENOMEM;
+    return 0;
+}
 
-    if (!dyn && total) {
-        f->nstatic = total / 2;
-        f->static_uars = calloc(f->nstatic, sizeof *f->static_uars);
-        f->bfreg_use = calloc(total, sizeof *f->bfreg_use);
-        if (!f->static_uars || !f->bfreg_use) goto nomem;
-        for (unsigned i = 0; i < f->nstatic; i++) {
-            f->static_uars[i] = uar_new(f, MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF, true);
-            if (!f->static_uars[i]) goto nomem;
-            f->static_uars[i]->static_idx = i;
-        }
-        f->total_bfregs = total;
-        f->num_low_lat = req.num_low_latency_bfregs;
+/* The legacy static UARs: total bfregs, 2 per UAR page, the last num_low_lat low-latency.
+ * -ENOMEM leaves what was made for the caller to free. */
+static int alloc_static_uars(struct emu_file *f, uint32_t total, uint32_t num_low_lat)
+{
+    f->nstatic = total / 2;
+    f->static_uars = calloc(f->nstatic, sizeof *f->static_uars);
+    f->bfreg_use = calloc(total, sizeof *f->bfreg_use);
+    if (!f->static_uars || !f->bfreg_use) return -ENOMEM;
+    for (unsigned i = 0; i < f->nstatic; i++) {
+        f->static_uars[i] = uar_new(f, MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF, true);
+        if (!f->static_uars[i]) return -ENOMEM;
+        f->static_uars[i]->static_idx = i;
     }
+    f->total_bfregs = total;
+    f->num_low_lat = num_low_lat;
+    return 0;
+}
 
-    struct mlx5_ib_alloc_ucontext_resp resp;
-    memset(&resp, 0, sizeof resp);
-    resp.qp_tab_size = EMU_QP_SLOTS;
-    resp.bf_reg_size = EMU_BF_REG_SIZE;
-    resp.tot_bfregs = dyn ? 0 : total;
-    resp.cache_line_size = 64;
-    resp.max_sq_desc_sz = EMU_MAX_SQ_DESC;
-    resp.max_rq_desc_sz = EMU_MAX_RQ_DESC;
-    resp.max_send_wqebb = EMU_MAX_QP_WR;
-    resp.max_recv_wr = EMU_MAX_QP_WR;
-    resp.max_srq_recv_wr = EMU_MAX_QP_WR - 1;
-    resp.num_ports = 1;
-    resp.comp_mask = MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_CORE_CLOCK_OFFSET;
+/* The answer of the device (struct mlx5_ib_alloc_ucontext_resp, k: set_ucontext_resp). */
+static void ucontext_resp(struct emu_file *f, const struct mlx5_ib_alloc_ucontext_req_v2 *req,
+                          bool dyn, uint32_t total, struct mlx5_ib_alloc_ucontext_resp *resp)
+{
+    memset(resp, 0, sizeof *resp);
+    resp->qp_tab_size = EMU_QP_SLOTS;
+    resp->bf_reg_size = EMU_BF_REG_SIZE;
+    resp->tot_bfregs = dyn ? 0 : total;
+    resp->cache_line_size = 64;
+    resp->max_sq_desc_sz = EMU_MAX_SQ_DESC;
+    resp->max_rq_desc_sz = EMU_MAX_RQ_DESC;
+    resp->max_send_wqebb = EMU_MAX_QP_WR;
+    resp->max_recv_wr = EMU_MAX_QP_WR;
+    resp->max_srq_recv_wr = EMU_MAX_QP_WR - 1;
+    resp->num_ports = 1;
+    resp->comp_mask = MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_CORE_CLOCK_OFFSET;
     /* k: set_ucontext_resp: REAL_TIME_TS when the device's sq/rq/qp ts_format caps allow it */
-    if (emu_nic_clock_real_time()) resp.comp_mask |= MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS;
-    resp.cqe_version = req.max_cqe_version < 1 ? req.max_cqe_version : 1;
-    resp.cmds_supp_uhw = MLX5_USER_CMDS_SUPP_UHW_QUERY_DEVICE;
+    if (emu_nic_clock_real_time()) resp->comp_mask |= MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS;
+    resp->cqe_version = req->max_cqe_version < 1 ? req->max_cqe_version : 1;
+    resp->cmds_supp_uhw = MLX5_USER_CMDS_SUPP_UHW_QUERY_DEVICE;
     /* k: main.c mlx5_ib_alloc_ucontext: on an Ethernet port CREATE_AH returns the dmac */
-    if (emu_ds(f)->dev.cfg.ethernet) resp.cmds_supp_uhw |= MLX5_USER_CMDS_SUPP_UHW_CREATE_AH;
-    resp.eth_min_inline = 1;           /* MLX5_INLINE_MODE_NONE + 1 */
-    resp.clock_info_versions = 1u << MLX5_IB_CLOCK_INFO_V1;   /* the clock-info page (mmap.c) */
-    resp.hca_core_clock_offset = EMU_CORE_CLOCK_OFF;
-    resp.log_uar_size = 12;
+    if (emu_ds(f)->dev.cfg.ethernet) resp->cmds_supp_uhw |= MLX5_USER_CMDS_SUPP_UHW_CREATE_AH;
+    resp->eth_min_inline = 1;           /* MLX5_INLINE_MODE_NONE + 1 */
+    resp->clock_info_versions = 1u << MLX5_IB_CLOCK_INFO_V1;   /* the clock-info page (mmap.c) */
+    resp->hca_core_clock_offset = EMU_CORE_CLOCK_OFF;
+    resp->log_uar_size = 12;
     /* k: mlx5_ib_alloc_ucontext passes the firmware's num_of_uars_per_page through (devices
      * with the uar_4k capability); device option uars_per_page (docs/emulator.md). */
-    resp.num_uars_per_page = f->ctx.dev->cfg.uars_per_page;
-    resp.num_dyn_bfregs = 0;
-    size_t n = outlen < sizeof resp ? outlen : sizeof resp;
-    resp.response_length = (uint32_t)n;
-    memcpy(respv, &resp, sizeof resp);
-    *resp_len = n;
+    resp->num_uars_per_page = f->ctx.dev->cfg.uars_per_page;
+    resp->num_dyn_bfregs = 0;
+}
 
-    f->ctx.has_ucontext = true;
-    f->ctx.dyn_uar = dyn;
-    f->ctx.cqe_version = resp.cqe_version;
-    emu_g.ncontexts++;
+/* The first context of the device opens it (its QP and MR tables, the NIC half). */
+static int device_context_open(struct emu_file *f)
+{
     struct emu_device *dev = f->ctx.dev;
     pthread_mutex_lock(&dev->lock);
     int r = 0;
@@ -252,14 +259,37 @@ int emu_k_get_context(struct emu_file *f, const void *uhw_in, size_t inlen, void
         if (r) dev->open_contexts--;
     }
     pthread_mutex_unlock(&dev->lock);
+    return r;
+}
+
+int emu_k_get_context(struct emu_file *f, const void *uhw_in, size_t inlen, void *respv,
+                      size_t *resp_len, size_t outlen)
+{
+    struct mlx5_ib_alloc_ucontext_req_v2 req;
+    uint32_t total;
+    int r = check_ucontext_req(f, uhw_in, inlen, &req, &total);
+    if (r) return r;
+    bool dyn = req.lib_caps & MLX5_LIB_CAP_DYN_UAR;
+    if (!dyn && total && (r = alloc_static_uars(f, total, req.num_low_latency_bfregs))) goto fail;
+
+    struct mlx5_ib_alloc_ucontext_resp resp;
+    ucontext_resp(f, &req, dyn, total, &resp);
+    size_t n = outlen < sizeof resp ? outlen : sizeof resp;
+    resp.response_length = (uint32_t)n;
+    memcpy(respv, &resp, sizeof resp);
+    *resp_len = n;
+
+    f->ctx.has_ucontext = true;
+    f->ctx.dyn_uar = dyn;
+    f->ctx.cqe_version = resp.cqe_version;
+    emu_g.ncontexts++;
+    r = device_context_open(f);
     if (r) {
         f->ctx.has_ucontext = false;
         emu_g.ncontexts--;
         goto fail;
     }
     return 0;
-nomem:
-    r = -ENOMEM;
 fail:
     for (unsigned i = 0; i < f->nstatic; i++) uar_free(f->static_uars ? f->static_uars[i] : NULL);
     free(f->static_uars);
