@@ -913,13 +913,11 @@ int emu_k_destroy_qp(struct emu_file *f, struct k_qp *qp, uint32_t *events_repor
 /* ---------------------------------------------------------------------------------------------
  * MODIFY_QP (k: uverbs_cmd.c modify_qp; core/verbs.c _ib_modify_qp, ib_modify_qp_is_ok;
  * hw/mlx5/qp.c mlx5_ib_modify_qp) */
-int emu_k_modify_qp(struct emu_file *f, const void *cmdv, bool ex)
+/* MODIFY_QP's attribute mask and the addresses it carries, checked as uverbs and _ib_modify_qp
+ * check them before the driver sees the transition. */
+static int check_modify_attrs(struct emu_file *f, const struct ib_uverbs_modify_qp *c, const struct k_qp *qp,
+                              bool ex)
 {
-    const struct ib_uverbs_modify_qp *c = cmdv;
-    void *o;
-    /* write path: uobj_get_obj_read() failing -> EINVAL */
-    if (emu_uobj_get(f, c->qp_handle, UO_QP, &o)) return -EINVAL;
-    struct k_qp *qp = o;
     uint32_t mask = c->attr_mask;
     /* non-EX: bits above DEST_QPN -> EOPNOTSUPP; EX: RATE_LIMIT is the only extra bit and mlx5
      * supports it for raw-packet QPs only */
@@ -948,14 +946,13 @@ int emu_k_modify_qp(struct emu_file *f, const void *cmdv, bool ex)
                 return -ENODATA;
         }
     }
-    /* k: mlx5_ib_modify_qp */
-    LOCK(f);                                   /* the engine may move the QP to ERR */
-    uint32_t actual = qp->pub.state;
-    UNLOCK(f);
-    uint32_t cur = (mask & EMU_QP_CUR_STATE) ? c->cur_qp_state : actual;
-    uint32_t next = (mask & EMU_QP_STATE) ? c->qp_state : cur;
-    if ((mask & EMU_QP_CUR_STATE) && cur != actual) return -EINVAL;
-    if (!emu_modify_qp_is_ok(cur, next, qp->pub.type, mask)) return -EINVAL;
+    return 0;
+}
+
+/* The values of the attributes set, as mlx5_ib_modify_qp bounds them. */
+static int check_modify_values(const struct ib_uverbs_modify_qp *c)
+{
+    uint32_t mask = c->attr_mask;
     if ((mask & EMU_QP_PKEY_INDEX) && c->pkey_index >= 1) return -EINVAL;   /* pkey_tbl_len 1 */
     /* k: uverbs_cmd.c modify_qp: a controlled Q_Key (high bit set) needs CAP_NET_RAW; the
      * emulated kernel treats every process as unprivileged */
@@ -968,15 +965,13 @@ int emu_k_modify_qp(struct emu_file *f, const void *cmdv, bool ex)
         (c->qp_access_flags & ~(IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE |
                                 IB_UVERBS_ACCESS_REMOTE_READ | IB_UVERBS_ACCESS_REMOTE_ATOMIC)))
         return -EINVAL;
-    if (cur == EMU_QPS_RESET && next == EMU_QPS_RESET) return 0;   /* mlx5: nothing to do */
-    /* k: _ib_modify_qp -> ib_resolve_eth_dmac: a RoCE address vector's MAC is resolved (up to
-     * 1 s, then ETIMEDOUT: neigh.c) */
-    if ((mask & EMU_QP_AV) && cfg->ethernet) {
-        int rrc = emu_resolve_dgid(c->dest.dgid);
-        if (rrc) return rrc;
-    }
+    return 0;
+}
 
-    LOCK(f);
+/* The attributes the mask names into the QP (under the file's lock). */
+static void apply_modify(struct k_qp *qp, const struct ib_uverbs_modify_qp *c)
+{
+    uint32_t mask = c->attr_mask;
     struct emu_qp_attr *at = &qp->pub.attr;
     if (mask & EMU_QP_PORT) at->port_num = c->port_num;
     if (mask & EMU_QP_PKEY_INDEX) at->pkey_index = c->pkey_index;
@@ -1001,6 +996,37 @@ int emu_k_modify_qp(struct emu_file *f, const void *cmdv, bool ex)
     if (mask & EMU_QP_SQ_PSN) at->sq_psn = c->sq_psn & 0xffffff;
     if (mask & EMU_QP_MAX_DEST_RD_ATOMIC) at->max_dest_rd_atomic = c->max_dest_rd_atomic;
     if (mask & EMU_QP_DEST_QPN) at->dest_qp_num = c->dest_qp_num & 0xffffff;
+}
+
+int emu_k_modify_qp(struct emu_file *f, const void *cmdv, bool ex)
+{
+    const struct ib_uverbs_modify_qp *c = cmdv;
+    void *o;
+    /* write path: uobj_get_obj_read() failing -> EINVAL */
+    if (emu_uobj_get(f, c->qp_handle, UO_QP, &o)) return -EINVAL;
+    struct k_qp *qp = o;
+    uint32_t mask = c->attr_mask;
+    int r = check_modify_attrs(f, c, qp, ex);
+    if (r) return r;
+    /* k: mlx5_ib_modify_qp */
+    LOCK(f);                                   /* the engine may move the QP to ERR */
+    uint32_t actual = qp->pub.state;
+    UNLOCK(f);
+    uint32_t cur = (mask & EMU_QP_CUR_STATE) ? c->cur_qp_state : actual;
+    uint32_t next = (mask & EMU_QP_STATE) ? c->qp_state : cur;
+    if ((mask & EMU_QP_CUR_STATE) && cur != actual) return -EINVAL;
+    if (!emu_modify_qp_is_ok(cur, next, qp->pub.type, mask)) return -EINVAL;
+    if ((r = check_modify_values(c))) return r;
+    if (cur == EMU_QPS_RESET && next == EMU_QPS_RESET) return 0;   /* mlx5: nothing to do */
+    /* k: _ib_modify_qp -> ib_resolve_eth_dmac: a RoCE address vector's MAC is resolved (up to
+     * 1 s, then ETIMEDOUT: neigh.c) */
+    if ((mask & EMU_QP_AV) && f->ctx.dev->cfg.ethernet) {
+        int rrc = emu_resolve_dgid(c->dest.dgid);
+        if (rrc) return rrc;
+    }
+
+    LOCK(f);
+    apply_modify(qp, c);
     uint32_t old = qp->pub.state;
     qp->pub.state = next;
     emu_nic_qp_modified(&qp->pub, old);
