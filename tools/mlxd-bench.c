@@ -758,6 +758,83 @@ static void *ho_producer(void *arg)
     return NULL;
 }
 
+/* The timed loop: frame i produced (inline, or by ho_producer once frame i - 1 was consumed),
+ * the consumer spinning in get_next_frame(timeout 0) until it comes; h->lat[i] the hand-off.
+ * Returns false when a frame did not come within 5 s, came out of order (*rc -EPROTO) or could
+ * not be produced (*rc). */
+static bool ho_measure(struct handoff *h, bool inl, int *rc)
+{
+    struct mlxd_receiver_frame f;
+    for (uint64_t i = 0; i < h->n; i++) {
+        if (inl) {
+            gap(h->gap_ns);
+            if ((*rc = ho_produce(h, i)) < 0) return false;
+        }
+        uint64_t t1;
+        double deadline = bench_mono_raw_s() + 5;
+        for (unsigned spin = 1;; spin++) {
+            if (mlxd_receiver_get_next_frame(h->r, 0, &f)) { t1 = mlxd__tsc(); break; }
+            /* the clock only now and then: between two calls of get_next_frame is the resolution */
+            if ((spin & 1023) == 0 && (atomic_load(&h->prod_rc) < 0 || bench_mono_raw_s() > deadline))
+                return false;
+            cpu_relax();
+        }
+        uint64_t idx = f.received_frame_number - 1, t0;
+        if (idx != i) { *rc = -EPROTO; return false; }     /* lock-step: frame i is the i-th */
+        while (!(t0 = atomic_load_explicit(&h->t0[idx], memory_order_acquire))) cpu_relax();
+        h->lat[i] = ticks_ns((double)(int64_t)(t1 - t0));
+        atomic_store_explicit(&h->consumed, i + 1, memory_order_release);
+    }
+    return true;
+}
+
+/* --plot-dir: DIR/<name>.dat, the samples (sorted by bench_stats_of) with their cumulative
+ * fraction. */
+static void write_plot(const char *name, const double *lat, size_t n)
+{
+    if (!C.plot_dir) return;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s.dat", C.plot_dir, name);
+    FILE *fp = fopen(path, "w");
+    if (!fp) return;
+    fprintf(fp, "# %s: ns, cumulative fraction (%zu samples)\n", name, n);
+    for (size_t i = 0; i < n; i++) fprintf(fp, "%.1f %.6f\n", lat[i], (double)(i + 1) / (double)n);
+    fclose(fp);
+}
+
+/* The hand-off's buffers, sample arrays (written once now: calloc's fresh pages fault on their
+ * first write, which inside the loop put a ~1.5 us page fault into every 512th sample) and
+ * receiver, started.  false with r unavailable when it cannot. */
+static bool ho_setup(struct handoff *h, bool event, bool inl, struct result *r)
+{
+    memset(h, 0, sizeof *h);
+    h->n = event ? C.handoff_event_iters : C.handoff_iters;
+    h->inline_producer = inl;
+    h->event = event;
+    h->gap_ns = event ? 30000 : 500;       /* event: let the monitor fall asleep in poll() */
+    h->page_size = mlxd_hsb_min_page_size(HO_FRAME);
+    h->md_off = mlxd_hsb_metadata_offset(HO_FRAME);
+    size_t size = h->page_size * HO_PAGES;
+    if (posix_memalign((void **)&h->buf, 4096, size)) { h->buf = NULL; result_unavailable(r, "out of memory"); return false; }
+    memset(h->buf, 0, size);
+    h->t0 = calloc(h->n, sizeof *h->t0);
+    h->lat = calloc(h->n, sizeof *h->lat);
+    /* Volatile stores: a memset of zeros after calloc is removed by the compiler. */
+    prefault(h->t0, h->n * sizeof *h->t0);
+    prefault(h->lat, h->n * sizeof *h->lat);
+    h->r = mlxd_receiver_new();
+    struct mlxd_receiver_opts o = { .sz = sizeof o, .device = "mlx5_0", .port = 1, .buffer = (uintptr_t)h->buf,
+        .buffer_size = size, .frame_size = HO_FRAME, .page_size = h->page_size, .pages = HO_PAGES,
+        .metadata_offset = h->md_off, .peer_ip = "127.0.0.1", .queue_size = HO_PAGES,
+        .mode = event ? MLXD_RECEIVER_EVENT : MLXD_RECEIVER_BUSY_POLL };
+    if (mlxd_receiver_start(h->r, &o) < 0) {
+        result_unavailable(r, "mlxd_receiver_start: %s", mlxd_errmsg());
+        return false;
+    }
+    h->qpn = mlxd_receiver_qp_number(h->r);
+    return true;
+}
+
 static void bench_handoff(bool event)
 {
     char name[48], what[240];
@@ -771,34 +848,8 @@ static void bench_handoff(bool event)
     char why[300];
     if (!emu_hook(why, sizeof why)) { result_unavailable(r, "%s", why); return; }
     struct handoff h;
-    memset(&h, 0, sizeof h);
-    h.n = event ? C.handoff_event_iters : C.handoff_iters;
-    h.inline_producer = inl;
-    h.event = event;
-    h.gap_ns = event ? 30000 : 500;       /* event: let the monitor fall asleep in poll() */
-    h.page_size = mlxd_hsb_min_page_size(HO_FRAME);
-    h.md_off = mlxd_hsb_metadata_offset(HO_FRAME);
-    size_t size = h.page_size * HO_PAGES;
-    if (posix_memalign((void **)&h.buf, 4096, size)) { result_unavailable(r, "out of memory"); return; }
-    memset(h.buf, 0, size);
-    h.t0 = calloc(h.n, sizeof *h.t0);
-    h.lat = calloc(h.n, sizeof *h.lat);
-    /* write every page now: calloc's fresh pages fault on their first write, which inside the
-     * loop put a ~1.5 us page fault into every 512th sample (4 KiB of 8-byte entries).  Volatile
-     * stores: a memset of zeros after calloc is removed by the compiler. */
-    prefault(h.t0, h.n * sizeof *h.t0);
-    prefault(h.lat, h.n * sizeof *h.lat);
-    h.r = mlxd_receiver_new();
-    struct mlxd_receiver_opts o = { .sz = sizeof o, .device = "mlx5_0", .port = 1, .buffer = (uintptr_t)h.buf,
-        .buffer_size = size, .frame_size = HO_FRAME, .page_size = h.page_size, .pages = HO_PAGES,
-        .metadata_offset = h.md_off, .peer_ip = "127.0.0.1", .queue_size = HO_PAGES,
-        .mode = event ? MLXD_RECEIVER_EVENT : MLXD_RECEIVER_BUSY_POLL };
-    int rc = mlxd_receiver_start(h.r, &o);
-    if (rc < 0) {
-        result_unavailable(r, "mlxd_receiver_start: %s", mlxd_errmsg());
+    if (!ho_setup(&h, event, inl, r))
         goto out;
-    }
-    h.qpn = mlxd_receiver_qp_number(h.r);
     pthread_t mon, prod;
     pthread_create(&mon, NULL, ho_monitor, &h);
     pin_self(C.cpu_consumer);
@@ -807,33 +858,11 @@ static void bench_handoff(bool event)
     mlxd_receiver_get_next_frame(h.r, 0, &f);
     bool prod_started = false;
     if (!inl) prod_started = pthread_create(&prod, NULL, ho_producer, &h) == 0;
-    bool failed = false;
     /* busy-poll: the emulator's engine has nothing to do here (the producer writes the CQEs), and
      * its idle wake-ups on the consumer's CPU would be counted as hand-off time; park it */
     bool parked = !event && g_park && !C.no_park && g_park(1) == 0;
-    for (uint64_t i = 0; i < h.n && !failed; i++) {
-        if (inl) {
-            gap(h.gap_ns);
-            if ((rc = ho_produce(&h, i)) < 0) { failed = true; break; }
-        }
-        uint64_t t1;
-        double deadline = bench_mono_raw_s() + 5;
-        for (unsigned spin = 1;; spin++) {
-            if (mlxd_receiver_get_next_frame(h.r, 0, &f)) { t1 = mlxd__tsc(); break; }
-            /* the clock only now and then: between two calls of get_next_frame is the resolution */
-            if ((spin & 1023) == 0 && (atomic_load(&h.prod_rc) < 0 || bench_mono_raw_s() > deadline)) {
-                failed = true;
-                break;
-            }
-            cpu_relax();
-        }
-        if (failed) break;
-        uint64_t idx = f.received_frame_number - 1, t0;
-        if (idx != i) { rc = -EPROTO; failed = true; break; }     /* lock-step: frame i is the i-th */
-        while (!(t0 = atomic_load_explicit(&h.t0[idx], memory_order_acquire))) cpu_relax();
-        h.lat[i] = ticks_ns((double)(int64_t)(t1 - t0));
-        atomic_store_explicit(&h.consumed, i + 1, memory_order_release);
-    }
+    int rc = 0;
+    bool failed = !ho_measure(&h, inl, &rc);
     if (parked) g_park(0);
     if (prod_started) {
         if (failed) atomic_store(&h.consumed, UINT64_MAX);
@@ -851,16 +880,7 @@ static void bench_handoff(bool event)
     r->s = bench_stats_of(h.lat, h.n);
     r->iters = h.n;
     r->available = true;
-    if (C.plot_dir) {
-        char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s/%s.dat", C.plot_dir, name);
-        FILE *fp = fopen(path, "w");
-        if (fp) {
-            fprintf(fp, "# %s: ns, cumulative fraction (%zu samples)\n", name, h.n);
-            for (size_t i = 0; i < h.n; i++) fprintf(fp, "%.1f %.6f\n", h.lat[i], (double)(i + 1) / (double)h.n);
-            fclose(fp);
-        }
-    }
+    write_plot(name, h.lat, h.n);
 out:
     mlxd_receiver_destroy(h.r);
     free(h.buf);
