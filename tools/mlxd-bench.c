@@ -154,6 +154,9 @@ static void tsc_init(void)
 #if defined(__x86_64__)
     snprintf(g_tsc_how + n, sizeof g_tsc_how - (size_t)n, "; constant_tsc %s, nonstop_tsc %s",
              constant ? "yes" : "no", nonstop ? "yes" : "no");
+#else
+    (void)constant;     /* the TSC flags of /proc/cpuinfo are x86's */
+    (void)nonstop;
 #endif
 }
 
