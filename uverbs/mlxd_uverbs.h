@@ -399,7 +399,8 @@ struct mlxd_qp_opts {
     struct mlxd_srq *srq;      /* receives come from this shared receive queue (of the same
                                   NIC; recv_depth and max_recv_sge must then be 0); NULL = the
                                   QP's own receive ring.  The SRQ must outlive the QP.
-                                  RC and UC only (UD: -EOPNOTSUPP) */
+                                  RC, UC and UD (each datagram takes one SRQ receive, GRH
+                                  first, as on a UD QP's own ring) */
 };
 
 /* BlueFlame: mlxd_qp_ring of a single WQE that fits half the BlueFlame register (bf_reg_size/2,
@@ -554,7 +555,9 @@ int mlxd_qp_destroy(struct mlxd_qp *qp);
  * kernel drivers/infiniband/hw/mlx5/srq.c; rdma-core providers/mlx5/srq.c).  A completion of a
  * receive taken from it comes on the QP's receive CQ with the QP's qpn and the wr_id given to
  * mlxd_srq_receive (mlx5/mlxd_mlx5.h).  An RC message finding it empty is NAKed with RNR (the
- * sender retries rnr_retry times); a UC one is dropped by the NIC. */
+ * sender retries rnr_retry times); a UC message or a UD datagram is dropped by the NIC.  A QP of
+ * the SRQ that goes to ERR leaves the SRQ's receives to the other QPs (they are not flushed to
+ * it) and raises MLXD_EVENT_QP_LAST_WQE once its last receive has completed (IB spec 10.2.9.5). */
 struct mlxd_srq;
 
 struct mlxd_srq_opts {
@@ -599,6 +602,11 @@ enum mlxd_event_kind {
     MLXD_EVENT_DEVICE_FATAL,   /* IB_EVENT_DEVICE_FATAL (8) */
     MLXD_EVENT_OTHER,          /* any other async event: see kernel_type */
     MLXD_EVENT_SRQ_LIMIT,      /* IB_EVENT_SRQ_LIMIT_REACHED (15): srq fell below its armed limit */
+    MLXD_EVENT_QP_LAST_WQE,    /* IB_EVENT_QP_LAST_WQE_REACHED (16): qp, attached to an SRQ, is in
+                                  ERR and its last receive has completed (IB spec 10.2.9.5,
+                                  11.6.3.1): the SRQ's WQEs stay for the other QPs, and once its
+                                  CQs are polled past this point qp may be destroyed without
+                                  losing a receive */
 };
 
 struct mlxd_event {

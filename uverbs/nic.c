@@ -558,7 +558,8 @@ static int read_event(struct mlxd_nic *nic, int fd, bool comp, struct mlxd_event
         break;
     case 1: case 2: case 3: case 4: case 5: case 16:  /* QP events */
         ev->kind = d.event_type == 1 ? MLXD_EVENT_QP_FATAL : d.event_type == 2 ? MLXD_EVENT_QP_REQ_ERROR
-                 : d.event_type == 3 ? MLXD_EVENT_QP_ACCESS_ERROR : MLXD_EVENT_OTHER;
+                 : d.event_type == 3 ? MLXD_EVENT_QP_ACCESS_ERROR
+                 : d.event_type == 16 ? MLXD_EVENT_QP_LAST_WQE : MLXD_EVENT_OTHER;
         if (!(ev->qp = find_qp(nic, d.element))) keep = 0; else ev->user_data = ev->qp->user_data;
         break;
     case 15: ev->kind = MLXD_EVENT_SRQ_LIMIT;      /* IB_EVENT_SRQ_LIMIT_REACHED */

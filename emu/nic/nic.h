@@ -41,7 +41,7 @@ enum { NIC_SYND_LOCAL_LENGTH = 0x01, NIC_SYND_LOCAL_QP_OP = 0x02, NIC_SYND_LOCAL
 /* async event types (ib_user_verbs.h IB_UVERBS ... / ib_event_type) */
 enum { NIC_EV_CQ_ERR = 0, NIC_EV_QP_FATAL = 1, NIC_EV_QP_REQ_ERR = 2, NIC_EV_QP_ACCESS_ERR = 3,
        NIC_EV_DEVICE_FATAL = 8, NIC_EV_PORT_ACTIVE = 9, NIC_EV_PORT_ERR = 10,
-       NIC_EV_SRQ_LIMIT_REACHED = 15 };
+       NIC_EV_SRQ_LIMIT_REACHED = 15, NIC_EV_QP_LAST_WQE_REACHED = 16 };
 /* QP states (IB_QPS_*) */
 enum { NIC_QPS_RESET = 0, NIC_QPS_INIT = 1, NIC_QPS_RTR = 2, NIC_QPS_RTS = 3, NIC_QPS_SQD = 4,
        NIC_QPS_SQE = 5, NIC_QPS_ERR = 6 };

@@ -62,6 +62,9 @@ void nic_resp_flush_rq(struct nic_qp *q)
 {
     uint16_t pi = rq_pi(q);
     q->in_msg = false;
+    /* an SRQ WQE taken by a message that never finished completes here, on this QP */
+    if (q->qp->srq && q->srq_bound)
+        resp_cqe(q, NIC_CQE_RESP_ERR, NIC_SYND_WR_FLUSH, 0xf9, 0, 0, false);
     while (q->rq_ci != pi) resp_cqe(q, NIC_CQE_RESP_ERR, NIC_SYND_WR_FLUSH, 0xf9, 0, 0, false);
 }
 
