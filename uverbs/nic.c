@@ -359,6 +359,7 @@ int mlxd_close(struct mlxd_nic *nic)
         if (s->state == OBJ_LIVE && s->qps == 0)
             result = first_err(result, mlxd_srq_destroy(s) < 0 ? s->destroy_result : 0);
     result = first_err(result, mlxd__ah_destroy_all(nic));
+    result = first_err(result, mlxd__mw_free_all(nic));
     for (struct mlxd_cq *cq = nic->cqs; cq; cq = cq->next)
         if (cq->state == OBJ_LIVE) result = first_err(result, mlxd_cq_destroy(cq) < 0 ? cq->destroy_result : 0);
     for (struct mlxd_region *r = nic->regions; r; r = r->next)
@@ -371,6 +372,7 @@ int mlxd_close(struct mlxd_nic *nic)
     for (struct mlxd_cq *cq = nic->cqs; cq; cq = cq->next) leftovers |= cq->destroy_result != 0;
     for (struct mlxd_region *r = nic->regions; r; r = r->next) leftovers |= r->deregister_result != 0;
     for (struct mlxd_ah *ah = nic->ahs; ah; ah = ah->next) leftovers |= ah->destroy_result != 0;
+    for (struct mlxd_mw *mw = nic->mws; mw; mw = mw->next) leftovers |= mw->destroy_result != 0;
     if (!leftovers) {
         int rc = pd_destroy(nic);
         if (rc) result = first_err(result, mlxd_err(-rc, "mlxd_close %s: the kernel refused PD_DESTROY: %s", nic->name, strerror(-rc)));
