@@ -190,6 +190,7 @@ $(BUILD)/tests/progs/no_libcuda: private LIBS := $(STATIC) $(LIBS)
 # rdma_core_scatter is rdma-core's side of scatter-to-CQE (tests/test_rdma_core.c): libibverbs + libmlx5.
 $(BUILD)/tests/progs/rdma_core_scatter: private LIBS += -libverbs -lmlx5
 $(BUILD)/tests/progs/rdma_core_srq: private LIBS += -libverbs -ldl
+$(BUILD)/tests/progs/rdma_core_mw: private LIBS += -libverbs -ldl
 
 # hsb_feed replays a capture with the library, as the sensor bridge of another process's
 # receiver (tests/hololink/installed_test.sh).

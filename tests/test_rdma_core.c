@@ -571,6 +571,31 @@ START_TEST(srq_limit_rnr)
 }
 END_TEST
 
+/* tests/progs/rdma_core_mw: memory windows through libibverbs + libmlx5: a type 1 window bound
+ * by ibv_bind_mw and unbound by a zero-length bind, a type 2 window bound by IBV_WR_BIND_MW,
+ * invalidated by IBV_WR_LOCAL_INV and by the peer's IBV_WR_SEND_WITH_INV (IBV_WC_WITH_INV,
+ * invalidated_rkey); WRITEs through them land, WRITEs after fail with IBV_WC_REM_ACCESS_ERR.
+ * libmlx5 writes the UMR WQEs here, so this checks the emulated NIC reads them as a ConnectX
+ * does.  The program checks it all and prints OK. */
+START_TEST(mw_libmlx5)
+{
+    char rel[PATH_MAX], exe[PATH_MAX];
+    snprintf(rel, sizeof rel, "%s/tests/progs/rdma_core_mw", mlxd_test_build_dir());
+    ck_assert_msg(realpath(rel, exe) && access(exe, X_OK) == 0, "%s is not built", rel);
+    struct net n;
+    pick_net(&n, NULL, NULL);
+    const char *av[] = {exe, NULL};
+    int k = spawn((char *const *)av, n.devs);
+    int st = reap(k, 60);
+    char *o = output(k);
+    ck_assert_msg(exited0(st), "rdma_core_mw: %s: %s", st_str(st), o);
+    kill_kids();
+    ck_assert_msg(strstr(o, "OK mw: type 1 bind/unbind, type 2 bind/local invalidate/send with invalidate"),
+                  "rdma_core_mw: %s", o);
+    free(o);
+}
+END_TEST
+
 /* ---- perftest ------------------------------------------------------------------------------ */
 
 /* The row under perftest's latency header:
@@ -752,6 +777,7 @@ Suite *rdma_core_suite(void)
     tcase_add_test(tc, srq_pingpong_small);
     tcase_add_test(tc, srq_limit_rnr);
     tcase_add_test(tc, srq_faults);
+    tcase_add_test(tc, mw_libmlx5);
     tcase_add_test(tc, scatter_rc_64);
     tcase_add_test(tc, scatter_uc_64);
     tcase_add_test(tc, scatter_rc_128);

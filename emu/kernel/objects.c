@@ -790,6 +790,7 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
         p->dbrec = (volatile uint32_t *)(uintptr_t)ucmd.db_addr;
         p->uar = &uar->pub;
         p->bf_off = bf_off;
+        p->page_bfregs = ucmd.flags & MLX5_QP_FLAG_UAR_PAGE_INDEX;
         p->uidx = f->ctx.cqe_version ? uidx : 0xffffff;
         p->sq_sig_all = a->sq_sig_all;
         p->scatter_to_cqe = ucmd.flags & MLX5_QP_FLAG_SCATTER_CQE;
