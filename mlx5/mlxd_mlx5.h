@@ -137,7 +137,14 @@ struct mlxd_entry {
  * with the device in host-endianness mode).  What the NIC reports, not refused here: a remote
  * address not 8-byte aligned completes with IBV_WC_REM_INV_REQ_ERR (syndrome 0x12), a region
  * without REMOTE_ATOMIC with IBV_WC_REM_ACCESS_ERR (0x13).  Masked (extended) atomics are not
- * offered: the emulated device does not advertise them.  The state (RTS) is not checked: the NIC ignores entries of a QP
+ * offered: the emulated device does not advertise them.
+ * Memory windows (MLXD_OP_BIND_MW, MLXD_OP_LOCAL_INV; uverbs/mlxd_uverbs.h mlxd_mw_alloc): a bind
+ * takes 3 WQEBBs, an unbind/invalidation 2, and the entry after either carries the initiator
+ * small fence (libmlx5's next_fence).  Refused with -EINVAL: a UD QP, bind NULL, a freed window
+ * or region or one of another NIC, access other than REMOTE_READ/WRITE/ATOMIC, a zero-based type 1
+ * window, a zero-length bind of a type 2 window, flags other than SIGNALED/FENCE, SEND_INV on UC;
+ * -EOPNOTSUPP: a window over 2 GiB.  What the NIC refuses completes with IBV_WC_MW_BIND_ERR
+ * (syndrome 0x06).  The state (RTS) is not checked: the NIC ignores entries of a QP
  * that is not in RTS until it gets there, and flushes them in ERR.
  * Thread rules: one mlxd_qp_post/mlxd_qp_ring of qp at a time; may run while another thread
  * polls the CQ. */
