@@ -67,7 +67,7 @@ static struct pair connect_pair(struct side *a, struct side *b)
     struct mlxd_endpoint ea, eb;
     ck_assert_int_eq(mlxd_qp_endpoint(p.a, &ea), 0);
     ck_assert_int_eq(mlxd_qp_endpoint(p.b, &eb), 0);
-    struct mlxd_connect_opts co = { .sz = sizeof co, .timeout = 10, .retry_cnt = 2,
+    struct mlxd_connect_opts co = { .sz = sizeof co,
                                     .peer_access = MLXD_ACCESS_REMOTE_WRITE | MLXD_ACCESS_REMOTE_READ };
     ck_assert_msg(mlxd_qp_connect(p.a, &eb, &co) == 0, "%s", mlxd_errmsg());
     ck_assert_msg(mlxd_qp_connect(p.b, &ea, &co) == 0, "%s", mlxd_errmsg());
@@ -430,7 +430,7 @@ START_TEST(two_processes)
         struct xchg mine = { .ep = me }, peer;
         ck_assert_int_eq(write(sv[1], &mine, sizeof mine), sizeof mine);
         ck_assert_int_eq(read(sv[1], &peer, sizeof peer), sizeof peer);
-        struct mlxd_connect_opts co = { .sz = sizeof co, .timeout = 10, .retry_cnt = 2 };
+        struct mlxd_connect_opts co = { .sz = sizeof co };
         ck_assert_int_eq(mlxd_qp_connect(qp, &peer.ep, &co), 0);
         ck_assert_int_eq(write(sv[1], "c", 1), 1);
         char go;
@@ -464,7 +464,7 @@ START_TEST(two_processes)
     ck_assert_int_eq(mlxd_qp_endpoint(qp, &me), 0);
     struct xchg peer;
     ck_assert_int_eq(read(sv[0], &peer, sizeof peer), sizeof peer);
-    struct mlxd_connect_opts co = { .sz = sizeof co, .timeout = 10, .retry_cnt = 2,
+    struct mlxd_connect_opts co = { .sz = sizeof co,
                                     .peer_access = MLXD_ACCESS_REMOTE_WRITE | MLXD_ACCESS_REMOTE_READ };
     ck_assert_int_eq(mlxd_qp_connect(qp, &peer.ep, &co), 0);
     struct mlxd_mw *mw;
