@@ -369,9 +369,11 @@ START_TEST(devinfo)
         expect_field(b, "active_mtu", mtu[i]);
         expect_field(b, "max_qp_wr", "32768");
         expect_field(b, "atomic_cap", "ATOMIC_HCA (1)");    /* 8-byte CS/FA, host endianness */
-        /* no memory windows (mlx5_ib without imaicl: max_mw 0, no MEM_WINDOW flags; docs/driver.md) */
-        expect_field(b, "max_mw", "0");
-        ck_assert_msg(!strstr(b, "MEM_WINDOW"), "ibv_devinfo: memory windows advertised:\n%s", b);
+        /* memory windows as mlx5_ib with the imaicl capability: MEM_WINDOW and MEM_WINDOW_TYPE_2B
+         * (not 2A), max_mw the mkey table (65536 slots less the two never used: emu/kernel) */
+        expect_field(b, "max_mw", "65534");
+        ck_assert_msg(strstr(b, "MEM_WINDOW\n") && strstr(b, "MEM_WINDOW_TYPE_2B") && !strstr(b, "MEM_WINDOW_TYPE_2A"),
+                      "ibv_devinfo: memory window capabilities:\n%s", b);
         expect_field(b, "gid_tbl_len", "16");
         /* GID 3: the IPv4-mapped address of the device, RoCE v2 (core/roce_gid_mgmt.c) */
         char g[96];
