@@ -27,7 +27,7 @@ int emu_k_alloc_mw(struct emu_file *f, struct k_pd *pd, uint8_t type, const void
     if (type != 1 && type != 2) return -EINVAL;
     struct mlx5_ib_alloc_mw req;
     memset(&req, 0, sizeof req);
-    memcpy(&req, udata, ulen < sizeof req ? ulen : sizeof req);
+    if (ulen) memcpy(&req, udata, ulen < sizeof req ? ulen : sizeof req);
     if (req.comp_mask || req.reserved1 || req.reserved2) return -EOPNOTSUPP;
     for (size_t i = sizeof req; i < ulen; i++)
         if (((const uint8_t *)udata)[i]) return -EOPNOTSUPP;
