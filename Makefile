@@ -191,6 +191,7 @@ $(BUILD)/tests/progs/no_libcuda: private LIBS := $(STATIC) $(LIBS)
 $(BUILD)/tests/progs/rdma_core_scatter: private LIBS += -libverbs -lmlx5
 $(BUILD)/tests/progs/rdma_core_srq: private LIBS += -libverbs -ldl
 $(BUILD)/tests/progs/rdma_core_mw: private LIBS += -libverbs -ldl
+$(BUILD)/tests/progs/rdma_core_srq $(BUILD)/tests/progs/rdma_core_mw: tests/progs/rc_connect.h
 
 # hsb_feed replays a capture with the library, as the sensor bridge of another process's
 # receiver (tests/hololink/installed_test.sh).
