@@ -26,9 +26,11 @@
  *     why a CQ as deep as its rings suffices);
  *   - the general path reads a CQE's 8-byte tail (sop_drop_qpn, wqe_counter, signature,
  *     op_own) once, byte-swapped, and takes the QPN, wqe_counter and opcode from that word;
- *     the hot path loads op_own, wqe_counter and sop_drop_qpn by themselves and compares the
- *     QPN big-endian (fewer instructions, issue 18); then the timestamp, imm, byte_cnt and the
- *     hw_drops byte (srqn_uidx only when the QP changes);
+ *     the hot path loads op_own, wqe_counter and sop_drop_qpn by themselves and compares
+ *     sop_drop_qpn whole, big-endian, with the QPN and a hw_drops byte of 0 (a CQE after drops
+ *     takes the general path; fewer instructions, issue 18); then the timestamp, imm and
+ *     byte_cnt (srqn_uidx only when the QP changes); flags_rqpn (source QPN, GRH) only for a
+ *     UD QP or a CQE of no known QP (reads_src), so a UD QP is never the hot QP;
  *   - each responder completion is written with six 8-byte stores and two 4-byte ones
  *     (byte_len, imm), its op_own-dependent words from four tables indexed by op_own - 0x10;
  *     error CQEs and rare opcodes go to an out-of-line function, so the common path has no
