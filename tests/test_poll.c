@@ -362,6 +362,21 @@ END_TEST
  * path give the same completions: one stream of CQEs, mixing two QPs, requester, error, rare
  * and unknown-QP CQEs and every responder opcode with SE and hw_drops, polled once in batches
  * of 1, once of 3 and once of 32, must give identical completions and ring accounting. */
+/* Writes the n CQEs of s from producer index 0 and fills got (n completions) with 0xee. */
+static void put_stream(struct mlxd_cq *cq, const struct spec *s, uint32_t n, struct mlxd_completion *got)
+{
+    for (uint32_t i = 0; i < n; i++) put(cq, i, &s[i]);
+    memset(got, 0xee, n * sizeof *got);
+}
+
+/* One poll of up to max that must find at least one completion. */
+static int poll_some(struct mlxd_cq *cq, struct mlxd_completion *out, int max)
+{
+    int m = mlxd_cq_poll(cq, out, max);
+    ck_assert_int_gt(m, 0);
+    return m;
+}
+
 START_TEST(hot_path_same_as_general)
 {
     enum { N = 24 };
@@ -388,12 +403,10 @@ START_TEST(hot_path_same_as_general)
         fq_init(&a, 0x0a0a0a, 3, 100);
         fq_init(&bq, 0x0b0b0b, 4, 200);
         a.qp.recv_cq = bq.qp.recv_cq = cq;      /* both QPs' receives complete here */
-        for (uint32_t i = 0; i < N; i++) put(cq, i, &s[i]);
-        memset(got[b], 0xee, sizeof got[b]);
+        put_stream(cq, s, N, got[b]);
         int n = 0;
         while (n < N) {
-            int m = mlxd_cq_poll(cq, got[b] + n, batch[b]);
-            ck_assert_int_gt(m, 0);
+            int m = poll_some(cq, got[b] + n, batch[b]);
             if (n == 0 && b == 0)
                 ck_assert_ptr_eq(cq->hot_qp, &a.qp);   /* the next polls take the hot path */
             n += m;
@@ -474,13 +487,10 @@ START_TEST(src_qpn_only_for_ud)
         a.qp.type = MLXD_QP_UC;
         u.qp.type = MLXD_QP_UD;
         a.qp.recv_cq = u.qp.recv_cq = cq;
-        for (uint32_t i = 0; i < N; i++) put(cq, i, &s[i]);
-        memset(got[b], 0xee, sizeof got[b]);
+        put_stream(cq, s, N, got[b]);
         int n = 0;
         while (n < N) {
-            int m = mlxd_cq_poll(cq, got[b] + n, batch[b]);
-            ck_assert_int_gt(m, 0);
-            n += m;
+            n += poll_some(cq, got[b] + n, batch[b]);
             if (n == 8) ck_assert_ptr_eq(cq->hot_qp, &a.qp);   /* a's receives on the hot path */
             if (n == 28) ck_assert_ptr_null(cq->hot_qp);        /* u's: never */
         }
