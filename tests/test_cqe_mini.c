@@ -170,8 +170,9 @@ START_TEST(responder_formats)
                 ck_assert_uint_eq(w[i].imm, 0x1234abcd);
                 ck_assert_uint_eq(w[i].opcode, 129);                  /* IBV_WC_RECV_RDMA_WITH_IMM */
                 ck_assert_uint_eq(w[i].status, 0);
-                ck_assert_uint_eq(w[i].flags, MLXD_WC_SOLICITED | MLXD_WC_WITH_IMM | MLXD_WC_GRH |
-                                  0x4242u << MLXD_WC_SRC_QP_SHIFT);
+                /* the source QPN and GRH flag are a UD QP's only (mlx5/poll.c reads_src); this QP
+                 * is not one: the title's flags_rqpn gives none, as the full CQEs' does not */
+                ck_assert_uint_eq(w[i].flags, MLXD_WC_SOLICITED | MLXD_WC_WITH_IMM);
                 ck_assert_uint_eq(w[i].qpn, 0x0a0a0a);
                 ck_assert_uint_eq(w[i].timestamp, 0x1122334455ull);
                 ck_assert_uint_eq(w[i].hw_drops, 2);
