@@ -146,7 +146,7 @@ echo "callgrind.sh: wrote $OUT/instructions.txt (raw: $OUT/*.cg, callgrind_annot
 
 # CQE compression (issue 18 item 2; its own block): instructions per completion of mlxd-bench's
 # cqe-comp drains, the same stream as full CQEs (bench_full_drain_B) and as compressed sessions
-# of 64 mini-CQEs (bench_comp_drain_B), 5 passes of 4096 with --quick's 40 + 5 warm-up = 45.
+# of 64 mini-CQEs (bench_comp_drain_B): 45 passes of 4096 each (--quick: 40, plus 5 warm-up).
 # libmlx5 has no counterpart: its ibv_poll_cq / ibv_start_poll do not expand compressed CQEs.
 comp_toggles=""
 for b in 16 64; do comp_toggles="$comp_toggles --toggle-collect=bench_full_drain_$b --toggle-collect=bench_comp_drain_$b"; done
