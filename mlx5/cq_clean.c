@@ -36,18 +36,45 @@ static bool is_resp(const uint8_t *c)
 
 uint32_t mlxd__cq_clean(struct mlxd_cq *cq, uint32_t qpn) { return mlxd__cq_clean_srq(cq, qpn, NULL); }
 
+/* A compressed CQ (mlx5/cqe_mini.c): a session's array slots are no CQEs and a session cannot
+ * be partly moved, so nothing moves: walked unit by unit from ci (a full CQE is one slot, a
+ * title the session's N), each unit of qpn gets the QPN MLXD__QPN_CLEANED, which the poll loop
+ * skips, invalidates and hands back without a completion.  The session open at ci is passed
+ * over (mlxd__cq_mini_forget_qp dropped it if it is qpn's).  A title announcing an impossible N
+ * ends the walk (the poll reports it).  Returns the units marked. */
+static uint32_t mark_units(struct mlxd_cq *cq, uint32_t qpn, struct mlxd_srq *srq)
+{
+    const uint32_t ci = cq->ci;
+    uint32_t marked = 0;
+    for (uint32_t i = ci + cq->zip.n; i - ci < cq->ncqe;) {
+        uint8_t *c = slot(cq, i);
+        if (!mlxd__cqe_sw_owned(c, owner_of(cq, i))) break;
+        mlxd_rmb();                           /* the owner byte before the other fields */
+        uint32_t len = 1;
+        if (mlxd_cqe_format(c) == 3) {
+            len = mlxd_cqe_byte_cnt(c);
+            if (len < 2 || len > cq->ncqe - (i - ci)) break;
+        }
+        if ((mlxd_cqe_qpn(c) & MLXD_QPN_MASK) == (qpn & MLXD_QPN_MASK)) {
+            /* a title's receives never come from an SRQ (mlxd_qp_create refuses it) */
+            if (srq && len == 1 && is_resp(c)) mlxd__srq_complete(srq, mlxd_cqe_wqe_counter(c));
+            for (uint32_t b = 1; b < 4; b++) c[MLXD_CQE_OFF_SOP_DROP_QPN + b] = 0xff;
+            marked++;
+        }
+        i += len;
+    }
+    return marked;
+}
+
 /* With srq: the receive WQEs of the removed receive completions go back to it, as libmlx5's
  * __mlx5_cq_clean frees them (mlx5_free_srq_wqe): nobody will poll them now. */
 uint32_t mlxd__cq_clean_srq(struct mlxd_cq *cq, uint32_t qpn, struct mlxd_srq *srq)
 {
     if (!cq || !cq->buf || !cq->ncqe) return 0;
+    if (cq->comp) return mark_units(cq, qpn, srq);
     const uint32_t ci = cq->ci;
     uint32_t pi = ci;
-    /* a compressed CQ (mlx5/cqe_mini.c): only the full CQEs before the first compressed
-     * session are looked at (a session's array slots are no CQEs; moving them would break it):
-     * the destroyed QP's completions behind it stay, and complete with qp NULL */
-    while (pi - ci < cq->ncqe && mlxd__cqe_sw_owned(slot(cq, pi), owner_of(cq, pi)) &&
-           !(cq->cqe_comp && mlxd_cqe_format(slot(cq, pi)) == 3))
+    while (pi - ci < cq->ncqe && mlxd__cqe_sw_owned(slot(cq, pi), owner_of(cq, pi)))
         pi++;
     mlxd_rmb();                               /* owner bytes before the QPNs and the copies */
     uint32_t freed = 0;

@@ -20,7 +20,8 @@
  *     CQE of a later pass.  Here op_own = 0xF0 (MLX5_CQE_INVALID, as the ring starts).
  * Each mini-CQE becomes the completion its full CQE would have given: the title's fields with
  * byte_cnt and the wqe_counter from the mini-CQE (requester) or the title's wqe_counter + i
- * (responder: the receive ring's WQEs complete in order, as mlx5e_decompress_cqe counts them).
+ * (responder: the receive ring's WQEs complete in order, as mlx5e_decompress_cqe counts them;
+ * a cyclic ring's rule, so an SRQ QP's receives may not use a compressed CQ: mlxd_qp_create).
  * The hash, checksum and stride index have no field in struct mlxd_completion (a full CQE's are
  * not returned either).  Every completion of a session has the title's timestamp: a mini-CQE
  * has none (DPDK turns compression off when Rx timestamps are wanted for that reason).
@@ -32,9 +33,14 @@
  * A title that cannot start a session is reported, not decoded: fewer than 2 mini-CQEs (array
  * 0 lies in the slot after the title, inside the session), more than the ring holds, or an
  * opcode no session can have (only REQ and the responder opcodes 1..4) -> -EPROTO, nothing
- * consumed.  No system call, lock, allocation or division per CQE. */
+ * consumed, and the CQ latched unusable (the ring cannot be read past it: every later poll
+ * fails the same way instead of returning 0 for good).
+ * A unit (full CQE or title) mlxd_qp_destroy marked with MLXD__QPN_CLEANED (cq_clean.c) is
+ * skipped: invalidated and handed back, no completion.
+ * No system call, lock, allocation or division per CQE. */
 #include <endian.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include "barrier.h"
 #include "cqe_owner.h"
@@ -69,13 +75,23 @@ static inline const uint8_t *mini_at(const struct mlxd_cq *cq, uint32_t ci, uint
 static int open_session(struct mlxd_cq *cq, const uint8_t *c)
 {
     const uint32_t n = mlxd_cqe_byte_cnt(c), opcode = c[MLXD_CQE_OFF_OP_OWN] >> MLXD_CQE_OPCODE_SHIFT;
-    if (n < 2 || n > cq->ncqe)
-        return mlxd_err(EPROTO, "mlxd_cq_poll: CQ 0x%06x: the compressed CQE at index %u announces %u "
-                        "mini-CQEs; a session has 2 to %u (the ring's size)", cq->cqn, cq->ci, n, cq->ncqe);
-    if (opcode != MLXD_CQE_REQ && (opcode < MLXD_CQE_RESP_WR_IMM || opcode > MLXD_CQE_RESP_SEND_INV))
-        return mlxd_err(EPROTO, "mlxd_cq_poll: CQ 0x%06x: the compressed CQE at index %u has opcode %u, "
-                        "not a requester or responder completion", cq->cqn, cq->ci, opcode);
     struct mlxd__zip *z = &cq->zip;
+    const char *why = NULL;
+    char buf[96];
+    if (n < 2 || n > cq->ncqe) {
+        snprintf(buf, sizeof buf, "its compressed CQE announces %u mini-CQEs; a session has 2 to %u (the "
+                 "ring's size)", n, cq->ncqe);
+        why = buf;
+    } else if (opcode != MLXD_CQE_REQ && (opcode < MLXD_CQE_RESP_WR_IMM || opcode > MLXD_CQE_RESP_SEND_INV)) {
+        snprintf(buf, sizeof buf, "its compressed CQE has opcode %u, not a requester or responder completion",
+                 opcode);
+        why = buf;
+    }
+    if (why) {                                /* latched: the ring cannot be read past it */
+        snprintf(z->broken, sizeof z->broken, "mlxd_cq_poll: CQ 0x%06x is unusable since slot %u (consumer "
+                 "index %u): %s; destroy it", cq->cqn, cq->ci & (cq->ncqe - 1), cq->ci, why);
+        return mlxd_err(EPROTO, "%s", z->broken);
+    }
     memcpy(z->title, c, sizeof z->title);
     z->title[MLXD_CQE_OFF_OP_OWN] &= (uint8_t)~(MLXD_CQE_FORMAT_MASK << MLXD_CQE_FORMAT_SHIFT);
     z->n = n;
@@ -179,9 +195,26 @@ static void close_session(struct mlxd_cq *cq)
         mlxd_shared_store(p, (uint8_t)MLXD_CQE_OP_OWN_INIT);
     cq->ci = ci + n;
     z->n = 0;
+    z->drop = false;
     mlxd_wmb();                               /* CQE reads and invalidations before the hand-back */
     mlxd_shared_store(&cq->dbrec[MLXD_CQ_SET_CI], htobe32(cq->ci & MLXD_CQ_CI_MASK));
     mlxd__release_run(&z->run);
+}
+
+/* A unit mlxd_qp_destroy removed (mlx5/cq_clean.c). */
+static inline bool cleaned(const uint8_t *c)
+{
+    return (mlxd_cqe_qpn(c) & MLXD_QPN_MASK) == MLXD__QPN_CLEANED;
+}
+
+/* The removed full CQE at ci: invalidated and handed back, no completion. */
+static void skip_full(struct mlxd_cq *cq)
+{
+    mlxd_shared_store(cq->buf + ((size_t)(cq->ci & (cq->ncqe - 1)) << 6) + MLXD_CQE_OFF_OP_OWN,
+                      (uint8_t)MLXD_CQE_OP_OWN_INIT);
+    cq->ci++;
+    mlxd_wmb();                               /* the invalidation before the hand-back */
+    mlxd_shared_store(&cq->dbrec[MLXD_CQ_SET_CI], htobe32(cq->ci & MLXD_CQ_CI_MASK));
 }
 
 /* Full CQEs from ci on, up to max and the ring's end, stopping at a compressed one. */
@@ -192,7 +225,8 @@ static uint32_t full_run(const struct mlxd_cq *cq, uint32_t max)
     uint32_t k = 0;
     while (k < lim) {
         const uint8_t *c = slot_at(cq, ci + k);
-        if (!mlxd__cqe_sw_owned(c, par) || compressed(mlxd_cqe_u8(c, MLXD_CQE_OFF_OP_OWN))) break;
+        /* a QPN read before the barrier may be stale: at worst the run stops early */
+        if (!mlxd__cqe_sw_owned(c, par) || compressed(mlxd_cqe_u8(c, MLXD_CQE_OFF_OP_OWN)) || cleaned(c)) break;
         k++;
     }
     return k;
@@ -201,21 +235,40 @@ static uint32_t full_run(const struct mlxd_cq *cq, uint32_t max)
 int mlxd__cq_poll_mini(struct mlxd_cq *cq, struct mlxd_completion *out, int max)
 {
     uint32_t got = 0;
+    if (mlxd_unlikely(cq->zip.broken[0])) return mlxd_err(EPROTO, "%s", cq->zip.broken);
     while (got < (uint32_t)max) {
         struct mlxd__zip *z = &cq->zip;
+        if (mlxd_unlikely(z->drop)) {         /* the rest of a destroyed QP's session */
+            close_session(cq);
+            continue;
+        }
         if (!z->n) {
             const uint32_t ci = cq->ci;
             const uint8_t *c = slot_at(cq, ci);
             if (!mlxd__cqe_sw_owned(c, (ci & cq->ncqe) != 0)) break;
-            if (!compressed(mlxd_cqe_u8(c, MLXD_CQE_OFF_OP_OWN))) {
+            const bool title = compressed(mlxd_cqe_u8(c, MLXD_CQE_OFF_OP_OWN));
+            mlxd_rmb();                       /* owner bytes before the other fields (poll.c) */
+            if (mlxd_unlikely(cleaned(c))) {
+                if (!title) {
+                    skip_full(cq);
+                    continue;
+                }
+                z->drop = true;               /* opened below, closed by the next turn */
+            } else if (!title) {
                 uint32_t k = full_run(cq, (uint32_t)max - got);
-                mlxd_rmb();                   /* owner bytes before the other fields (poll.c) */
+                mlxd_rmb();                   /* the run's owner bytes before its fields */
                 got += (uint32_t)mlxd__poll_full(cq, out + got, k);
                 continue;
             }
-            mlxd_rmb();                       /* the title's owner byte before its fields */
             int rc = open_session(cq, c);
-            if (rc) return got ? (int)got : rc;   /* reported by the next call, if not now */
+            if (rc) {
+                z->drop = false;
+                return got ? (int)got : rc;   /* reported by the next call, if not now */
+            }
+            if (z->drop) {                    /* nothing of it is returned or freed */
+                z->run = (struct mlxd__run){ NULL, 0, NULL };
+                continue;
+            }
         }
         const uint32_t left = z->n - z->i, want = (uint32_t)max - got, k = left < want ? left : want;
         if (z->req) expand_req(cq, cq->ci, z->i, k, out + got);
@@ -230,9 +283,9 @@ int mlxd__cq_poll_mini(struct mlxd_cq *cq, struct mlxd_completion *out, int max)
 void mlxd__cq_mini_forget_qp(struct mlxd_cq *cq, const struct mlxd_qp *qp)
 {
     if (!cq || !cq->zip.n || cq->zip.run.qp != qp) return;
-    /* the rest of the session completes for no QP (wr_id = wqe_counter), as a CQE of a
-     * destroyed QP does in the general path; what it would free belongs to nobody now */
-    struct mlxd_qp *none = NULL;
+    /* the rest of the session is the destroyed QP's: the next poll closes it and returns none
+     * of it (an SRQ QP's receives never reach a compressed CQ: mlxd_qp_create); what the
+     * returned ones would free belongs to nobody now */
     cq->zip.run = (struct mlxd__run){ NULL, 0, NULL };
-    memcpy(&cq->zip.tmpl[2], &none, sizeof none);
+    cq->zip.drop = true;
 }

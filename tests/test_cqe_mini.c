@@ -338,6 +338,13 @@ START_TEST(bad_sessions_reported)
         ck_assert_int_eq(mlxd_cq_poll(cq, w, 1), -EPROTO);     /* still there: nothing consumed */
         ck_assert_uint_eq(cq->ci, 1);
         ck_assert_uint_eq(record_ci(cq), 1);
+        /* latched: the ring cannot be read past it, even if the slot changes */
+        put_full(cq, 1, &s);
+        ck_assert_int_eq(mlxd_cq_poll(cq, w, 4), -EPROTO);
+        ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "CQ 0x000000 is unusable since slot 1 (consumer index 1): "
+                                                    "its compressed CQE announces"));
+        ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "; destroy it"));
+        ck_assert_uint_eq(cq->ci, 1);
         cq_done(cq);
     }
     /* an error CQE with format 3: no session has it */
@@ -347,6 +354,52 @@ START_TEST(bad_sessions_reported)
     struct mlxd_completion w[4];
     ck_assert_int_eq(mlxd_cq_poll(cq, w, 4), -EPROTO);
     ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "opcode 14"));
+    cq_done(cq);
+}
+END_TEST
+
+/* mlxd_qp_destroy's clean on a compressed CQ (mlx5/cq_clean.c): QP A's full CQEs and titles
+ * are marked, the rest of A's session being expanded is dropped; polling then returns QP B's
+ * completions only, although a new QP took A's QPN and user index, and hands every slot back
+ * invalidated.  Ring of 32: A session (4) at 0, A full at 4, B full at 5, A session (3) at 6,
+ * B session (2) at 9, A full at 11. */
+START_TEST(destroyed_qp_cleaned)
+{
+    struct mlxd_cq *cq = cq_new(32, MLXD_CQE_COMP_HASH);
+    struct fq a, b, c;
+    fq_init(&a, 0x0a0a0a, 3, 100);
+    fq_init(&b, 0x0b0b0b, 4, 200);
+    struct spec sa = { .opcode = MLX5_CQE_RESP_SEND, .qpn = 0x0a0a0a, .uidx = 3, .byte_cnt = 7 };
+    struct spec sb = { .opcode = MLX5_CQE_RESP_SEND, .qpn = 0x0b0b0b, .uidx = 4, .byte_cnt = 55 };
+    uint8_t m[4][8];
+    for (int i = 0; i < 4; i++) mini(m[i], 0, 10 + (uint32_t)i);
+    put_session(cq, 0, &sa, 4, m);
+    sa.wqe_counter = 4; put_full(cq, 4, &sa);
+    put_full(cq, 5, &sb);
+    sa.wqe_counter = 5; put_session(cq, 6, &sa, 3, m);
+    sb.wqe_counter = 1; put_session(cq, 9, &sb, 2, m);
+    sa.wqe_counter = 0; put_full(cq, 11, &sa);
+    struct mlxd_completion w[16];
+    ck_assert_int_eq(mlxd_cq_poll(cq, w, 2), 2);                 /* A's first session is open */
+    mlxd__cq_mini_forget_qp(cq, &a.qp);
+    table[3] = NULL;
+    ck_assert_uint_eq(mlxd__cq_clean(cq, 0x0a0a0a), 3);          /* 4, the title at 6, 11 */
+    fq_init(&c, 0x0a0a0a, 3, 300);                                /* the QPN and index reused */
+    memset(w, 0xee, sizeof w);
+    ck_assert_int_eq(mlxd_cq_poll(cq, w, 16), 3);
+    ck_assert_int_eq(mlxd_cq_poll(cq, w + 3, 16), 0);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_ptr_eq(w[i].qp, &b.qp);
+        ck_assert_uint_eq(w[i].wqe_counter, (unsigned)i);
+        ck_assert_uint_eq(w[i].wr_id, 200 + (unsigned)i);
+        ck_assert_uint_eq(w[i].byte_len, i ? 10 + (unsigned)i - 1 : 55);
+    }
+    ck_assert_uint_eq(cq->ci, 12);
+    ck_assert_uint_eq(record_ci(cq), 12);
+    ck_assert_uint_eq(b.qp.rq_ci, 3);
+    ck_assert_uint_eq(c.qp.rq_ci, 0);
+    for (uint32_t j = 0; j < 12; j++)                          /* B's full CQE at 5 stays as read */
+        if (j != 5) ck_assert_uint_eq(slot(cq, j)[63], 0xF0);
     cq_done(cq);
 }
 END_TEST
@@ -617,10 +670,11 @@ START_TEST(e2e_requester_sessions)
 }
 END_TEST
 
-/* A compressing CQ with events whose QP takes its receives from an SRQ: each burst arms, waits
- * for the completion event (the NIC fires it when the session is written), then polls 16
- * receives whose wr_ids are the SRQ's entries in order (the NIC takes them in list order, the
- * decoder derives each one's WQE index from the title's). */
+/* An SRQ QP cannot take a compressed CQ as its recv_cq (our rule: a responder mini-CQE has no
+ * wqe_counter, and title + i is a cyclic ring's order, not an SRQ's): -EOPNOTSUPP naming why;
+ * with an uncompressed recv_cq the compressed CQ may be its send CQ.  Then a compressing CQ with
+ * events: each burst arms, waits for the completion event (the NIC fires it when the session is
+ * written), then polls 16 receives whose wr_ids are the ring's entries in order. */
 START_TEST(e2e_srq_events)
 {
     mlxd_test_emu_two_devices();
@@ -634,6 +688,16 @@ START_TEST(e2e_srq_events)
     struct mlxd_srq_opts so = { .sz = sizeof so, .depth = 64 };
     ck_assert_msg(mlxd_srq_create(b.nic, &so, &srq) == 0, "%s", mlxd_errmsg());
     struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_RC, .send_depth = 4, .srq = srq };
+    ck_assert_int_eq(mlxd_qp_create(b.cq, &qo, &b.qp), -EOPNOTSUPP);
+    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "SRQ QP's recv_cq"));
+    ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "cyclic receive queue"));
+    struct mlxd_cq *plain;
+    ck_assert_int_eq(mlxd_cq_create(b.nic, 16, NULL, &plain), 0);
+    qo.recv_cq = plain;
+    struct mlxd_qp *sq;
+    ck_assert_msg(mlxd_qp_create(b.cq, &qo, &sq) == 0, "%s", mlxd_errmsg());
+    ck_assert_int_eq(mlxd_qp_destroy(sq), 0);
+    qo = (struct mlxd_qp_opts){ .sz = sizeof qo, .type = MLXD_QP_RC, .send_depth = 4, .recv_depth = 32 };
     ck_assert_msg(mlxd_qp_create(b.cq, &qo, &b.qp) == 0, "%s", mlxd_errmsg());
     connect_pair(&a, &b);
     struct mlxd_local lb, la;
@@ -644,7 +708,7 @@ START_TEST(e2e_srq_events)
     for (int r = 0; r < 8; r++) {
         struct mlxd_recv rv[16];
         for (int i = 0; i < 16; i++) rv[i] = (struct mlxd_recv){ .wr_id = next + (unsigned)i, .num_local = 1, .local = &lb };
-        ck_assert_int_eq(mlxd_srq_receive(srq, rv, 16), 16);
+        ck_assert_int_eq(mlxd_qp_receive(b.qp, rv, 16), 16);
         ck_assert_int_eq(mlxd_cq_arm(b.cq, false), 0);
         uint64_t before = cqes_written(1);
         for (int i = 0; i < 16; i++) {
@@ -686,6 +750,7 @@ Suite *cqe_mini_suite(void)
     tcase_add_test(t, sessions_across_ring_end);
     tcase_add_test(t, session_sizes);
     tcase_add_test(t, bad_sessions_reported);
+    tcase_add_test(t, destroyed_qp_cleaned);
     tcase_add_test(t, detached_option_misuse);
     suite_add_tcase(s, t);
     t = tcase_create("emu");

@@ -34,7 +34,14 @@ struct mlxd__zip {
     struct mlxd__run run;          /* what the returned completions free, at the session's end */
     uint8_t  title[64];            /* the title CQE, format bits cleared */
     uint64_t tmpl[7];              /* responder: the completion of the title (struct mlxd_completion) */
+    bool     drop;                 /* its QP was destroyed: close it, returning nothing more */
+    char     broken[192];          /* not "": a title could not be decoded; every poll fails */
 };
+
+/* The QPN mlxd_qp_destroy writes into a removed full CQE or title of a compressed CQ
+ * (mlx5/cq_clean.c): the poll loop skips such a unit.  0xFFFFFF is the IB multicast QPN (IB
+ * spec 10.5.2.1), never a QP's number. */
+#define MLXD__QPN_CLEANED 0xFFFFFFu
 
 struct mlxd_cq {
     /* --- hot: mlxd_cq_poll / mlxd_cq_arm --- */

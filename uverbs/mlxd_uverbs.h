@@ -335,10 +335,17 @@ struct mlxd_cq_opts {
  *   - errors: -EOPNOTSUPP the device reports no CQE compression (mlx5_ib_query_device_resp
  *     cqe_comp_caps.max_num 0) or not this format (its supported_format); -EINVAL a value that
  *     is not one format bit; the kernel's refusals as its errno (message "CQ_CREATE");
- *   - mlxd_cq_poll returns -EPROTO (nothing consumed) for a title that announces fewer than 2
- *     or more mini-CQEs than the ring holds, or that has an opcode no session can have;
- *   - a compressed CQ cannot be recorded (mlxd_cq_record_start: -EINVAL); a destroyed QP's
- *     CQEs behind a compressed session stay in the CQ (they complete with qp NULL). */
+ *   - mlxd_cq_poll returns -EPROTO for a title that announces fewer than 2 or more mini-CQEs
+ *     than the ring holds, or that has an opcode no session can have; nothing is consumed and
+ *     the CQ is unusable from then on: every later mlxd_cq_poll returns -EPROTO ("CQ 0x.. is
+ *     unusable since slot N: <reason>; destroy it");
+ *   - an SRQ QP cannot take a compressed CQ as its recv_cq (mlxd_qp_create: -EOPNOTSUPP; the
+ *     kernel would allow it): a responder mini-CQE carries no wqe_counter, the title + i rule
+ *     (mlx5e, DPDK) is that of a cyclic receive queue, and an SRQ completes its WQEs along
+ *     next_wqe_index links, in an order no source ties to the session;
+ *   - a compressed CQ cannot be recorded (mlxd_cq_record_start: -EINVAL);
+ *   - mlxd_qp_destroy removes the destroyed QP's CQEs, compressed or not: none is returned
+ *     afterwards, even if a later QP gets the same QPN. */
 enum mlxd_cqe_comp {
     MLXD_CQE_COMP_HASH = 1,         /* MLX5DV_CQE_RES_FORMAT_HASH */
     MLXD_CQE_COMP_CSUM = 2,         /* MLX5DV_CQE_RES_FORMAT_CSUM */
@@ -461,8 +468,9 @@ enum mlxd_blueflame {
  * blueflame not an enum mlxd_blueflame value);
  * -EINVAL "exceeds the device's maximum" when a depth, the inline size or the WQE size
  * (max_sq_desc_sz) is beyond the device (the message names the bound); -ENOMEM; -ENOSPC when
- * the NIC's table of QPs (4096 per NIC) is full; the kernel's errno (message "QP_CREATE").
- * Any thread. */
+ * the NIC's table of QPs (4096 per NIC) is full; -EOPNOTSUPP an SRQ QP whose recv_cq was
+ * created with CQE compression (our rule, not the kernel's: see enum mlxd_cqe_comp); the
+ * kernel's errno (message "QP_CREATE").  Any thread. */
 int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct mlxd_qp **out);
 
 /* What the peer needs to connect to this QP; send it out of band (e.g. TCP). */

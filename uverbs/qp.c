@@ -282,6 +282,11 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
         return mlxd_err(EINVAL, "%s: send and receive depth are both 0 and no SRQ", fn);
     struct mlxd_cq *rcq = opts->recv_cq ? opts->recv_cq : cq;
     if (rcq->state != OBJ_LIVE || rcq->nic != nic) return mlxd_err(EINVAL, "%s: recv_cq is destroyed or of another NIC", fn);
+    /* our rule, not the kernel's: an SRQ's responder mini-CQEs carry no wqe_counter, and an SRQ
+     * completes WQEs along its next_wqe_index links, not as title + i (mlx5/cqe_mini.c) */
+    if (srq && rcq->cqe_comp)
+        return mlxd_err(EOPNOTSUPP, "%s: an SRQ QP's recv_cq CQ 0x%06x was created with CQE compression: a "
+                        "compressed receive's WQE is known only for a cyclic receive queue, not an SRQ", fn, rcq->cqn);
     uint32_t recv_sge = opts->max_recv_sge ? opts->max_recv_sge : 1;
     /* max_send_sge came after user_data: an older caller's smaller struct does not have it */
     bool has_send_sge = opts->sz >= offsetof(struct mlxd_qp_opts, max_send_sge) + sizeof opts->max_send_sge;

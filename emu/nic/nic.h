@@ -202,6 +202,7 @@ struct nic_cqe {
     const uint8_t *inl;         /* responder scatter-to-CQE: the message, inl_len bytes (<= 32 in a
                                  * 64-byte CQE: format 1; <= 64 in a 128-byte one: format 2) */
     uint8_t  inl_len;
+    bool     srq;               /* responder: the WQE came from an SRQ (never compressed) */
 };
 int  nic_cqe_write(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c);
 int  nic_cq_room(struct nic_dev *nd, struct emu_cq *cq, uint32_t idx);

@@ -58,9 +58,11 @@ API int mlxd_emu_cqe_comp_set(unsigned max_num, bool stride_index)
     return 0;
 }
 
+/* An SRQ's receive CQEs are never compressed: a responder mini-CQE has no wqe_counter, and an
+ * SRQ's WQEs complete along its next_wqe_index links, not as title + i (docs/emulator.md). */
 static bool compressible(const struct nic_cqe *c)
 {
-    return !c->inl && (c->opcode == NIC_CQE_REQ || (c->opcode >= 1 && c->opcode <= 4));
+    return !c->inl && (c->opcode == NIC_CQE_REQ || (c->opcode >= 1 && c->opcode <= 4 && !c->srq));
 }
 
 static bool joins(const struct nic_zip *z, const struct nic_cqe *c)

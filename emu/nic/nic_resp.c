@@ -33,7 +33,7 @@ static void resp_cqe_inl(struct nic_qp *q, uint8_t opcode, uint8_t synd, uint8_t
         .hw_drops = (uint8_t)(!ok ? 0 : q->hw_drops > 255 ? 255 : q->hw_drops),
         .wqe_counter = qp->srq ? q->srq_wqe : q->rq_ci, .byte_cnt = byte_cnt, .imm = imm,
         .qpn = qp->qpn, .uidx = qp->uidx != 0xffffff ? qp->uidx : qp->srq ? qp->srq->srqn : 0,
-        .inl = inl, .inl_len = (uint8_t)(inl ? byte_cnt : 0),
+        .inl = inl, .inl_len = (uint8_t)(inl ? byte_cnt : 0), .srq = qp->srq != NULL,
     };
     if (qp->srq) q->srq_bound = false;
     else q->rq_ci++;

@@ -67,7 +67,7 @@ static void ud_cqe(struct nic_qp *q, uint8_t opcode, uint8_t synd, uint32_t byte
         .opcode = opcode, .syndrome = synd, .vendor = synd ? 0x68 : 0, .se = p->se,
         .wqe_counter = qp->srq ? q->srq_wqe : q->rq_ci, .byte_cnt = byte_cnt, .imm = p->imm,
         .qpn = qp->qpn, .uidx = qp->uidx != 0xffffff ? qp->uidx : qp->srq ? qp->srq->srqn : 0,
-        .flags_rqpn = 1u << 28 | 2u << 24 | (p->deth_src_qp & 0xffffff),
+        .flags_rqpn = 1u << 28 | 2u << 24 | (p->deth_src_qp & 0xffffff), .srq = qp->srq != NULL,
     };
     if (qp->srq) q->srq_bound = false;
     else q->rq_ci++;
