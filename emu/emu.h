@@ -166,7 +166,8 @@ struct emu_qp {
     uint32_t rq_wqe_cnt, rq_wqe_shift;
     volatile uint32_t *dbrec;     /* [0] RCV BE32 (rq head & 0xffff), [1] SND BE32 (sq pi & 0xffff) */
     struct emu_uar *uar;          /* send doorbell / BlueFlame page */
-    uint32_t bf_off;              /* the QP's bfreg in it: 0x800 + 0x200 * k (two 256-B halves) */
+    uint32_t bf_off;              /* the QP's bfreg in it: 0x800 + 0x200 * k (two 256-B halves);
+                                     0: not known to the kernel (MLX5_QP_FLAG_UAR_PAGE_INDEX) */
     uint32_t uidx;                /* cqe_version 1: echoed in CQE srqn_uidx; else 0xffffff */
     bool     sq_sig_all, scatter_to_cqe;
     uint32_t max_inline, max_send_sge, max_recv_sge, max_send_wr, max_recv_wr;

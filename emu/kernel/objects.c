@@ -716,6 +716,7 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
     if (ucmd.flags & MLX5_QP_FLAG_UAR_PAGE_INDEX) {
         uar = emu_k_find_uar_by_page(f, ucmd.bfreg_index);
         if (!uar) return -EINVAL;
+        bf_off = 0;    /* the page only: the library picks the bfreg in it (nic_doorbell.c) */
     } else if (ucmd.flags & MLX5_QP_FLAG_BFREG_INDEX) {
         /* bfregn_to_uar_index: static table only */
         if (f->ctx.dyn_uar || ucmd.bfreg_index >= f->total_bfregs) return -EINVAL;

@@ -82,6 +82,7 @@ struct nic_qp {
     /* requester */
     uint16_t sq_ci;             /* next WQEBB counter to fetch */
     uint16_t sq_rung;           /* WQEBB counter the UAR doorbell has announced (nic_doorbell.c) */
+    uint8_t  bfregs;            /* bfregs of its UAR its rings come in (bit k: 0x800 + 0x200 k) */
     uint32_t next_psn;          /* PSN of the next packet sent */
     struct nic_msg *msgs;       /* ring, cap = sq_wqe_cnt */
     uint32_t cap, head, send, tail;  /* head: oldest not completed; send: being sent; tail: next free */
@@ -173,6 +174,7 @@ uint64_t nic_now_ns(void);
 
 /* nic_doorbell.c: takes the rings from q's bfreg; returns how many */
 int nic_doorbell_scan(struct nic_qp *q);
+uint8_t nic_doorbell_bfregs(const struct emu_qp *qp);
 struct nic_dev *nic_dev_get(unsigned index);      /* registry (NULL if not open) */
 extern atomic_bool nic_engines_parked;             /* mlxd_emu_bench_park */
 void nic_qp_to_err(struct nic_qp *q, int event);  /* event < 0: none */

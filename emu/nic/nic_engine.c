@@ -108,6 +108,7 @@ int emu_nic_qp_create(struct emu_qp *qp)
     if (!q->msgs) { free(q); return -ENOMEM; }
     q->qp = qp;
     q->nd = nd;
+    q->bfregs = nic_doorbell_bfregs(qp);
     qp->nic = q;
     q->next = nd->qps;
     nd->qps = q;

@@ -1174,6 +1174,49 @@ static void case_no_uar(void)
     dev_close(1);
 }
 
+/* A ring may come in any bfreg of the QP's UAR page (0x800 + 0x200 k, either 256-byte half), as
+ * libmlx5 places its own bfregs in a page the kernel knows only by its index
+ * (MLX5_QP_FLAG_UAR_PAGE_INDEX, rdma-core providers/mlx5/verbs.c mlx5_insert_dyn_uuars): the ring
+ * names the QP.  A ring naming a QP not of this UAR starts nothing. */
+static void case_bfreg_any(void)
+{
+    dev_open(0, g_port, 4096);
+    dev_open(1, g_port, 4096);
+    struct pair p = pair_new(2, 0x1d1, 0x2d1, 16, 3);
+    struct emu_mr *la = mr_new(0, 8192, 0x700, NIC_ACC_LOCAL_WRITE);
+    struct emu_mr *lb = mr_new(1, 8192, 0x800, NIC_ACC_LOCAL_WRITE | NIC_ACC_REMOTE_WRITE);
+    memset(MRP(la), 0x5a, 100);
+    struct sge s = {100, 0x700, la->addr};
+    uint8_t got[64];
+    g_skip_uar = true;
+    uint16_t w0 = post_send(p.a, NIC_OP_RDMA_WRITE, 0x08, 0, lb->addr, 0x800, &s, 1);
+    uint16_t w1 = post_send(p.a, NIC_OP_RDMA_WRITE, 0x08, 0, lb->addr + 1000, 0x800, &s, 1);
+    g_skip_uar = false;
+    uint64_t c0, c1;
+    memcpy(&c0, (const void *)p.a->qp.sq, 8);
+    memcpy(&c1, (const void *)(p.a->qp.sq + 64), 8);
+    /* the first WQE's ring with another QP number (0x1d2: no QP of this UAR) in the 0xc00 bfreg */
+    uint64_t other = c0;
+    ((uint8_t *)&other)[6] = (uint8_t)(0x1d2 & 0xff);
+    __atomic_store_n((uint64_t *)(uar_pages[0] + 0xc00), other, __ATOMIC_RELEASE);
+    CHECK(!cq_poll(p.sa, got, 300));
+    CHECK_EQ(MRP(lb)[0], 0);
+    /* the first WQE rung in the second half of the 0xa00 bfreg: it runs, the second does not */
+    __atomic_store_n((uint64_t *)(uar_pages[0] + 0xb00), c0, __ATOMIC_RELEASE);
+    CHECK(cq_poll(p.sa, got, 2000));
+    CHECK_EQ(got[60] << 8 | got[61], w0);
+    CHECK(!cq_poll(p.sa, got, 200));
+    CHECK_EQ(MRP(lb)[99], 0x5a);
+    CHECK_EQ(MRP(lb)[1000], 0);
+    /* the second rung in the last half of the page (0xf00) */
+    __atomic_store_n((uint64_t *)(uar_pages[0] + 0xf00), c1, __ATOMIC_RELEASE);
+    CHECK(cq_poll(p.sa, got, 2000));
+    CHECK_EQ(got[60] << 8 | got[61], w1);
+    CHECK_EQ(MRP(lb)[1099], 0x5a);
+    dev_close(0);
+    dev_close(1);
+}
+
 /* A receive scatter entry of byte_count 0 means 2 GiB to a ConnectX (kernel hw/mlx5/odp.c):
  * a SEND into {0 bytes at buf, 4096 bytes at buf + 4096} lands at buf[0]. */
 static void case_zero_len_recv(void)
@@ -1407,6 +1450,7 @@ int main(int argc, char **argv)
         {"uar_doorbell", case_uar_doorbell}, {"err_local_prot", case_err_local_prot},
         {"cq_overrun", case_cq_overrun}, {"fault_idx", case_fault_idx},
         {"fault_env", case_fault_env}, {"no_uar", case_no_uar},
+        {"bfreg_any", case_bfreg_any},
         {"zero_len_recv", case_zero_len_recv},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
