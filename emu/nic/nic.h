@@ -90,6 +90,8 @@ struct nic_qp {
     uint64_t deadline_ns;       /* RC retransmission timer (0 = stopped) */
     uint64_t rnr_until_ns;      /* RC: RNR wait */
     int      retries_left, rnr_left;
+    uint32_t peer_pid;          /* at the last timer expiry: the peer QP's process, the CPU time */
+    uint64_t peer_ran;          /* of its engine threads (nic_peer.c) */
     /* responder */
     uint32_t epsn, msn;
     uint16_t rq_ci;             /* next receive WQE (bound to a message while in_msg) */
@@ -253,6 +255,10 @@ void wire_fault_parse_env(struct nic_dev *nd);
 int  share_open(struct nic_dev *nd, const struct sockaddr_in *self);
 void share_close(struct nic_dev *nd);
 void share_close_struct(struct nic_share *sh);
+uint32_t share_qpn_holder(const struct sockaddr_in *port, uint32_t qpn);
+
+#define NIC_THREAD_NAME "mlxd-nic"    /* the engine threads' name (nic_peer.c finds them by it) */
+bool nic_peer_frozen(struct nic_qp *q);
 /* bth: a received UDP payload of len bytes.  True if its destination QP belongs to another
  * process: then it was forwarded there (rx_forwarded) or lost (rx_unknown_qp). */
 bool share_forward(struct nic_dev *nd, const uint8_t *bth, uint32_t len,

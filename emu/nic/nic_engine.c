@@ -281,6 +281,7 @@ static int engine_pass(struct nic_dev *nd)
 static void *engine_main(void *arg)
 {
     struct nic_dev *nd = arg;
+    pthread_setname_np(pthread_self(), NIC_THREAD_NAME);
     uint64_t last_work = nic_now_ns();
     unsigned yield_slow = 0;    /* idle passes left that sleep instead of yielding */
     while (!atomic_load_explicit(&nd->stop, memory_order_acquire)) {

@@ -531,6 +531,11 @@ void nic_req_timers(struct nic_qp *q)
     if (!is_rc(q) || q->qp->state != NIC_QPS_RTS || !q->deadline_ns || q->rnr_until_ns) return;
     if (q->nd->now_ns < q->deadline_ns) return;
     if (!outstanding(q)) { q->deadline_ns = 0; return; }
+    if (nic_peer_frozen(q)) {     /* not lost: the peer's NIC did not run (nic_peer.c) */
+        q->nd->st.timeouts_peer_frozen++;
+        q->deadline_ns = q->nd->now_ns + timeout_ns(q);
+        return;
+    }
     q->nd->st.timeouts++;
     if (--q->retries_left < 0) {
         fail_head(q, NIC_SYND_RETRY_EXC, 0x81);

@@ -19,6 +19,7 @@
 #include "../../emu/nic/wire_udp.c"
 #include "../../emu/nic/pcap_writer.c"
 #include "../../emu/nic/port_share.c"
+#include "../../emu/nic/nic_peer.c"
 #include "../../abi/roce.c"
 #include "../../abi/error.c"
 
