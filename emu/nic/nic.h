@@ -151,6 +151,7 @@ struct nic_dev {
     struct emu_device *dev;
     pthread_t thread;
     atomic_bool stop;
+    _Atomic uint64_t passes;    /* engine passes made (nic_peer.c: did this NIC run?) */
     int      sock;
     struct sockaddr_in self;
     struct nic_share *share;    /* NULL: the port is not shared (port_share.c) */
@@ -259,6 +260,7 @@ uint32_t share_qpn_holder(const struct sockaddr_in *port, uint32_t qpn);
 
 #define NIC_THREAD_NAME "mlxd-nic"    /* the engine threads' name (nic_peer.c finds them by it) */
 bool nic_peer_frozen(struct nic_qp *q);
+bool nic_local_passes(const struct sockaddr_in *port, uint64_t *passes);
 /* bth: a received UDP payload of len bytes.  True if its destination QP belongs to another
  * process: then it was forwarded there (rx_forwarded) or lost (rx_unknown_qp). */
 bool share_forward(struct nic_dev *nd, const uint8_t *bth, uint32_t len,

@@ -41,6 +41,22 @@ uint64_t nic_now_ns(void)
 }
 
 
+/* The engine passes of this process's device whose port is `port`, in *passes; false: none. */
+bool nic_local_passes(const struct sockaddr_in *port, uint64_t *passes)
+{
+    bool found = false;
+    pthread_mutex_lock(&reg_lock);
+    for (unsigned i = 0; i < EMU_MAX_DEVICES && !found; i++) {
+        const struct nic_dev *d = registry[i];
+        if (d && d->self.sin_addr.s_addr == port->sin_addr.s_addr && d->self.sin_port == port->sin_port) {
+            *passes = atomic_load_explicit(&d->passes, memory_order_relaxed);
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return found;
+}
+
 struct nic_dev *nic_dev_get(unsigned index)
 {
     return index < EMU_MAX_DEVICES ? registry[index] : NULL;
@@ -297,6 +313,7 @@ static void *engine_main(void *arg)
         int work = 0;
         if (pthread_mutex_trylock(&nd->dev->lock) == 0) {
             work = engine_pass(nd);
+            atomic_fetch_add_explicit(&nd->passes, 1, memory_order_relaxed);
             if (!work) pcap_writer_flush(nd);
             pthread_mutex_unlock(&nd->dev->lock);
         } else {
