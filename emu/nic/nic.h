@@ -87,6 +87,9 @@ struct nic_qp {
     struct nic_msg *msgs;       /* ring, cap = sq_wqe_cnt */
     uint32_t cap, head, send, tail;  /* head: oldest not completed; send: being sent; tail: next free */
     uint32_t send_pkt;          /* packets of msgs[send] already sent */
+    uint32_t sent_hi;           /* one past the last message sent from (>= send: a retransmission
+                                   rewinds send, not this), and the PSN after the highest sent: */
+    uint32_t psn_hi;            /* an ACK of any PSN sent counts, even after the rewind */
     uint64_t deadline_ns;       /* RC retransmission timer (0 = stopped) */
     uint64_t rnr_until_ns;      /* RC: RNR wait */
     int      retries_left, rnr_left;

@@ -161,7 +161,7 @@ void emu_nic_qp_modified(struct emu_qp *qp, uint32_t old_state)
         break;
     case NIC_QPS_RTS:
         if (old_state == NIC_QPS_RTR || old_state == NIC_QPS_INIT) {
-            q->next_psn = qp->attr.sq_psn & MLXD_ROCE_PSN_MASK;
+            q->next_psn = q->psn_hi = qp->attr.sq_psn & MLXD_ROCE_PSN_MASK;
             q->retries_left = qp->attr.retry_cnt;
             q->rnr_left = qp->attr.rnr_retry;
         }

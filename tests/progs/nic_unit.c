@@ -1175,6 +1175,47 @@ static void case_no_uar(void)
     dev_close(1);
 }
 
+/* An ACK of a PSN sent before a retransmission rewound the requester (its timer expired, the
+ * ACK was late) still acknowledges: the message completes though the retransmission has not
+ * gone out again (a responder that completed and destroyed its QP would never answer it). */
+static void case_late_ack(void)
+{
+    dev_open(0, g_port, 4096);
+    dev_open(1, g_port, 4096);
+    struct pair p = pair_new(2, 0x1e1, 0x2e1, 16, 3);
+    struct emu_mr *la = mr_new(0, 8192, 0x700, NIC_ACC_LOCAL_WRITE);
+    struct emu_mr *lb = mr_new(1, 8192, 0x800, NIC_ACC_LOCAL_WRITE | NIC_ACC_REMOTE_WRITE);
+    struct sge s = {3000, 0x700, la->addr};           /* 3 packets at MTU 1024: PSNs first..+2 */
+    uint8_t got[64];
+    lock(1);                                          /* B's NIC does not run: no ACK */
+    uint16_t w0 = post_send(p.a, NIC_OP_RDMA_WRITE, 0x08, 0, lb->addr, 0x800, &s, 1);
+    struct nic_qp *q = p.a->qp.nic;
+    for (int t = 0; t < 2000; t++) {                  /* A sent the 3 packets */
+        lock(0);
+        bool sent = q->send == q->tail && q->head + 1 == q->tail;
+        unlock(0);
+        if (sent) break;
+        usleep(1000);
+    }
+    lock(0);
+    CHECK_EQ(q->send, q->head + 1);
+    uint32_t first = M(q, q->head)->first_psn;
+    go_back(q);                                       /* the timer's retransmission, not yet sent */
+    struct mlxd_roce_pkt ack = {.opcode = MLXD_ROCE_TRANSPORT_RC | MLXD_ROCE_OP_ACKNOWLEDGE,
+                                .psn = (first + 2) & MLXD_ROCE_PSN_MASK, .aeth_syndrome = 0};
+    nic_req_on_ack(q, &ack);                          /* the late ACK of the last packet */
+    CHECK_EQ(q->head, q->tail);                       /* completed: nothing left to send */
+    CHECK_EQ(q->send, q->tail);
+    CHECK_EQ(q->next_psn, (first + 3) & MLXD_ROCE_PSN_MASK);
+    unlock(0);
+    CHECK(cq_poll(p.sa, got, 2000));
+    CHECK_EQ(got[63] >> 4, NIC_CQE_REQ);
+    CHECK_EQ(got[60] << 8 | got[61], w0);
+    unlock(1);
+    dev_close(0);
+    dev_close(1);
+}
+
 /* A ring may come in any bfreg of the QP's UAR page (0x800 + 0x200 k, either 256-byte half), as
  * libmlx5 places its own bfregs in a page the kernel knows only by its index
  * (MLX5_QP_FLAG_UAR_PAGE_INDEX, rdma-core providers/mlx5/verbs.c mlx5_insert_dyn_uuars): the ring
@@ -1451,7 +1492,7 @@ int main(int argc, char **argv)
         {"uar_doorbell", case_uar_doorbell}, {"err_local_prot", case_err_local_prot},
         {"cq_overrun", case_cq_overrun}, {"fault_idx", case_fault_idx},
         {"fault_env", case_fault_env}, {"no_uar", case_no_uar},
-        {"bfreg_any", case_bfreg_any},
+        {"bfreg_any", case_bfreg_any}, {"late_ack", case_late_ack},
         {"zero_len_recv", case_zero_len_recv},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
