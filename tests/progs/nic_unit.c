@@ -1132,17 +1132,26 @@ static void case_uar_doorbell(void)
     dev_close(1);
 }
 
+/* Two devices, an RC pair qa -> qb, A's region (key 0x700, its first 100 bytes `fill`) and B's
+ * remotely writable one (key 0x800), 8 KiB each: the setup of the doorbell cases. */
+static struct pair write_pair(uint32_t qa, uint32_t qb, uint8_t fill, struct emu_mr **la, struct emu_mr **lb)
+{
+    dev_open(0, g_port, 4096);
+    dev_open(1, g_port, 4096);
+    struct pair p = pair_new(2, qa, qb, 16, 3);
+    *la = mr_new(0, 8192, 0x700, NIC_ACC_LOCAL_WRITE);
+    *lb = mr_new(1, 8192, 0x800, NIC_ACC_LOCAL_WRITE | NIC_ACC_REMOTE_WRITE);
+    memset(MRP(*la), fill, 100);
+    return p;
+}
+
 /* The doorbell record alone starts nothing (a ConnectX acts on the UAR doorbell register):
  * WQEs posted with the record moved but no UAR write are not executed; the UAR write of the
  * last one runs them all, and only up to the index it names. */
 static void case_no_uar(void)
 {
-    dev_open(0, g_port, 4096);
-    dev_open(1, g_port, 4096);
-    struct pair p = pair_new(2, 0x1b1, 0x2b1, 16, 3);
-    struct emu_mr *la = mr_new(0, 8192, 0x700, NIC_ACC_LOCAL_WRITE);
-    struct emu_mr *lb = mr_new(1, 8192, 0x800, NIC_ACC_LOCAL_WRITE | NIC_ACC_REMOTE_WRITE);
-    memset(MRP(la), 0x5a, 100);
+    struct emu_mr *la, *lb;
+    struct pair p = write_pair(0x1b1, 0x2b1, 0x5a, &la, &lb);
     struct sge s = {100, 0x700, la->addr};
     uint8_t got[64];
     g_skip_uar = true;
@@ -1180,11 +1189,8 @@ static void case_no_uar(void)
  * gone out again (a responder that completed and destroyed its QP would never answer it). */
 static void case_late_ack(void)
 {
-    dev_open(0, g_port, 4096);
-    dev_open(1, g_port, 4096);
-    struct pair p = pair_new(2, 0x1e1, 0x2e1, 16, 3);
-    struct emu_mr *la = mr_new(0, 8192, 0x700, NIC_ACC_LOCAL_WRITE);
-    struct emu_mr *lb = mr_new(1, 8192, 0x800, NIC_ACC_LOCAL_WRITE | NIC_ACC_REMOTE_WRITE);
+    struct emu_mr *la, *lb;
+    struct pair p = write_pair(0x1e1, 0x2e1, 0, &la, &lb);
     struct sge s = {3000, 0x700, la->addr};           /* 3 packets at MTU 1024: PSNs first..+2 */
     uint8_t got[64];
     lock(1);                                          /* B's NIC does not run: no ACK */
@@ -1222,12 +1228,8 @@ static void case_late_ack(void)
  * names the QP.  A ring naming a QP not of this UAR starts nothing. */
 static void case_bfreg_any(void)
 {
-    dev_open(0, g_port, 4096);
-    dev_open(1, g_port, 4096);
-    struct pair p = pair_new(2, 0x1d1, 0x2d1, 16, 3);
-    struct emu_mr *la = mr_new(0, 8192, 0x700, NIC_ACC_LOCAL_WRITE);
-    struct emu_mr *lb = mr_new(1, 8192, 0x800, NIC_ACC_LOCAL_WRITE | NIC_ACC_REMOTE_WRITE);
-    memset(MRP(la), 0x5a, 100);
+    struct emu_mr *la, *lb;
+    struct pair p = write_pair(0x1d1, 0x2d1, 0x5a, &la, &lb);
     struct sge s = {100, 0x700, la->addr};
     uint8_t got[64];
     g_skip_uar = true;
