@@ -297,7 +297,6 @@ static int engine_pass(struct nic_dev *nd)
 static void *engine_main(void *arg)
 {
     struct nic_dev *nd = arg;
-    pthread_setname_np(pthread_self(), NIC_THREAD_NAME);
     uint64_t last_work = nic_now_ns();
     unsigned yield_slow = 0;    /* idle passes left that sleep instead of yielding */
     while (!atomic_load_explicit(&nd->stop, memory_order_acquire)) {
@@ -399,6 +398,9 @@ int emu_nic_device_open(struct emu_device *dev)
     dev->nic = nd;
     atomic_store(&nd->stop, false);
     if (pthread_create(&nd->thread, NULL, engine_main, nd)) { rc = -EAGAIN; goto fail_pcap; }
+    /* named now, not when it first runs: a peer looks for it by name (nic_peer.c), also before
+     * the scheduler has given it a CPU */
+    pthread_setname_np(nd->thread, NIC_THREAD_NAME);
     pthread_mutex_lock(&reg_lock);
     registry[idx] = nd;
     pthread_mutex_unlock(&reg_lock);
