@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gen_send.h"
 #include "mlxd_capture.h"
 #include "mlxd_error.h"
 #include "mlxd_uverbs.h"
@@ -828,12 +829,15 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
     uint64_t mdoff = mlxd_hsb_metadata_offset(g->frame_size);
     uint8_t *frame = malloc(mdoff + MLXD_HSB_METADATA_SIZE);
     uint8_t *buf = malloc(psize + MLXD_ROCE_MAX_HDR_LEN + 64);
-    if (!frame || !buf) {
+    struct gen_send *gs = malloc(sizeof *gs);
+    if (!frame || !buf || !gs) {
         free(frame);
         free(buf);
+        free(gs);
         close(s.fd);
         return mlxd_err(ENOMEM, "mlxd_gen_run: out of memory");
     }
+    *gs = (struct gen_send){ .fd = s.fd, .scratch = buf, .scratch_cap = psize + MLXD_ROCE_MAX_HDR_LEN + 64 };
     uint32_t psn = g->first_psn & psn_mask;
     uint32_t page = g->first_page % m->pages;
     /* a tiny fps (1e-300) must not overflow the conversion, nor k x interval the sum */
@@ -890,12 +894,11 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
                 md_sent = true;
             }
             p.reth_len = (uint32_t)len;
-            ssize_t k = mlxd_roce_build(buf, psize + MLXD_ROCE_MAX_HDR_LEN + 64, &p, frame + off, len);
+            int k = gen_send_add(gs, &p, frame + off, len, st);
             if (k < 0) {
-                rc = rename_err("mlxd_gen_run", (int)k);
+                rc = rename_err("mlxd_gen_run", k);
                 goto out;
             }
-            sender_send(&s, buf, (size_t)k, st);
             psn = (psn + 1) & psn_mask;
             off += n;
         }
@@ -906,21 +909,22 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
             clock_gettime(CLOCK_REALTIME, &ts);
             md.timestamp_s = md.metadata_s = (uint64_t)ts.tv_sec;
             md.timestamp_ns = md.metadata_ns = (uint32_t)ts.tv_nsec;
-            uint8_t block[MLXD_HSB_METADATA_SIZE];
-            mlxd_hsb_metadata_encode(&md, block, sizeof block);
+            /* the block's own packet takes it from its place after the frame's data (which
+             * the data packets do not send): it stays there until the flush below */
+            mlxd_hsb_metadata_encode(&md, frame + mdoff, MLXD_HSB_METADATA_SIZE);
             p.opcode = UC_WRITE_ONLY_IMM;
             p.psn = psn;
             p.reth_va = page_va + mdoff;
             p.reth_len = MLXD_HSB_METADATA_SIZE;
             p.imm = htonl(mlxd_hsb_imm_make(page, psn, layout));
-            ssize_t k = mlxd_roce_build(buf, psize + MLXD_ROCE_MAX_HDR_LEN + 64, &p, block, sizeof block);
+            int k = gen_send_add(gs, &p, frame + mdoff, MLXD_HSB_METADATA_SIZE, st);
             if (k < 0) {
-                rc = rename_err("mlxd_gen_run", (int)k);
+                rc = rename_err("mlxd_gen_run", k);
                 goto out;
             }
-            sender_send(&s, buf, (size_t)k, st);
             psn = (psn + 1) & psn_mask;
         }
+        gen_send_flush(gs, st);     /* the whole frame is on its way before the callbacks */
         st->frames++;
         if (so && so->frame_gap_us)
             sleep_us(so->frame_gap_us, stop);
@@ -931,6 +935,7 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
 out:
     free(frame);
     free(buf);
+    free(gs);
     close(s.fd);
     if (rc == 0)
         mlxd_err_clear();   /* no stale message from an earlier refusal */
