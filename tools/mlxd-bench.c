@@ -890,7 +890,17 @@ struct e2e {
     double t0, t_last;           /* the generator's start; when the consumer took the last frame */
     struct mlxd_emu_nic_stats es;   /* the emulated port's counters at the end (have_es) */
     bool have_es;
+    /* CPU time (ns) of the generator, monitor and consumer threads over the run, and of the
+     * whole process: the rest is the emulated NIC's engine thread */
+    uint64_t cpu_gen, cpu_mon, cpu_con, cpu_all;
 };
+
+static uint64_t cpu_ns(clockid_t clk)
+{
+    struct timespec ts;
+    clock_gettime(clk, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 #define E2E_NAP_NS 100000     /* the nap consumer's sleep when its queue is empty */
 
@@ -915,7 +925,9 @@ static void *e2e_monitor(void *arg)
 {
     struct e2e *e = arg;
     pin_self(C.cpu_monitor);
+    uint64_t c0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
     e->mon_rc = mlxd_receiver_blocking_monitor(e->r);
+    e->cpu_mon = cpu_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
     return NULL;
 }
 
@@ -923,7 +935,9 @@ static void *e2e_gen(void *arg)
 {
     struct e2e *e = arg;
     pin_self(C.cpu_producer >= 0 ? C.cpu_producer : C.cpu_consumer);
+    uint64_t c0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
     e->gen_rc = mlxd_gen_run(&e->map, &e->g, &e->so, &e->st);
+    e->cpu_gen = cpu_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
     atomic_store(&e->gen_done, true);
     return NULL;
 }
@@ -988,6 +1002,7 @@ static bool e2e_start(struct e2e *e, struct e2e_row *row, uint64_t fsize, bool e
 static void e2e_consume(struct e2e *e)
 {
     struct mlxd_receiver_frame f;
+    uint64_t c0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
     mlxd_receiver_get_next_frame(e->r, 0, &f);      /* the consumer is ready: frames queue */
     e->t0 = e->t_last = bench_mono_raw_s();
     for (;;) {
@@ -1011,6 +1026,7 @@ static void e2e_consume(struct e2e *e)
             nanosleep(&ts, NULL);
         }
     }
+    e->cpu_con = cpu_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
 }
 
 /* Where the frames that were sent but not received went, and those the consumer never saw:
@@ -1032,6 +1048,22 @@ static void e2e_note(struct e2e_row *row, const struct e2e *e, const struct mlxd
 #undef NOTE
 }
 
+/* Where the CPU time went, per frame received: the profile of the run in four numbers (CPU
+ * time, not wall time: what other work on the machine takes does not count) and the frame rate
+ * they would allow if the threads had the machine's CPUs to themselves. */
+static void e2e_say_cpu(const struct e2e *e, uint64_t frames, const char *mode, uint64_t fsize)
+{
+    if (!frames) return;
+    uint64_t known = e->cpu_gen + e->cpu_mon + e->cpu_con;
+    double nic = e->cpu_all > known ? (double)(e->cpu_all - known) : 0;
+    double us = 1e3 * (double)frames;
+    double total = (double)e->cpu_all / us;
+    say("mlxd-bench: e2e %" PRIu64 " B %s: CPU per frame: generator %.1f us, emulated NIC %.1f us, "
+        "monitor %.1f us, consumer %.1f us; %.1f us in all (%d CPUs: at most %.1f Gb/s)\n",
+        fsize, mode, (double)e->cpu_gen / us, nic / us, (double)e->cpu_mon / us, (double)e->cpu_con / us,
+        total, C.ncpus, total > 0 ? C.ncpus * 1e6 / total * (double)fsize * 8 / 1e9 : 0);
+}
+
 static void bench_e2e_one(uint64_t fsize, bool event, bool nap, const char *name)
 {
     struct e2e_row *row = &g_e2e[g_ne2e < MAX_E2E - 1 ? g_ne2e++ : g_ne2e];
@@ -1044,6 +1076,7 @@ static void bench_e2e_one(uint64_t fsize, bool event, bool nap, const char *name
     uint8_t *buf = NULL;
     if (!e2e_start(&e, row, fsize, event, &buf)) return;
     pthread_t mon, gen;
+    uint64_t c0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
     pthread_create(&mon, NULL, e2e_monitor, &e);
     pin_self(C.cpu_consumer);
     pthread_create(&gen, NULL, e2e_gen, &e);
@@ -1058,6 +1091,8 @@ static void bench_e2e_one(uint64_t fsize, bool event, bool nap, const char *name
     e.have_es = nic_stats && nic_stats(0, &e.es) == 0;
     mlxd_receiver_close(e.r);
     pthread_join(mon, NULL);
+    e.cpu_all = cpu_ns(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    e2e_say_cpu(&e, st.frames, row->mode, fsize);
     row->window = e.window;
     row->timeouts = e.window_timeouts;
     row->sent = e.st.frames;
