@@ -7,10 +7,7 @@
 #include <time.h>
 
 #include "gen_send.h"
-
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103     /* linux/udp.h, Linux 4.18 */
-#endif
+#include "udp_gso.h"
 #define UDP_MAX_PAYLOAD 65507u   /* 65535 - IPv4 20 - UDP 8 */
 #define GSO_MAX_SEGS 64u         /* the kernel's UDP_MAX_SEGMENTS before Linux 6.9 */
 
@@ -94,7 +91,7 @@ void gen_send_flush(struct gen_send *s, struct mlxd_send_stats *st)
 {
     struct mmsghdr mm[GEN_SEND_MAX];
     struct iovec iov[3 * GEN_SEND_MAX];
-    union { char buf[CMSG_SPACE(sizeof(uint16_t))]; struct cmsghdr align; } ctl[GEN_SEND_MAX];
+    union mlxd__udp_gso_ctl ctl[GEN_SEND_MAX];
     unsigned first[GEN_SEND_MAX + 1];      /* message m holds packets first[m] .. first[m+1]-1 */
     uint64_t bytes[GEN_SEND_MAX];
     unsigned nm = 0, nv = 0;
@@ -115,17 +112,8 @@ void gen_send_flush(struct gen_send *s, struct mlxd_send_stats *st)
         for (unsigned k = i; k < j; k++)
             nv += pkt_iov(&s->p[k], &iov[nv]);
         h->msg_iovlen = (size_t)(&iov[nv] - h->msg_iov);
-        if (j - i > 1) {
-            memset(ctl[nm].buf, 0, sizeof ctl[nm].buf);
-            h->msg_control = ctl[nm].buf;
-            h->msg_controllen = sizeof ctl[nm].buf;
-            struct cmsghdr *c = CMSG_FIRSTHDR(h);
-            c->cmsg_level = SOL_UDP;
-            c->cmsg_type = UDP_SEGMENT;
-            c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-            uint16_t gs = (uint16_t)seg;
-            memcpy(CMSG_DATA(c), &gs, sizeof gs);
-        }
+        if (j - i > 1)
+            mlxd__udp_gso_attach(h, &ctl[nm], (uint16_t)seg);
         first[nm] = i;
         bytes[nm] = total;
         nm++;
