@@ -276,8 +276,15 @@ bench: all $(RUNNER)
 	@sh scripts/deps.sh bench
 	@sh scripts/bench.sh $(BUILD)
 
+# make cross-aarch64: compiles (-Werror) the library, the tools, the emulator and, with
+# aarch64-linux-gnu-g++ (deps.sh all), the hololink C++ library for aarch64; objects only: linking
+# would need the arm64 builds of libpcap and zlib.
+AARCH64_CXX := $(if $(shell command -v aarch64-linux-gnu-g++ 2>/dev/null),aarch64-linux-gnu-g++)
 cross-aarch64:
-	$(MAKE) BUILD=build-aarch64 CC=aarch64-linux-gnu-gcc $(patsubst $(BUILD)/%,build-aarch64/%,$(LIB_OBJ))
+	$(MAKE) BUILD=build-aarch64 CC=aarch64-linux-gnu-gcc $(patsubst $(BUILD)/%,build-aarch64/%,\
+	  $(LIB_OBJ) $(TOOLCOMMON_OBJ) $(TOOL_SRC:%.c=$(BUILD)/obj/%.o) $(EMU_OBJ))
+	$(if $(AARCH64_CXX),$(MAKE) BUILD=build-aarch64 CXX=$(AARCH64_CXX) $(patsubst $(BUILD)/%,build-aarch64/%,$(HL_OBJ)),\
+	  @echo "make cross-aarch64: aarch64-linux-gnu-g++ missing (sh scripts/deps.sh all): hololink/ not built" >&2)
 
 # --- install ----------------------------------------------------------------------------------
 PUBLIC_HEADERS := $(wildcard abi/mlxd_*.h uverbs/mlxd_*.h mlx5/mlxd_*.h receiver/mlxd_*.h emu/mlxd_*.h)
