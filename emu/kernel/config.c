@@ -271,6 +271,14 @@ static struct emu_mr *lookup_mr(struct emu_device *dev, uint32_t key)
     return m && (m->pub.lkey == key || m->pub.rkey == key) ? &m->pub : NULL;
 }
 
+static struct emu_mr *lookup_mkey(struct emu_device *dev, uint32_t key)
+{
+    struct emu_devstate *ds = (struct emu_devstate *)dev;
+    if (!ds->mr_tab) return NULL;
+    struct k_mr *m = ds->mr_tab[(key >> 8) & (EMU_MR_SLOTS - 1)];
+    return m ? &m->pub : NULL;
+}
+
 /* Installs a configuration.  Refused (-EBUSY) while any emulated file is open. */
 int emu_config_apply(const struct emu_device_cfg *c, unsigned n)
 {
@@ -289,6 +297,7 @@ int emu_config_apply(const struct emu_device_cfg *c, unsigned n)
         pthread_mutex_init(&ds->dev.lock, NULL);
         ds->dev.qp_by_qpn = lookup_qp;
         ds->dev.mr_by_key = lookup_mr;
+        ds->dev.mkey_by_index = lookup_mkey;
         ds->qp_cursor = 2;
         ds->mr_cursor = 2;
         ds->next_cqn = 0x400;
