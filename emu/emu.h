@@ -213,7 +213,7 @@ struct emu_device {
     /* hw_counters/rx_write_requests: RDMA WRITE request packets the responder accepted (the
      * engine adds with relaxed atomics before the packet's CQE, if any, is released; readers load
      * without a lock).  Lives as long as the configuration (as a Q counter lives as long as the
-     * driver), across engine restarts. */
+     * driver), across engine restarts.  Written only by the engine's pass, under dev->lock. */
     _Atomic uint64_t rx_write_requests;
     /* hw_counters/out_of_buffer: packets dropped because no receive WQE was posted (mlx5 Q
      * counter; kernel drivers/infiniband/hw/mlx5/counters.c); hw_counters/out_of_sequence:
