@@ -94,8 +94,10 @@ void frameq_push(struct frameq *q, const uint64_t w[FRAMEQ_WORDS])
      * sees the flag or that consumer's futex_wait sees the new seq and returns at once. */
     if (atomic_load_explicit(&q->sleepers, memory_order_seq_cst) &&
         atomic_exchange_explicit(&q->sleepers, 0, memory_order_seq_cst)) {
-        futex_wake_all(&q->seq);
+        /* counted before the wake: a consumer it wakes may read the stats at once (the count
+         * after it was missed by receiver_live busy_poll_no_wakeups on a loaded machine) */
         atomic_fetch_add_explicit(&q->wakeups, 1, memory_order_relaxed);
+        futex_wake_all(&q->seq);
     }
 }
 
