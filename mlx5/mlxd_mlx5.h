@@ -285,7 +285,11 @@ static inline uint32_t mlxd_completion_src_qp(const struct mlxd_completion *c)
  * overruns (the sizing rule of ibv_create_cq(3)).
  * An error CQE is one completion among the others: the CQEs after it in the same batch are
  * returned too.
- * Errors: -EINVAL cq invalid/destroyed, out NULL with max > 0, max < 0 (max 0 returns 0).
+ * Errors: -EINVAL cq invalid/destroyed, out NULL with max > 0, max < 0 (max 0 returns 0);
+ * -EPROTO (a CQ created with CQE compression, mlx5/cqe_mini.c) a compressed CQE that cannot be
+ * decoded (fewer than 2 or more mini-CQEs than the ring holds, or an impossible opcode): nothing
+ * of it is consumed, and from then on every call returns -EPROTO with the same message, "CQ
+ * 0x.. is unusable since slot N (consumer index I): <reason>; destroy it".
  * Thread rules: one mlxd_cq_poll/mlxd_cq_arm of cq at a time.
  *
  * Cost: a call of mlxd_cq_poll(cq, out, max) compiles to the inline ownership test below

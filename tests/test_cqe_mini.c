@@ -740,6 +740,51 @@ START_TEST(e2e_srq_events)
 }
 END_TEST
 
+/* The emulated NIC never compresses an SRQ's receive CQEs (docs/emulator.md): an SRQ QP on a
+ * compressing CQ, made past the driver's refusal as a libibverbs user could make it, gets 16
+ * full CQEs for a burst of 16 same-sized SENDs (a cyclic ring's burst gives a session:
+ * e2e_responder_sessions), whose wr_ids are the SRQ's entries in order. */
+START_TEST(e2e_srq_never_compressed)
+{
+    mlxd_test_emu_two_devices();
+    struct side a, b;
+    memset(&b, 0, sizeof b);
+    side_open(&a, "mlx5_0", 0);
+    mlxd_test_open_region("mlx5_1", 65536, &b.nic, &b.buf, &b.reg);
+    struct mlxd_cq_opts co = { .sz = sizeof co, .cqe_comp = MLXD_CQE_COMP_HASH };
+    ck_assert_msg(mlxd_cq_create(b.nic, 64, &co, &b.cq) == 0, "%s", mlxd_errmsg());
+    struct mlxd_srq *srq;
+    struct mlxd_srq_opts so = { .sz = sizeof so, .depth = 64 };
+    ck_assert_msg(mlxd_srq_create(b.nic, &so, &srq) == 0, "%s", mlxd_errmsg());
+    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_RC, .send_depth = 4, .srq = srq };
+    b.cq->cqe_comp = 0;                       /* past the driver's rule: the kernel allows it */
+    ck_assert_msg(mlxd_qp_create(b.cq, &qo, &b.qp) == 0, "%s", mlxd_errmsg());
+    b.cq->cqe_comp = MLXD_CQE_COMP_HASH;
+    connect_pair(&a, &b);
+    struct mlxd_local lb, la;
+    ck_assert_int_eq(mlxd_region_slice(b.reg, 0, 4096, &lb), 0);
+    ck_assert_int_eq(mlxd_region_slice(a.reg, 0, 64, &la), 0);
+    struct mlxd_recv rv[16];
+    for (int i = 0; i < 16; i++) rv[i] = (struct mlxd_recv){ .wr_id = 500 + (unsigned)i, .num_local = 1, .local = &lb };
+    ck_assert_int_eq(mlxd_srq_receive(srq, rv, 16), 16);
+    uint64_t before = cqes_written(1);
+    for (int i = 0; i < 16; i++) {
+        struct mlxd_entry e = { .wr_id = (uint64_t)i, .op = MLXD_OP_SEND, .flags = i == 15 ? MLXD_SIGNALED : 0,
+                                .num_local = 1, .local = la };
+        ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
+    }
+    ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+    ck_assert_uint_eq(sessions_ahead(b.cq, 1, before + 16), 0);
+    struct mlxd_completion w[16];
+    poll_n(b.cq, w, 16, 16);
+    for (int i = 0; i < 16; i++) {
+        ck_assert_uint_eq(w[i].status, 0);
+        ck_assert_uint_eq(w[i].wr_id, 500 + (unsigned)i);
+    }
+    pair_close(&a, &b);
+}
+END_TEST
+
 Suite *cqe_mini_suite(void)
 {
     Suite *s = suite_create("cqe_mini");
@@ -760,6 +805,7 @@ Suite *cqe_mini_suite(void)
     tcase_add_test(t, e2e_responder_sessions);
     tcase_add_test(t, e2e_requester_sessions);
     tcase_add_test(t, e2e_srq_events);
+    tcase_add_test(t, e2e_srq_never_compressed);
     suite_add_tcase(s, t);
     return s;
 }
