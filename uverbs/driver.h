@@ -85,8 +85,12 @@ struct mlxd_srq {
     int      destroy_result;
     struct mlxd_srq *next;
 };
-/* mlx5/srq.c: the completion of SRQ WQE index wc: its wr_id; frees the WQE (poll thread). */
+/* mlx5/srq.c: the completion of SRQ WQE index wc: its wr_id; links the WQE after tail (poll
+ * thread).  mlxd_srq_receive may fill it only once mlxd__srq_free has counted it, which the
+ * poll loop does once per run of completions and only after the CQ's doorbell record handed
+ * their CQE slots back (struct release in mlx5/poll.c). */
 uint64_t mlxd__srq_complete(struct mlxd_srq *srq, uint32_t wc);
+void mlxd__srq_free(struct mlxd_srq *srq, uint32_t n);
 void mlxd__srq_release(struct mlxd_srq *srq);
 
 struct mlxd_qp {
