@@ -209,7 +209,8 @@ struct mlxd_receiver_stats {
                                     rx_write_requests, read by mlxd_receiver_stats() */
     bool     rx_write_requests_valid; /* false when that file does not exist or cannot be read */
     /* Frame accounting (docs/receiver.md "Where every frame went").  The frames a device sent
-     * up to the newest one seen add up: frames + errors + bad_page + hw_drops + lost.  Of the
+     * up to the newest one seen add up: frames + errors + bad_page + hw_drops + lost; after
+     * close, the frames that came while it closed are at_close.  Of the
      * frames, those handed out intact are what remains after dropped, replaced, overwritten,
      * missing_metadata and the size mismatches. */
     uint64_t lost;               /* frames lost before the port (on the wire, or while the link
@@ -239,6 +240,10 @@ struct mlxd_receiver_stats {
     uint64_t qp_errors;          /* QP_FATAL, QP_REQ_ERROR, QP_ACCESS_ERROR */
     uint64_t cq_errors;          /* CQ_ERROR */
     uint64_t device_fatal;       /* DEVICE_FATAL */
+    /* Frames that completed after the monitor's last poll, taken from the CQ by close's drain:
+     * received, not delivered (the queue is closed).  The packets their CQEs say were dropped
+     * for want of a receive are in hw_drops, their error completions in errors. */
+    uint64_t at_close;
 };
 
 /* Async events of the NIC, as the receiver reports them (kernel include/rdma/ib_verbs.h enum
