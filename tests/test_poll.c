@@ -690,6 +690,19 @@ START_TEST(srq_freed_after_cq_slots_return)
     ck_assert_uint_eq(wqes[2 * 32 + 3], 3);
     ck_assert_uint_eq(wqes[3 * 32 + 3], 4);
     ck_assert_uint_eq(record_ci(cq), 3);
+    /* the same order when a destroyed QP's completions are cleaned from the CQ (mlxd_qp_destroy):
+     * their WQEs go back to the SRQ after the record has handed the slots back */
+    for (uint32_t i = 3; i < 5; i++) { struct spec sp = recv_of(&a, (uint16_t)(2 + i)); put(cq, i, &sp); }
+    order_faults[0] = 0;
+    ck_assert_int_eq(sigaction(SIGSEGV, &sa, &old), 0);
+    ck_assert_int_eq(mprotect(two + pg, (size_t)pg, PROT_READ), 0);
+    uint32_t cleaned = mlxd__cq_clean_srq(cq, a.qp.qpn, srq);
+    sigaction(SIGSEGV, &old, NULL);
+    ck_assert_uint_eq(cleaned, 2);
+    ck_assert_int_eq(order_faults[0], 1);
+    ck_assert_uint_eq(order_seen[0], 5);
+    ck_assert_uint_eq(atomic_load(&srq->free_wqes), 2 + 3 + 2);
+    ck_assert_uint_eq(srq->tail, 5);                    /* cleaned from the newest down: 6, then 5 */
     cq_done(cq);
     munmap(two, 2 * (size_t)pg);
 }
