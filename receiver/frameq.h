@@ -19,8 +19,8 @@
  *
  * Per push: no lock, no system call, no allocation, no division.  A consumer that must wait
  * spins first, then sleeps on a futex; the producer calls FUTEX_WAKE only when a consumer went to
- * sleep (the sleepers bit of the futex word, below) and once per sleep, not once per push while the sleeper wakes, so a
- * consumer that keeps up costs the producer nothing (issue 18).  The
+ * sleep (the sleepers bit of the futex word, below) and once per sleep, not once per push while
+ * the sleeper wakes, so a consumer that keeps up costs the producer nothing (issue 18).  The
  * spin adapts (spin_ns, as glibc's adaptive mutexes learn their spin count): after a wait that
  * had to sleep for a gap of g <= 2 ms, later waits spin for at least 2g (at least 50 us, at most
  * 2 ms), so at a steady 10,000 frames/s the consumer spins through the 100 us gaps and stops
