@@ -639,7 +639,7 @@ END_TEST
 /* The same order for a QP whose receives come from an SRQ: the SRQ WQEs a run completed are
  * counted free (srq->free_wqes, what mlxd_srq_receive may fill) once per run and only after the
  * CQ's doorbell record has handed the run's CQE slots back; a receive CQ as deep as the SRQ
- * would overrun otherwise.  The SRQ lies across two pages with free_wqes first on the second,
+ * would overrun otherwise.  The SRQ lies across two pages with free_wqes on the second,
  * read-only one: the first store there faults and the handler records the doorbell record.
  * The WQEs are linked on the first page meanwhile (next_wqe_index of the old tail). */
 START_TEST(srq_freed_after_cq_slots_return)
@@ -648,7 +648,12 @@ START_TEST(srq_freed_after_cq_slots_return)
     struct mlxd_cq *cq = cq_with_table(16);
     uint8_t *two = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ck_assert_ptr_ne(two, MAP_FAILED);
-    struct mlxd_srq *srq = (struct mlxd_srq *)(void *)(two + pg - offsetof(struct mlxd_srq, free_wqes));
+    /* 8-byte aligned, free_wqes (and posted, which the poll loop never writes) on the second
+     * page, tail (which it writes) on the first */
+    const size_t at = offsetof(struct mlxd_srq, free_wqes) & ~(size_t)7;
+    ck_assert_uint_le(offsetof(struct mlxd_srq, tail) + sizeof(uint32_t), at);
+    ck_assert_uint_le(offsetof(struct mlxd_srq, buf) + sizeof(void *), at);
+    struct mlxd_srq *srq = (struct mlxd_srq *)(void *)(two + pg - at);
     static uint8_t wqes[8 * 32];
     static uint64_t wrid[8];
     memset(wqes, 0, sizeof wqes);
