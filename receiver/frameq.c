@@ -92,8 +92,10 @@ void frameq_push(struct frameq *q, const uint64_t w[FRAMEQ_WORDS])
     uint32_t old = atomic_fetch_add_explicit(&q->word, FRAMEQ_WORD_STEP, memory_order_seq_cst);
     if (old & FRAMEQ_SLEEPERS) {
         atomic_fetch_and_explicit(&q->word, ~FRAMEQ_SLEEPERS, memory_order_seq_cst);
+        /* counted before the call: a consumer it wakes may return and read the stats before
+         * this thread runs again (seen on a loaded host: consumer_wakeups 0 after a wake-up) */
+        atomic_fetch_add_explicit(&q->wakeups, 1, memory_order_release);
         futex_wake_all(&q->word);
-        atomic_fetch_add_explicit(&q->wakeups, 1, memory_order_relaxed);
     }
 }
 
