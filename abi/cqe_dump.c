@@ -803,136 +803,123 @@ static bool row_like(const struct parser *p, const char *off_at)
     return p->cur.active && off % 16 == 0 && off < 256;
 }
 
-static void process_line(struct parser *p, const char *s0, unsigned line, int depth)
+/* A row at off (found in s, the line without its prefix; s0 the whole line), possibly with a
+ * log line glued before it. */
+static void row_line(struct parser *p, const char *s0, const char *s, const char *off, unsigned line,
+                     int depth)
 {
-    const char *s = strip_prefix(s0);
-    /* A blank line ends a run of word lines only where it could end a CQE (a multiple of 4
-     * lines): forums and mail publish dumps with a blank line between rows. */
-    if (!*s) { if (p->nrun % 4 == 0) flush_run(p); return; }
-    /* '#' lines are comments (the provenance lines of fixtures/cqe-dumps/, shell prompts) */
-    if (*s == '#' && depth == 0) return;
+    if (off == s) { take_row(p, off, line, NULL, 0); return; }
+    bool sep = is_space(off[-1]);
+    size_t pl = (size_t)(off - s);
+    char pre[512];
+    if (pl >= sizeof pre) pl = sizeof pre - 1;
+    memcpy(pre, s, pl);
+    pre[pl] = 0;
+    /* A header marker in the text before the row is handled as its own line. */
+    if (find(pre, "dump error cqe") || find(pre, "got completion with error") ||
+        find(pre, "Error cqe on") || find(pre, "MLX5 Error CQE") || find(pre, "WQE DUMP")) {
+        process_line(p, pre, line, depth + 1);
+        diag(p, line, MLXD_DUMP_WARNING, PENDING_CUR,
+             "a log line is glued before the row at column %zu; split it there",
+             (size_t)(off - s0) + 1);
+        take_row(p, off, line, NULL, 0);
+    } else {
+        take_row(p, off, line, sep ? NULL : pre, (size_t)(off - s0) + 1);
+    }
+}
+
+/* "WQE DUMP" (at m): the WQE rows that follow belong to the CQE dumped just before. */
+static void wqe_dump_header(struct parser *p, const char *m, unsigned line)
+{
+    uint32_t v;
+    flush_run(p);
+    struct cur *c = &p->cur;
+    if (!c->active || !cur_has_data(c) || c->in_wqe) {
+        diag(p, line, MLXD_DUMP_WARNING, c->active ? PENDING_CUR : -1,
+             "WQE DUMP without a CQE dump before it; its rows are ignored");
+        if (c->active && c->in_wqe) finish_cur(p);
+        cur_start(p, MLXD_DUMP_HEXROWS, line, "WQE DUMP");
+        p->cur.refused = true;    /* swallow the rows quietly */
+        p->cur.in_wqe = true;
+        return;
+    }
+    c->in_wqe = true;
+    c->wqe_line = c->wqe_last_line = line;
+    if (kv(m, "WQ size", false, &v)) c->wq_size = v;
+    if (kv(m, "WQE index", false, &v)) c->wqe_index = v;
+    if (kv(m, "len", false, &v)) c->wqe_declared = v;
+}
+
+/* A header line of a known dump format (or the continuation of an mlx5e one); false when s is
+ * none. */
+static bool header_line(struct parser *p, const char *s, unsigned line, int depth)
+{
     const char *m;
     uint32_t v;
-    struct mlxd_dump_status st;
-    if (depth == 0 && mlxd__status_line(s, &st)) {
-        flush_run(p);
-        st.line = line;
-        push_status(p, &st);
-        return;
-    }
-
-    /* A row, possibly with a log line glued before it. */
-    const char *off = find_offset(s);
-    if (off && !row_like(p, off)) off = NULL;
-    if (off && off != s) {
-        bool sep = is_space(off[-1]);
-        size_t pl = (size_t)(off - s);
-        char pre[512];
-        if (pl >= sizeof pre) pl = sizeof pre - 1;
-        memcpy(pre, s, pl);
-        pre[pl] = 0;
-        /* A header marker in the text before the row is handled as its own line. */
-        if (find(pre, "dump error cqe") || find(pre, "got completion with error") ||
-            find(pre, "Error cqe on") || find(pre, "MLX5 Error CQE") || find(pre, "WQE DUMP")) {
-            process_line(p, pre, line, depth + 1);
-            diag(p, line, MLXD_DUMP_WARNING, PENDING_CUR,
-                 "a log line is glued before the row at column %zu; split it there",
-                 (size_t)(off - s0) + 1);
-            take_row(p, off, line, NULL, 0);
-        } else {
-            take_row(p, off, line, sep ? NULL : pre, (size_t)(off - s0) + 1);
-        }
-        return;
-    }
-    if (off) { take_row(p, off, line, NULL, 0); return; }
-
     if ((m = find(s, "got completion with error")) != NULL) {
         new_header(p, MLXD_DUMP_WORDS, line, "got completion with error");
         header_rest(p, m + strlen("got completion with error"), line, depth);
-        return;
-    }
-    if ((m = find(s, "dump error cqe")) != NULL) {
+    } else if ((m = find(s, "dump error cqe")) != NULL) {
         new_header(p, MLXD_DUMP_WORDS, line, "dump error cqe");
         header_rest(p, m + strlen("dump error cqe"), line, depth);
-        return;
-    }
-    if ((m = find(s, "Error cqe on cqn")) != NULL) {
+    } else if ((m = find(s, "Error cqe on cqn")) != NULL) {
         new_header(p, MLXD_DUMP_MLX5E, line, "Error cqe on cqn");
         p->cur.has_mlx5e = true;
         mlx5e_fields(&p->cur, m);
         p->cur.mlx5e_cont = !p->cur.have_syndrome;
-        return;
-    }
-    if ((m = find(s, "MLX5 Error CQE")) != NULL) {
+    } else if ((m = find(s, "MLX5 Error CQE")) != NULL) {
         new_header(p, MLXD_DUMP_DPDK, line, "MLX5 Error CQE");
         if (kv(m, "len", false, &v)) {
             if (v == 64 || v == 128) p->cur.declared_len = v;
             else diag(p, line, MLXD_DUMP_WARNING, PENDING_CUR,
                       "len=%u is not a CQE size (64 or 128); the rows decide", v);
         }
-        return;
-    }
-    if ((m = find(s, "WQE DUMP")) != NULL) {
-        flush_run(p);
-        struct cur *c = &p->cur;
-        if (!c->active || !cur_has_data(c) || c->in_wqe) {
-            diag(p, line, MLXD_DUMP_WARNING, c->active ? PENDING_CUR : -1,
-                 "WQE DUMP without a CQE dump before it; its rows are ignored");
-            if (c->active && c->in_wqe) finish_cur(p);
-            cur_start(p, MLXD_DUMP_HEXROWS, line, "WQE DUMP");
-            p->cur.refused = true;    /* swallow the rows quietly */
-            p->cur.in_wqe = true;
-            return;
-        }
-        c->in_wqe = true;
-        c->wqe_line = c->wqe_last_line = line;
-        if (kv(m, "WQ size", false, &v)) c->wq_size = v;
-        if (kv(m, "WQE index", false, &v)) c->wqe_index = v;
-        if (kv(m, "len", false, &v)) c->wqe_declared = v;
-        return;
-    }
-    if ((m = find(s, "WC error")) != NULL && kv(m, "WC error", false, &v)) {
+    } else if ((m = find(s, "WQE DUMP")) != NULL) {
+        wqe_dump_header(p, m, line);
+    } else if ((m = find(s, "WC error")) != NULL && kv(m, "WC error", false, &v)) {
         flush_run(p);
         p->pending_wc = (int)v;
         p->pending_wc_line = line;
-        return;
-    }
-    if (p->cur.active && p->cur.mlx5e_cont && !cur_has_data(&p->cur) &&
-        (find(s, "syndrome") || find(s, "opcode"))) {
+    } else if (p->cur.active && p->cur.mlx5e_cont && !cur_has_data(&p->cur) &&
+               (find(s, "syndrome") || find(s, "opcode"))) {
         mlx5e_fields(&p->cur, s);
         p->cur.mlx5e_cont = false;
-        return;
+    } else {
+        return false;
     }
+    return true;
+}
 
-    /* a fixture's 'md' line is a frame's metadata block, not a CQE */
-    if (!strncmp(s, "md ", 3) && all_hex(s + 3, strspn(s + 3, "0123456789abcdefABCDEF"))) { flush_run(p); return; }
-    if (try_fixture_record(p, s, line)) return;
-    /* 128 plain hex digits (optionally "0x"), alone or as the last word of the line */
-    {
-        const char *t = s + strlen(s);
-        while (t > s && is_space(t[-1])) t--;
-        const char *e = t;
-        while (t > s && !is_space(t[-1])) t--;
-        const char *h = t;
-        if (e - h > 2 && h[0] == '0' && (h[1] == 'x' || h[1] == 'X')) h += 2;
-        if ((e - h == 128 || e - h == 256) && all_hex(h, (size_t)(e - h))) {
-            uint8_t b[128];
-            for (int i = 0; i < (e - h) / 2; i++)
-                b[i] = (uint8_t)(hexv((unsigned char)h[2 * i]) << 4 | hexv((unsigned char)h[2 * i + 1]));
-            take_whole_cqe(p, b, (unsigned)(e - h) / 2, MLXD_DUMP_PLAIN, line);
-            return;
-        }
-        if (e - h > 64 && all_hex(h, (size_t)(e - h))) {
-            flush_run(p);
-            diag(p, line, MLXD_DUMP_ERROR, -1,
-                 "%zu hex digits in one word; a CQE is 128 (or 256 for 128 bytes); ignored", (size_t)(e - h));
-            return;
-        }
+/* 128 plain hex digits (optionally "0x"), alone or as the last word of the line: a whole CQE
+ * (256: a 128-byte one); a longer hex word is reported.  False when the line has none. */
+static bool hex_word_line(struct parser *p, const char *s, unsigned line)
+{
+    const char *t = s + strlen(s);
+    while (t > s && is_space(t[-1])) t--;
+    const char *e = t;
+    while (t > s && !is_space(t[-1])) t--;
+    const char *h = t;
+    if (e - h > 2 && h[0] == '0' && (h[1] == 'x' || h[1] == 'X')) h += 2;
+    if ((e - h == 128 || e - h == 256) && all_hex(h, (size_t)(e - h))) {
+        uint8_t b[128];
+        for (int i = 0; i < (e - h) / 2; i++)
+            b[i] = (uint8_t)(hexv((unsigned char)h[2 * i]) << 4 | hexv((unsigned char)h[2 * i + 1]));
+        take_whole_cqe(p, b, (unsigned)(e - h) / 2, MLXD_DUMP_PLAIN, line);
+        return true;
     }
+    if (e - h > 64 && all_hex(h, (size_t)(e - h))) {
+        flush_run(p);
+        diag(p, line, MLXD_DUMP_ERROR, -1,
+             "%zu hex digits in one word; a CQE is 128 (or 256 for 128 bytes); ignored", (size_t)(e - h));
+        return true;
+    }
+    return false;
+}
 
-    if (try_words(p, s, line)) return;
-
-    /* Any other line ends a run of words; log lines between rows are tolerated. */
+/* Any other line ends a run of words (log lines between rows are tolerated); hex-looking data
+ * in no known format is reported. */
+static void other_line(struct parser *p, const char *s, unsigned line)
+{
     flush_run(p);
     /* A kernel oops's instruction bytes ("Code: 48 8b ... <0f> 0b ...", printed by the kernel's
      * show_opcodes, arch/x86/kernel/dumpstack.c) are hex by nature and never a CQE: a dmesg
@@ -951,6 +938,32 @@ static void process_line(struct parser *p, const char *s0, unsigned line, int de
     if (nhex >= 8 && nhex * 4 >= ntok * 3)
         diag(p, line, MLXD_DUMP_ERROR, -1,
              "looks like hex data but matches no known CQE dump format; ignored");
+}
+
+static void process_line(struct parser *p, const char *s0, unsigned line, int depth)
+{
+    const char *s = strip_prefix(s0);
+    /* A blank line ends a run of word lines only where it could end a CQE (a multiple of 4
+     * lines): forums and mail publish dumps with a blank line between rows. */
+    if (!*s) { if (p->nrun % 4 == 0) flush_run(p); return; }
+    /* '#' lines are comments (the provenance lines of fixtures/cqe-dumps/, shell prompts) */
+    if (*s == '#' && depth == 0) return;
+    struct mlxd_dump_status st;
+    if (depth == 0 && mlxd__status_line(s, &st)) {
+        flush_run(p);
+        st.line = line;
+        push_status(p, &st);
+        return;
+    }
+    const char *off = find_offset(s);
+    if (off && row_like(p, off)) { row_line(p, s0, s, off, line, depth); return; }
+    if (header_line(p, s, line, depth)) return;
+    /* a fixture's 'md' line is a frame's metadata block, not a CQE */
+    if (!strncmp(s, "md ", 3) && all_hex(s + 3, strspn(s + 3, "0123456789abcdefABCDEF"))) { flush_run(p); return; }
+    if (try_fixture_record(p, s, line)) return;
+    if (hex_word_line(p, s, line)) return;
+    if (try_words(p, s, line)) return;
+    other_line(p, s, line);
 }
 
 /* ---- wrapped rows ---------------------------------------------------------------------------- */

@@ -27,8 +27,9 @@ extern "C" {
  * (opcode 1 << 4 | owner bit of the pass) as a release store.  If the CQ is armed (an arm
  * doorbell rung before this call is taken into account at once, as the hardware sees it) the
  * completion event is raised.  *tsc (when tsc is not NULL) receives the time stamp counter
- * (x86-64: lfence; rdtsc; aarch64: isb; cntvct_el0) read immediately before the op_own store:
- * the CQE becomes visible to a poller no earlier than that.
+ * (x86-64: lfence; rdtsc; aarch64: isb; cntvct_el0; abi/tsc.h, as the benchmark tools read it)
+ * read immediately before the op_own store: the CQE becomes visible to a poller no earlier
+ * than that.
  * Nothing of the wire is involved (no packet, no PSN): the RDMA payload, if any, is the caller's
  * to write into the registered memory before calling, as the NIC's DMA precedes its CQE.
  * Returns 0; -EAGAIN no receive is posted or the CQ holds ncqe unconsumed CQEs by its consumer

@@ -212,13 +212,13 @@ static void make_frames(struct mlxd_capture *c)
     c->trailing = c->npackets - start;
 }
 
-int mlxd_capture_load(const char *path, struct mlxd_capture **out)
+/* Opens path as a pcap file of a link type the loader reads; *pc the handle.  The error names
+ * the file and the reason once. */
+static int open_capture(const char *path, pcap_t **pc)
 {
-    if (!path || !out)
-        return mlxd_err(EINVAL, "mlxd_capture_load: NULL %s", path ? "out" : "path");
     char ebuf[PCAP_ERRBUF_SIZE] = "";
-    pcap_t *pc = pcap_open_offline_with_tstamp_precision(path, PCAP_TSTAMP_PRECISION_NANO, ebuf);
-    if (!pc) {
+    *pc = pcap_open_offline_with_tstamp_precision(path, PCAP_TSTAMP_PRECISION_NANO, ebuf);
+    if (!*pc) {
         int e = access(path, R_OK) ? errno : EIO;
         /* libpcap's message may begin with the path itself: name it once */
         const char *why = ebuf;
@@ -229,94 +229,122 @@ int mlxd_capture_load(const char *path, struct mlxd_capture **out)
             why = ebuf + pl + 2;
         return mlxd_err(e, "mlxd_capture_load: %s: %s", path, why);
     }
-    int dlt = pcap_datalink(pc);
+    int dlt = pcap_datalink(*pc);
     if (!dlt_supported(dlt)) {
-        pcap_close(pc);
+        pcap_close(*pc);
+        *pc = NULL;
         return mlxd_err(EPROTONOSUPPORT, "mlxd_capture_load: %s: link type %d (%s) is not Ethernet, "
                         "raw IPv4, loopback or Linux cooked", path, dlt,
                         pcap_datalink_val_to_name(dlt) ? pcap_datalink_val_to_name(dlt) : "?");
     }
-    struct mlxd_capture *c = calloc(1, sizeof *c);
-    size_t cap_pk = 0, used = 0, cap_st = 0;
-    size_t *offs = NULL;
-    int rc = 0;
-    if (!c) {
-        pcap_close(pc);
-        return mlxd_err(ENOMEM, "mlxd_capture_load: out of memory");
+    return 0;
+}
+
+/* The loader's growing arrays: each packet's offset in c->storage, the capacities. */
+struct load {
+    size_t *offs;
+    size_t cap_pk, used, cap_st;
+};
+
+/* Appends one RoCE v2 packet (len bytes of IP packet at ip; prc: mlxd_roce_parse's verdict,
+ * 0 or -EBADMSG for a bad iCRC) to c, growing its arrays. */
+static int add_packet(struct mlxd_capture *c, struct load *ld, const struct pcap_pkthdr *ph,
+                      const u_char *ip, size_t len, int prc)
+{
+    if (c->npackets == ld->cap_pk) {
+        size_t n = ld->cap_pk ? ld->cap_pk * 2 : 256;
+        void *p1 = realloc(c->pkts, n * sizeof *c->pkts);
+        if (p1)
+            c->pkts = p1;
+        void *p2 = p1 ? realloc(ld->offs, n * sizeof *ld->offs) : NULL;
+        if (!p1 || !p2)
+            return mlxd_err(ENOMEM, "mlxd_capture_load: out of memory");
+        ld->offs = p2;
+        ld->cap_pk = n;
     }
-    c->linktype = dlt;
+    if (ld->used + len > ld->cap_st) {
+        size_t n = ld->cap_st ? ld->cap_st * 2 : 1 << 16;
+        while (n < ld->used + len)
+            n *= 2;
+        void *p = realloc(c->storage, n);
+        if (!p)
+            return mlxd_err(ENOMEM, "mlxd_capture_load: out of memory");
+        c->storage = p;
+        ld->cap_st = n;
+    }
+    memcpy(c->storage + ld->used, ip, len);
+    struct mlxd_capture_packet *k = &c->pkts[c->npackets];
+    memset(k, 0, sizeof *k);
+    k->len = (uint32_t)len;
+    k->ts_ns = (uint64_t)ph->ts.tv_sec * 1000000000u + (uint64_t)ph->ts.tv_usec; /* ns precision */
+    k->icrc_ok = prc == 0;
+    if (prc)
+        c->bad_icrc++;
+    ld->offs[c->npackets++] = ld->used;
+    ld->used += len;
+    return 0;
+}
+
+/* Every record of pc: the RoCE v2 packets kept, the others counted as skipped.  A file that
+ * ends inside a record keeps what came whole (cut_short); one without a RoCE v2 packet is
+ * refused. */
+static int read_packets(struct mlxd_capture *c, struct load *ld, pcap_t *pc, const char *path)
+{
     struct pcap_pkthdr *ph;
     const u_char *data;
     int r;
     while ((r = pcap_next_ex(pc, &ph, &data)) == 1) {
         c->records++;
-        long off = ip_offset(dlt, data, ph->caplen);
+        long off = ip_offset(c->linktype, data, ph->caplen);
         if (off < 0) {
             c->skipped++;
             continue;
         }
-        size_t len = ph->caplen - (size_t)off;
         struct mlxd_roce_pkt h;
-        int prc = mlxd_roce_parse(data + off, len, MLXD_ROCE_UDP_PORT, true, &h);
+        int prc = mlxd_roce_parse(data + off, ph->caplen - (size_t)off, MLXD_ROCE_UDP_PORT, true, &h);
         if (prc < 0 && prc != -EBADMSG) {
             c->skipped++;
             continue;
         }
-        len = h.pkt_len;
-        if (c->npackets == cap_pk) {
-            size_t n = cap_pk ? cap_pk * 2 : 256;
-            void *p1 = realloc(c->pkts, n * sizeof *c->pkts);
-            if (p1)
-                c->pkts = p1;
-            void *p2 = p1 ? realloc(offs, n * sizeof *offs) : NULL;
-            if (!p1 || !p2) {
-                rc = mlxd_err(ENOMEM, "mlxd_capture_load: out of memory");
-                goto fail;
-            }
-            offs = p2;
-            cap_pk = n;
-        }
-        if (used + len > cap_st) {
-            size_t n = cap_st ? cap_st * 2 : 1 << 16;
-            while (n < used + len)
-                n *= 2;
-            void *p = realloc(c->storage, n);
-            if (!p) {
-                rc = mlxd_err(ENOMEM, "mlxd_capture_load: out of memory");
-                goto fail;
-            }
-            c->storage = p;
-            cap_st = n;
-        }
-        memcpy(c->storage + used, data + off, len);
-        struct mlxd_capture_packet *k = &c->pkts[c->npackets];
-        memset(k, 0, sizeof *k);
-        k->len = (uint32_t)len;
-        k->ts_ns = (uint64_t)ph->ts.tv_sec * 1000000000u + (uint64_t)ph->ts.tv_usec; /* ns precision */
-        k->icrc_ok = prc == 0;
-        if (prc)
-            c->bad_icrc++;
-        offs[c->npackets++] = used;
-        used += len;
+        int rc = add_packet(c, ld, ph, data + off, h.pkt_len, prc);
+        if (rc < 0)
+            return rc;
     }
-    if (r == -1 && c->records == 0) {
-        rc = mlxd_err(EIO, "mlxd_capture_load: %s: %s", path, pcap_geterr(pc));
-        goto fail;
-    }
+    if (r == -1 && c->records == 0)
+        return mlxd_err(EIO, "mlxd_capture_load: %s: %s", path, pcap_geterr(pc));
     if (r == -1) {
         /* the file ends inside a record (a recording cut off mid-write): keep what came whole */
         c->cut_short = true;
         snprintf(c->cut_why, sizeof c->cut_why, "%s", pcap_geterr(pc));
     }
-    if (c->npackets == 0) {
-        rc = mlxd_err(ENODATA, "mlxd_capture_load: %s: no RoCE v2 packet (UDP port 4791) among %zu packet%s",
-                      path, c->skipped, c->skipped == 1 ? "" : "s");
-        goto fail;
+    if (c->npackets == 0)
+        return mlxd_err(ENODATA, "mlxd_capture_load: %s: no RoCE v2 packet (UDP port 4791) among %zu packet%s",
+                        path, c->skipped, c->skipped == 1 ? "" : "s");
+    return 0;
+}
+
+int mlxd_capture_load(const char *path, struct mlxd_capture **out)
+{
+    if (!path || !out)
+        return mlxd_err(EINVAL, "mlxd_capture_load: NULL %s", path ? "out" : "path");
+    pcap_t *pc;
+    int rc = open_capture(path, &pc);
+    if (rc < 0)
+        return rc;
+    struct mlxd_capture *c = calloc(1, sizeof *c);
+    struct load ld = { 0 };
+    if (!c) {
+        rc = mlxd_err(ENOMEM, "mlxd_capture_load: out of memory");
+        goto out_pcap;
     }
+    c->linktype = pcap_datalink(pc);
+    rc = read_packets(c, &ld, pc, path);
+    if (rc < 0)
+        goto fail;
     /* storage is final: point the packets into it and parse again for the payload pointers */
     for (size_t i = 0; i < c->npackets; i++) {
         struct mlxd_capture_packet *k = &c->pkts[i];
-        k->ip = c->storage + offs[i];
+        k->ip = c->storage + ld.offs[i];
         mlxd_roce_parse(k->ip, k->len, MLXD_ROCE_UDP_PORT, false, &k->hdr);
     }
     c->frames = calloc(c->npackets, sizeof *c->frames);
@@ -326,14 +354,15 @@ int mlxd_capture_load(const char *path, struct mlxd_capture **out)
     }
     make_frames(c);
     infer_geometry(c);
-    free(offs);
+    free(ld.offs);
     pcap_close(pc);
     *out = c;
     return 0;
 fail:
-    free(offs);
-    pcap_close(pc);
+    free(ld.offs);
     mlxd_capture_free(c);
+out_pcap:
+    pcap_close(pc);
     return rc;
 }
 
@@ -784,15 +813,10 @@ static int gen_check_path(const struct mlxd_gen_opts *g, const struct mlxd_send_
     return 0;
 }
 
-int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
-                 const struct mlxd_send_opts *so, struct mlxd_send_stats *st)
+/* mlxd_gen_run's arguments past the NULL checks; *psize: the payload per packet. */
+static int gen_check_opts(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
+                          const struct mlxd_send_opts *so, uint32_t *psize)
 {
-    struct mlxd_send_stats dummy;
-    if (!st)
-        st = &dummy;
-    memset(st, 0, sizeof *st);
-    if (!m || !g)
-        return mlxd_err(EINVAL, "mlxd_gen_run: NULL %s", m ? "opts" : "map");
     if (g->sz < sizeof *g)
         return mlxd_err(EINVAL, "mlxd_gen_run: opts->sz %zu is below %zu", g->sz, sizeof *g);
     int trc = mlxd__opts_tail_check("mlxd_gen_run", "opts", g, g->sz, sizeof *g);
@@ -800,9 +824,9 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
     int rc0 = check_send_opts(so, "mlxd_gen_run", "send opts");
     if (rc0 < 0)
         return rc0;
-    uint32_t psize = g->payload_size ? g->payload_size : 1408;
-    if (psize % MLXD_HSB_ALIGN || psize > 8192)
-        return mlxd_err(EINVAL, "mlxd_gen_run: payload_size %u is not a multiple of 128 up to 8192", psize);
+    *psize = g->payload_size ? g->payload_size : 1408;
+    if (*psize % MLXD_HSB_ALIGN || *psize > 8192)
+        return mlxd_err(EINVAL, "mlxd_gen_run: payload_size %u is not a multiple of 128 up to 8192", *psize);
     if (g->frame_size == 0 || g->frame_size > (1ull << 32))
         return mlxd_err(EINVAL, "mlxd_gen_run: frame_size %llu is not in 1..2^32",
                         (unsigned long long)g->frame_size);
@@ -815,112 +839,137 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
         return mlxd_err(EINVAL, "mlxd_gen_run: fps %g is not 0 or a finite number > 0", g->fps);
     if (g->imm_layout > MLXD_HSB_IMM_LEGACY_8_24)
         return mlxd_err(EINVAL, "mlxd_gen_run: imm_layout %u unknown", g->imm_layout);
-    int prc = gen_check_path(g, so, psize);
-    if (prc < 0)
-        return prc;
-    const enum mlxd_hsb_imm_layout layout = (enum mlxd_hsb_imm_layout)g->imm_layout;
-    /* the legacy layout carries 24 PSN bits, the current one 20 (the device masks to them) */
-    const uint32_t psn_mask = layout == MLXD_HSB_IMM_LEGACY_8_24 ? 0xFFFFFFu : 0xFFFFFu;
+    return gen_check_path(g, so, *psize);
+}
+
+/* The generator between two frames: where it sends, the next PSN, its buffers. */
+struct gen {
+    const struct mlxd_gen_opts *g;
+    const struct mlxd_replay_map *m;
+    enum mlxd_hsb_imm_layout layout;
+    uint32_t psn, psn_mask;     /* the legacy layout carries 24 PSN bits, the current one 20 */
+    uint32_t psize;             /* payload per packet */
+    uint64_t mdoff;             /* the metadata block's offset in the page */
     struct sender s;
-    int rc = sender_open(&s, so, "mlxd_gen_run");
+    struct mlxd_roce_pkt p;     /* the headers every packet shares, then this packet's */
+    uint8_t *frame;             /* the frame's bytes up to the end of the metadata block */
+    uint8_t *buf;               /* one packet */
+    size_t buflen;
+};
+
+/* Frame f's metadata block (psn: the PSN of its first packet), stamped now. */
+static void gen_metadata(uint8_t out[MLXD_HSB_METADATA_SIZE], uint32_t psn, uint64_t frame_size, uint64_t f)
+{
+    struct mlxd_hsb_metadata md = { .psn = psn, .bytes_written = frame_size,
+                                    .frame_number32 = (uint32_t)f };
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    md.timestamp_s = md.metadata_s = (uint64_t)ts.tv_sec;
+    md.timestamp_ns = md.metadata_ns = (uint32_t)ts.tv_nsec;
+    mlxd_hsb_metadata_encode(&md, out, MLXD_HSB_METADATA_SIZE);
+}
+
+/* Sends the packet in gn->p (its PSN the generator's next) with len bytes of payload. */
+static int gen_send(struct gen *gn, const uint8_t *payload, uint64_t len, struct mlxd_send_stats *st)
+{
+    gn->p.psn = gn->psn;
+    gn->p.reth_len = (uint32_t)len;
+    ssize_t k = mlxd_roce_build(gn->buf, gn->buflen, &gn->p, payload, len);
+    if (k < 0)
+        return rename_err("mlxd_gen_run", (int)k);
+    sender_send(&gn->s, gn->buf, (size_t)k, st);
+    gn->psn = (gn->psn + 1) & gn->psn_mask;
+    return 0;
+}
+
+/* Frame f into page: its payload in WRITEs of psize, the last with the immediate, and its
+ * metadata block (in the last packet when embedded and it fits, else a WRITE of its own). */
+static int gen_send_frame(struct gen *gn, uint32_t page, uint64_t f, struct mlxd_send_stats *st)
+{
+    const struct mlxd_gen_opts *g = gn->g;
+    uint64_t page_va = gn->m->base_va + (uint64_t)page * gn->m->page_size;
+    mlxd_hsb_payload_fill(gn->frame, g->frame_size, (uint32_t)f);
+    memset(gn->frame + g->frame_size, 0, gn->mdoff - g->frame_size);
+    uint64_t off = 0;
+    bool md_sent = false;
+    while (off < g->frame_size) {
+        uint64_t n = g->frame_size - off < gn->psize ? g->frame_size - off : gn->psize;
+        bool last = off + n == g->frame_size;
+        uint64_t len = n;
+        gn->p.opcode = UC_WRITE_ONLY;
+        gn->p.reth_va = page_va + off;
+        if (last && g->metadata == MLXD_GEN_MD_NONE) {
+            gn->p.opcode = UC_WRITE_ONLY_IMM;
+            gn->p.imm = htonl(mlxd_hsb_imm_make(page, gn->psn, gn->layout));
+        } else if (last && g->metadata == MLXD_GEN_MD_EMBEDDED &&
+                   (gn->mdoff - off) + MLXD_HSB_METADATA_SIZE < gn->psize) {
+            /* data + zero pad up to the metadata offset + the block, in one 0x2B */
+            len = gn->mdoff - off + MLXD_HSB_METADATA_SIZE;
+            gen_metadata(gn->frame + gn->mdoff, gn->psn, g->frame_size, f);
+            gn->p.opcode = UC_WRITE_ONLY_IMM;
+            gn->p.imm = htonl(mlxd_hsb_imm_make(page, gn->psn, gn->layout));
+            md_sent = true;
+        }
+        int rc = gen_send(gn, gn->frame + off, len, st);
+        if (rc < 0)
+            return rc;
+        off += n;
+    }
+    if (g->metadata == MLXD_GEN_MD_NONE || md_sent)
+        return 0;
+    uint8_t block[MLXD_HSB_METADATA_SIZE];
+    gen_metadata(block, gn->psn, g->frame_size, f);
+    gn->p.opcode = UC_WRITE_ONLY_IMM;
+    gn->p.reth_va = page_va + gn->mdoff;
+    gn->p.imm = htonl(mlxd_hsb_imm_make(page, gn->psn, gn->layout));
+    return gen_send(gn, block, sizeof block, st);
+}
+
+int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
+                 const struct mlxd_send_opts *so, struct mlxd_send_stats *st)
+{
+    struct mlxd_send_stats dummy;
+    if (!st)
+        st = &dummy;
+    memset(st, 0, sizeof *st);
+    if (!m || !g)
+        return mlxd_err(EINVAL, "mlxd_gen_run: NULL %s", m ? "opts" : "map");
+    struct gen gn = { .g = g, .m = m, .layout = (enum mlxd_hsb_imm_layout)g->imm_layout };
+    int rc = gen_check_opts(m, g, so, &gn.psize);
     if (rc < 0)
         return rc;
-    uint64_t mdoff = mlxd_hsb_metadata_offset(g->frame_size);
-    uint8_t *frame = malloc(mdoff + MLXD_HSB_METADATA_SIZE);
-    uint8_t *buf = malloc(psize + MLXD_ROCE_MAX_HDR_LEN + 64);
-    if (!frame || !buf) {
-        free(frame);
-        free(buf);
-        close(s.fd);
-        return mlxd_err(ENOMEM, "mlxd_gen_run: out of memory");
+    gn.psn_mask = gn.layout == MLXD_HSB_IMM_LEGACY_8_24 ? 0xFFFFFFu : 0xFFFFFu;
+    rc = sender_open(&gn.s, so, "mlxd_gen_run");
+    if (rc < 0)
+        return rc;
+    gn.mdoff = mlxd_hsb_metadata_offset(g->frame_size);
+    gn.buflen = gn.psize + MLXD_ROCE_MAX_HDR_LEN + 64;
+    gn.frame = malloc(gn.mdoff + MLXD_HSB_METADATA_SIZE);
+    gn.buf = malloc(gn.buflen);
+    if (!gn.frame || !gn.buf) {
+        rc = mlxd_err(ENOMEM, "mlxd_gen_run: out of memory");
+        goto out;
     }
-    uint32_t psn = g->first_psn & psn_mask;
+    gn.psn = g->first_psn & gn.psn_mask;
     uint32_t page = g->first_page % m->pages;
     /* a tiny fps (1e-300) must not overflow the conversion, nor k x interval the sum */
     double iv = g->fps > 0 ? 1e9 / g->fps : 0;
     uint64_t interval = iv >= 0x1p62 ? 1ull << 62 : (uint64_t)iv;
     uint64_t t0 = now_ns(CLOCK_MONOTONIC);
-    struct mlxd_roce_pkt p;
-    memset(&p, 0, sizeof p);
-    p.src_ip = s.src_ip;
-    p.dst_ip = s.dst_ip;
-    p.src_port = s.src_port;
-    p.dst_port = s.dst_port;
-    p.pkey = 0xffff;
-    p.bth_resv = 0xff;          /* what the emulator sends (fixtures/roce-pcaps/README.md) */
-    p.dest_qp = m->qpn & MLXD_ROCE_QPN_MASK;
-    p.reth_rkey = m->rkey;
+    gn.p = (struct mlxd_roce_pkt){ .src_ip = gn.s.src_ip, .dst_ip = gn.s.dst_ip, .src_port = gn.s.src_port,
+                                   .dst_port = gn.s.dst_port, .pkey = 0xffff,
+                                   .bth_resv = 0xff,   /* what the emulator sends (fixtures/roce-pcaps/README.md) */
+                                   .dest_qp = m->qpn & MLXD_ROCE_QPN_MASK, .reth_rkey = m->rkey };
     for (uint64_t k = 0; !g->frames || k < g->frames; k++) {
-        uint64_t f = g->first_frame + k;
         volatile int *stop = so ? so->stop : NULL;
         if (stopped(stop))
             break;
         unsigned __int128 due = (unsigned __int128)k * interval + t0;
         if (interval && !sleep_until(due > UINT64_MAX ? UINT64_MAX : (uint64_t)due, stop))
             break;
-        uint64_t page_va = m->base_va + (uint64_t)page * m->page_size;
-        mlxd_hsb_payload_fill(frame, g->frame_size, (uint32_t)f);
-        memset(frame + g->frame_size, 0, mdoff - g->frame_size);
-        uint64_t off = 0;
-        bool md_sent = false;
-        while (off < g->frame_size) {
-            uint64_t n = g->frame_size - off < psize ? g->frame_size - off : psize;
-            bool last = off + n == g->frame_size;
-            uint64_t len = n;
-            p.opcode = UC_WRITE_ONLY;
-            p.psn = psn;
-            p.reth_va = page_va + off;
-            if (last && g->metadata == MLXD_GEN_MD_NONE) {
-                p.opcode = UC_WRITE_ONLY_IMM;
-                uint32_t imm = mlxd_hsb_imm_make(page, psn, layout);
-                p.imm = htonl(imm);
-            } else if (last && g->metadata == MLXD_GEN_MD_EMBEDDED &&
-                       (mdoff - off) + MLXD_HSB_METADATA_SIZE < psize) {
-                /* data + zero pad up to the metadata offset + the block, in one 0x2B */
-                len = mdoff - off + MLXD_HSB_METADATA_SIZE;
-                struct mlxd_hsb_metadata md = { .psn = psn, .bytes_written = g->frame_size,
-                                                .frame_number32 = (uint32_t)f };
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                md.timestamp_s = md.metadata_s = (uint64_t)ts.tv_sec;
-                md.timestamp_ns = md.metadata_ns = (uint32_t)ts.tv_nsec;
-                mlxd_hsb_metadata_encode(&md, frame + mdoff, MLXD_HSB_METADATA_SIZE);
-                p.opcode = UC_WRITE_ONLY_IMM;
-                p.imm = htonl(mlxd_hsb_imm_make(page, psn, layout));
-                md_sent = true;
-            }
-            p.reth_len = (uint32_t)len;
-            ssize_t k = mlxd_roce_build(buf, psize + MLXD_ROCE_MAX_HDR_LEN + 64, &p, frame + off, len);
-            if (k < 0) {
-                rc = rename_err("mlxd_gen_run", (int)k);
-                goto out;
-            }
-            sender_send(&s, buf, (size_t)k, st);
-            psn = (psn + 1) & psn_mask;
-            off += n;
-        }
-        if (g->metadata != MLXD_GEN_MD_NONE && !md_sent) {
-            struct mlxd_hsb_metadata md = { .psn = psn, .bytes_written = g->frame_size,
-                                            .frame_number32 = (uint32_t)f };
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            md.timestamp_s = md.metadata_s = (uint64_t)ts.tv_sec;
-            md.timestamp_ns = md.metadata_ns = (uint32_t)ts.tv_nsec;
-            uint8_t block[MLXD_HSB_METADATA_SIZE];
-            mlxd_hsb_metadata_encode(&md, block, sizeof block);
-            p.opcode = UC_WRITE_ONLY_IMM;
-            p.psn = psn;
-            p.reth_va = page_va + mdoff;
-            p.reth_len = MLXD_HSB_METADATA_SIZE;
-            p.imm = htonl(mlxd_hsb_imm_make(page, psn, layout));
-            ssize_t k = mlxd_roce_build(buf, psize + MLXD_ROCE_MAX_HDR_LEN + 64, &p, block, sizeof block);
-            if (k < 0) {
-                rc = rename_err("mlxd_gen_run", (int)k);
-                goto out;
-            }
-            sender_send(&s, buf, (size_t)k, st);
-            psn = (psn + 1) & psn_mask;
-        }
+        rc = gen_send_frame(&gn, page, g->first_frame + k, st);
+        if (rc < 0)
+            goto out;
         st->frames++;
         if (so && so->frame_gap_us)
             sleep_us(so->frame_gap_us, stop);
@@ -929,9 +978,9 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
         page = page + 1 == m->pages ? 0 : page + 1;
     }
 out:
-    free(frame);
-    free(buf);
-    close(s.fd);
+    free(gn.frame);
+    free(gn.buf);
+    close(gn.s.fd);
     if (rc == 0)
         mlxd_err_clear();   /* no stale message from an earlier refusal */
     return rc;

@@ -535,6 +535,237 @@ int mlxd_receiver_replay_progress(const struct mlxd_receiver *r, uint64_t *writt
     return ok ? 0 : mlxd_err(EINVAL, "mlxd_receiver_replay_progress: the receiver was not started on a fixture");
 }
 
+/* Takes the checked options o (a copy of the caller's) as the run's configuration, with the
+ * defaults filled in, and finds out what the buffer is (host or CUDA memory).  Nothing to undo. */
+static int configure(struct mlxd_receiver *r, const struct mlxd_receiver_opts *o, uint32_t peer)
+{
+    int rc = o->replay_fixture ? 0 : device_exists(o->device);
+    if (rc < 0)
+        return rc;
+    r->o = *o;
+    if (!r->o.recv_depth)
+        r->o.recv_depth = DEFAULT_RECV_DEPTH;
+    if (!r->o.repost_batch)
+        r->o.repost_batch = DEFAULT_REPOST_BATCH < r->o.recv_depth / 2 ? DEFAULT_REPOST_BATCH
+                                                                      : r->o.recv_depth / 2;
+    if (r->o.replay_fixture)
+        r->o.mode = MLXD_RECEIVER_BUSY_POLL;   /* a detached CQ has no completion events */
+    snprintf(r->device, sizeof r->device, "%s", o->device);
+    r->o.device = r->device;
+    r->o.peer_ip = NULL;
+    r->peer_ip = peer;
+    r->cuda_mem = false;
+    r->host = NULL;
+    rc = mlxd__cuda_classify(o->buffer, o->buffer_size, o->memory, &r->cuda_mem, &r->cu_ctx);
+    if (rc < 0)
+        return rc;
+    if (!r->cuda_mem)
+        r->host = (uint8_t *)(uintptr_t)o->buffer;
+    return 0;
+}
+
+/* The frame queue, kept allocated until destroy or a new size, emptied otherwise.  Nothing to
+ * undo on failure (the queue is then not ready). */
+static int prepare_queue(struct mlxd_receiver *r)
+{
+    if (r->q_ready && r->q.cap != r->o.queue_size) {
+        frameq_fini(&r->q);
+        r->q_ready = false;
+    }
+    if (r->q_ready) {
+        frameq_reset(&r->q);
+        return 0;
+    }
+    if (frameq_init(&r->q, r->o.queue_size) < 0)
+        return mlxd_err(ENOMEM, "mlxd_receiver_start: no memory for a queue of %u", r->o.queue_size);
+    r->q_ready = true;
+    return 0;
+}
+
+/* The per-page generations and metadata, and the receive work requests; teardown frees the
+ * receives on failure (the per-page arrays stay until the next start or destroy). */
+static int alloc_run_state(struct mlxd_receiver *r)
+{
+    free(r->page_gen);
+    r->page_gen = calloc(r->o.pages, sizeof *r->page_gen);
+    free(r->page_md);
+    r->page_md = calloc(r->o.pages, sizeof *r->page_md);
+    r->recvs = calloc(r->o.recv_depth, sizeof *r->recvs);
+    if (!r->page_gen || !r->page_md || !r->recvs)
+        return mlxd_err(ENOMEM, "mlxd_receiver_start: out of memory");
+    for (unsigned i = 0; i < r->o.recv_depth; i++)
+        r->recvs[i].wr_id = 0x1000 + i;
+    return 0;
+}
+
+/* Every statistic and the monitor's state as a new run starts them. */
+static void reset_counters(struct mlxd_receiver *r)
+{
+    atomic_store(&r->last_page, r->o.pages - 1);   /* the device's next page is 0 */
+    memset(&r->fn, 0, sizeof r->fn);
+    atomic_store(&r->frames, 0);
+    atomic_store(&r->consumed, 0);
+    atomic_store(&r->overwritten, 0);
+    atomic_store(&r->overwritten_after_read, 0);
+    atomic_store(&r->bad_page, 0);
+    atomic_store(&r->errors, 0);
+    atomic_store(&r->flushed, 0);
+    atomic_store(&r->hw_drops, 0);
+    atomic_store(&r->last_fn, 0);
+    for (int i = 0; i < 256; i++)
+        atomic_store(&r->by_syndrome[i], 0);
+    reset_accounting(r);
+    atomic_store(&r->stop, false);
+    r->cuda_err[0] = 0;
+    r->teardown_by_monitor = false;
+}
+
+/* Event mode: the eventfd that wakes the monitor at close (teardown closes it). */
+static int open_stop_fd(struct mlxd_receiver *r)
+{
+    if (r->o.mode != MLXD_RECEIVER_EVENT)
+        return 0;
+    r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (r->stop_fd < 0)
+        return mlxd_err(errno, "mlxd_receiver_start: eventfd: %s", strerror(errno));
+    return 0;
+}
+
+/* The local GID: the RoCE v2 GID carrying the address the kernel routes from towards peer
+ * (network order; peer_str as the caller wrote it, for the message). */
+static int find_local_gid(struct mlxd_receiver *r, uint32_t peer, const char *peer_str)
+{
+    struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(4791),
+                               .sin_addr.s_addr = peer };
+    struct mlxd_gid gid;
+    int rc = mlxd_gid_for_peer(r->nic, (const struct sockaddr *)&sin, sizeof sin, &gid);
+    if (rc == -EADDRNOTAVAIL && (ntohl(peer) >> 24) == 127) {
+        /* Loopback peer (the emulator): any local address reaches it; take the NIC's default
+         * (lowest IPv4-mapped RoCE v2 GID, the original's choice). */
+        int idx = mlxd_default_gid_index(r->nic);
+        struct mlxd_gid all[64];
+        int n = idx >= 0 ? mlxd_gids(r->nic, all, 64) : idx;
+        rc = -EADDRNOTAVAIL;
+        for (int i = 0; i < n && i < 64; i++)
+            if ((int)all[i].index == idx) {
+                gid = all[i];
+                rc = idx;
+            }
+    }
+    if (rc < 0)
+        return mlxd_err(-rc, "mlxd_receiver_start: no local RoCE v2 GID of %s routes to peer %s: %s",
+                        r->device, peer_str, mlxd_errmsg());
+    r->gid_index = (int)gid.index;
+    memcpy(&r->local_ip, gid.raw + 12, 4);
+    r->local_ip = ntohl(r->local_ip);
+    return 0;
+}
+
+/* The receive CQ (with its recorder when asked), stamping NIC arrival times: real-time CQE
+ * stamps where the device has them, else the free-running timer through the kernel's
+ * clock-info page (mlxd_uverbs.h, CQE timestamps). */
+static int create_cq(struct mlxd_receiver *r)
+{
+    struct mlxd_port_info pi;
+    mlxd_port_info(r->nic, &pi);
+    r->nic_real_time = pi.real_time_ts;
+    r->nic_clock_info = pi.clock_info;
+    struct mlxd_cq_opts co = { .sz = sizeof co, .events = r->o.mode == MLXD_RECEIVER_EVENT,
+                               .user_data = (uintptr_t)r, .real_time_ts = r->nic_real_time };
+    int rc = mlxd_cq_create(r->nic, r->o.recv_depth, &co, &r->cq);
+    if (rc < 0)
+        return rc;
+    return start_recording(r);
+}
+
+/* The frame buffer as a memory region the sensor writes by rkey. */
+static int register_buffer(struct mlxd_receiver *r)
+{
+    /* In order, never relaxed: the metadata snapshot relies on the device's writes landing in
+     * ascending address order (md_snapshot.h). */
+    struct mlxd_region_opts ro = { .sz = sizeof ro,
+                                   .access = MLXD_ACCESS_LOCAL_WRITE | MLXD_ACCESS_REMOTE_WRITE,
+                                   .order = MLXD_ORDER_IN_ORDER };
+    int rc;
+    if (r->cuda_mem) {
+        rc = mlxd__cuda_register(r->nic, r->o.buffer, r->o.buffer_size, &ro, &r->mr);
+    } else {
+        rc = mlxd_region_register(r->nic, r->host, r->o.buffer_size, &ro, &r->mr);
+        if (rc == -EFAULT)
+            rc = mlxd__cuda_explain_efault(r->o.buffer, r->o.memory, "mlxd_receiver_start");
+    }
+    if (rc < 0)
+        return rc;
+    page_md_init(r);   /* after the kernel took the buffer: a GPU pointer taken for host memory
+                          is refused there (EFAULT, explained), not read here */
+    struct mlxd_remote rem = mlxd_region_remote(r->mr);
+    r->rkey = rem.rkey;
+    r->iova = rem.addr;
+    return 0;
+}
+
+/* The UC QP on the CQ, every receive posted. */
+static int create_qp(struct mlxd_receiver *r)
+{
+    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_UC, .send_depth = 0,
+                               .recv_depth = r->o.recv_depth, .max_recv_sge = 1,
+                               .has_gid_index = true, .gid_index = (uint32_t)r->gid_index,
+                               .user_data = (uintptr_t)r };
+    int rc = mlxd_qp_create(r->cq, &qo, &r->qp);
+    if (rc < 0)
+        return rc;
+    struct mlxd_endpoint me;
+    rc = mlxd_qp_endpoint(r->qp, &me);
+    if (rc < 0)
+        return rc;
+    r->qpn = me.qpn;
+
+    /* Zero-scatter receives: a WRITE with immediate lands by rkey and only consumes one. */
+    rc = mlxd_qp_receive(r->qp, r->recvs, r->o.recv_depth);
+    if (rc < 0)
+        return rc;
+    r->posted = r->o.recv_depth;
+    r->pending = 0;
+    return 0;
+}
+
+/* The port counters this run's statistics are taken against. */
+static void read_hw_base(struct mlxd_receiver *r)
+{
+    snprintf(r->rxw_path, sizeof r->rxw_path, "%s/class/infiniband/%s/ports/1/hw_counters/rx_write_requests",
+             mlxd_sysfs_root(), r->device);
+    for (int i = 0; i < 2; i++)
+        r->hw_base_ok[i] = read_hw_counter(r, hw_counter_names[i], &r->hw_base[i]);
+}
+
+/* A run on the device: opens it, creates the CQ, memory region and QP and connects the QP
+ * towards peer.  On failure what was created stays in r for teardown to release (in reverse
+ * order). */
+static int start_device(struct mlxd_receiver *r, uint32_t peer, const char *peer_str)
+{
+    struct mlxd_open_opts oo = { .sz = sizeof oo, .port = 1 };
+    int rc = mlxd_open(r->device, &oo, &r->nic);
+    if (rc < 0)
+        return rc;
+    rc = find_local_gid(r, peer, peer_str);
+    if (rc < 0)
+        return rc;
+    rc = create_cq(r);
+    if (rc < 0)
+        return rc;
+    rc = register_buffer(r);
+    if (rc < 0)
+        return rc;
+    rc = create_qp(r);
+    if (rc < 0)
+        return rc;
+    rc = connect_rtr(r, peer);
+    if (rc < 0)
+        return rc;
+    read_hw_base(r);
+    return 0;
+}
+
 int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts *opts)
 {
     if (!r || !opts)
@@ -558,188 +789,29 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
         pthread_mutex_unlock(&r->lock);
         return mlxd_err(EINVAL, "mlxd_receiver_start: the previous run's monitor has not returned");
     }
-    rc = o.replay_fixture ? 0 : device_exists(o.device);
+    rc = configure(r, &o, peer);
     if (rc < 0)
         goto out_unlock;
-
-    r->o = o;
-    if (!r->o.recv_depth)
-        r->o.recv_depth = DEFAULT_RECV_DEPTH;
-    if (!r->o.repost_batch)
-        r->o.repost_batch = DEFAULT_REPOST_BATCH < r->o.recv_depth / 2 ? DEFAULT_REPOST_BATCH
-                                                                      : r->o.recv_depth / 2;
-    if (r->o.replay_fixture)
-        r->o.mode = MLXD_RECEIVER_BUSY_POLL;   /* a detached CQ has no completion events */
-    snprintf(r->device, sizeof r->device, "%s", o.device);
-    r->o.device = r->device;
-    r->o.peer_ip = NULL;
-    r->peer_ip = peer;
-    r->cuda_mem = false;
-    r->host = NULL;
-    rc = mlxd__cuda_classify(o.buffer, o.buffer_size, o.memory, &r->cuda_mem, &r->cu_ctx);
+    rc = prepare_queue(r);
     if (rc < 0)
         goto out_unlock;
-    if (!r->cuda_mem)
-        r->host = (uint8_t *)(uintptr_t)o.buffer;
-
-    /* the queue and the per-page generations (kept allocated until destroy or a new size) */
-    if (r->q_ready && r->q.cap != r->o.queue_size) {
-        frameq_fini(&r->q);
-        r->q_ready = false;
-    }
-    if (!r->q_ready) {
-        rc = frameq_init(&r->q, r->o.queue_size);
-        if (rc < 0) {
-            rc = mlxd_err(ENOMEM, "mlxd_receiver_start: no memory for a queue of %u", r->o.queue_size);
-            goto out_unlock;
-        }
-        r->q_ready = true;
-    } else {
-        frameq_reset(&r->q);
-    }
-    free(r->page_gen);
-    r->page_gen = calloc(r->o.pages, sizeof *r->page_gen);
-    free(r->page_md);
-    r->page_md = calloc(r->o.pages, sizeof *r->page_md);
-    r->recvs = calloc(r->o.recv_depth, sizeof *r->recvs);
-    if (!r->page_gen || !r->page_md || !r->recvs) {
-        rc = mlxd_err(ENOMEM, "mlxd_receiver_start: out of memory");
+    rc = alloc_run_state(r);
+    if (rc < 0)
         goto fail;
-    }
-    for (unsigned i = 0; i < r->o.recv_depth; i++)
-        r->recvs[i].wr_id = 0x1000 + i;
-    atomic_store(&r->last_page, r->o.pages - 1);   /* the device's next page is 0 */
-    memset(&r->fn, 0, sizeof r->fn);
-    atomic_store(&r->frames, 0);
-    atomic_store(&r->consumed, 0);
-    atomic_store(&r->overwritten, 0);
-    atomic_store(&r->overwritten_after_read, 0);
-    atomic_store(&r->bad_page, 0);
-    atomic_store(&r->errors, 0);
-    atomic_store(&r->flushed, 0);
-    atomic_store(&r->hw_drops, 0);
-    atomic_store(&r->last_fn, 0);
-    for (int i = 0; i < 256; i++)
-        atomic_store(&r->by_syndrome[i], 0);
-    reset_accounting(r);
-    atomic_store(&r->stop, false);
-    r->cuda_err[0] = 0;
-    r->teardown_by_monitor = false;
-
-    if (r->o.mode == MLXD_RECEIVER_EVENT) {
-        r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (r->stop_fd < 0) {
-            rc = mlxd_err(errno, "mlxd_receiver_start: eventfd: %s", strerror(errno));
-            goto fail;
-        }
-    }
+    reset_counters(r);
+    rc = open_stop_fd(r);
+    if (rc < 0)
+        goto fail;
 
     r->nic_real_time = r->nic_clock_info = false;   /* a replay has no NIC clock (a start before may have had one) */
     if (r->o.replay_fixture) {
         page_md_init(r);
         rc = start_replay(r);
-        if (rc < 0)
-            goto fail;
-        r->started = true;
-        pthread_mutex_unlock(&r->lock);
-        return 0;
-    }
-
-    struct mlxd_open_opts oo = { .sz = sizeof oo, .port = 1 };
-    rc = mlxd_open(r->device, &oo, &r->nic);
-    if (rc < 0)
-        goto fail;
-
-    /* The local GID: the RoCE v2 GID carrying the address the kernel routes from towards peer. */
-    struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(4791),
-                               .sin_addr.s_addr = peer };
-    struct mlxd_gid gid;
-    rc = mlxd_gid_for_peer(r->nic, (const struct sockaddr *)&sin, sizeof sin, &gid);
-    if (rc == -EADDRNOTAVAIL && (ntohl(peer) >> 24) == 127) {
-        /* Loopback peer (the emulator): any local address reaches it; take the NIC's default
-         * (lowest IPv4-mapped RoCE v2 GID, the original's choice). */
-        int idx = mlxd_default_gid_index(r->nic);
-        struct mlxd_gid all[64];
-        int n = idx >= 0 ? mlxd_gids(r->nic, all, 64) : idx;
-        rc = -EADDRNOTAVAIL;
-        for (int i = 0; i < n && i < 64; i++)
-            if ((int)all[i].index == idx) {
-                gid = all[i];
-                rc = idx;
-            }
-    }
-    if (rc < 0) {
-        rc = mlxd_err(-rc, "mlxd_receiver_start: no local RoCE v2 GID of %s routes to peer %s: %s",
-                      r->device, opts->peer_ip, mlxd_errmsg());
-        goto fail;
-    }
-    r->gid_index = (int)gid.index;
-    memcpy(&r->local_ip, gid.raw + 12, 4);
-    r->local_ip = ntohl(r->local_ip);
-
-    /* NIC arrival times: real-time CQE stamps where the device has them, else the free-running
-     * timer through the kernel's clock-info page (mlxd_uverbs.h, CQE timestamps) */
-    struct mlxd_port_info pi;
-    mlxd_port_info(r->nic, &pi);
-    r->nic_real_time = pi.real_time_ts;
-    r->nic_clock_info = pi.clock_info;
-    struct mlxd_cq_opts co = { .sz = sizeof co, .events = r->o.mode == MLXD_RECEIVER_EVENT,
-                               .user_data = (uintptr_t)r, .real_time_ts = r->nic_real_time };
-    rc = mlxd_cq_create(r->nic, r->o.recv_depth, &co, &r->cq);
-    if (rc < 0)
-        goto fail;
-    rc = start_recording(r);
-    if (rc < 0)
-        goto fail;
-
-    /* In order, never relaxed: the metadata snapshot relies on the device's writes landing in
-     * ascending address order (md_snapshot.h). */
-    struct mlxd_region_opts ro = { .sz = sizeof ro,
-                                   .access = MLXD_ACCESS_LOCAL_WRITE | MLXD_ACCESS_REMOTE_WRITE,
-                                   .order = MLXD_ORDER_IN_ORDER };
-    if (r->cuda_mem) {
-        rc = mlxd__cuda_register(r->nic, r->o.buffer, r->o.buffer_size, &ro, &r->mr);
     } else {
-        rc = mlxd_region_register(r->nic, r->host, r->o.buffer_size, &ro, &r->mr);
-        if (rc == -EFAULT)
-            rc = mlxd__cuda_explain_efault(r->o.buffer, r->o.memory, "mlxd_receiver_start");
+        rc = start_device(r, peer, opts->peer_ip);
     }
     if (rc < 0)
         goto fail;
-    page_md_init(r);   /* after the kernel took the buffer: a GPU pointer taken for host memory
-                          is refused there (EFAULT, explained), not read here */
-    struct mlxd_remote rem = mlxd_region_remote(r->mr);
-    r->rkey = rem.rkey;
-    r->iova = rem.addr;
-
-    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_UC, .send_depth = 0,
-                               .recv_depth = r->o.recv_depth, .max_recv_sge = 1,
-                               .has_gid_index = true, .gid_index = (uint32_t)r->gid_index,
-                               .user_data = (uintptr_t)r };
-    rc = mlxd_qp_create(r->cq, &qo, &r->qp);
-    if (rc < 0)
-        goto fail;
-    struct mlxd_endpoint me;
-    rc = mlxd_qp_endpoint(r->qp, &me);
-    if (rc < 0)
-        goto fail;
-    r->qpn = me.qpn;
-
-    /* Zero-scatter receives: a WRITE with immediate lands by rkey and only consumes one. */
-    rc = mlxd_qp_receive(r->qp, r->recvs, r->o.recv_depth);
-    if (rc < 0)
-        goto fail;
-    r->posted = r->o.recv_depth;
-    r->pending = 0;
-
-    rc = connect_rtr(r, peer);
-    if (rc < 0)
-        goto fail;
-
-    snprintf(r->rxw_path, sizeof r->rxw_path, "%s/class/infiniband/%s/ports/1/hw_counters/rx_write_requests",
-             mlxd_sysfs_root(), r->device);
-    for (int i = 0; i < 2; i++)
-        r->hw_base_ok[i] = read_hw_counter(r, hw_counter_names[i], &r->hw_base[i]);
     r->started = true;
     pthread_mutex_unlock(&r->lock);
     return 0;

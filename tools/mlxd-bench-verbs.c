@@ -158,24 +158,29 @@ static unsigned (*const drains[4])(struct ibv_cq *) = { verbs_drain_1, verbs_dra
 static unsigned (*const xdrains[4])(struct ibv_cq_ex *, uint64_t *) = { verbs_xdrain_1, verbs_xdrain_4,
                                                                         verbs_xdrain_16, verbs_xdrain_64 };
 
-int main(int argc, char **argv)
+/* The options (--tsc-hz into g_hz, --csv into g_csv).  Returns -1 to go on, else 2 (usage). */
+static int parse_args(int argc, char **argv, size_t *passes, size_t *samples, int *cpu)
 {
-    size_t passes = 100, samples = 5000;
-    int cpu = -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--csv")) g_csv = true;
         else if (!strcmp(argv[i], "--tsc-hz") && i + 1 < argc) g_hz = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--passes") && i + 1 < argc) passes = strtoull(argv[++i], NULL, 0);
-        else if (!strcmp(argv[i], "--samples") && i + 1 < argc) samples = strtoull(argv[++i], NULL, 0);
-        else if (!strcmp(argv[i], "--cpu") && i + 1 < argc) cpu = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--passes") && i + 1 < argc) *passes = strtoull(argv[++i], NULL, 0);
+        else if (!strcmp(argv[i], "--samples") && i + 1 < argc) *samples = strtoull(argv[++i], NULL, 0);
+        else if (!strcmp(argv[i], "--cpu") && i + 1 < argc) *cpu = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: mlxd-bench-verbs [--csv] [--tsc-hz HZ] [--passes N] [--samples N] [--cpu C]\n"
                     "  run on the emulator: LD_PRELOAD=<build>/lib/libmlx5direct-emu.so (mlxd-bench does it)\n");
             return 2;
         }
     }
-    if (!passes) passes = 1;
-    if (!samples) samples = 1;
+    if (!*passes) *passes = 1;
+    if (!*samples) *samples = 1;
+    return -1;
+}
+
+/* --cpu: this thread pinned; without --tsc-hz the TSC's rate measured over 0.1 s. */
+static void pin_and_calibrate(int cpu)
+{
     if (cpu >= 0) {
         cpu_set_t s;
         CPU_ZERO(&s);
@@ -184,69 +189,87 @@ int main(int argc, char **argv)
     }
     if (g_hz <= 0) {
         double s0 = bench_mono_raw_s();
-        uint64_t t0 = tsc();
+        uint64_t t0 = mlxd__tsc();
         while (bench_mono_raw_s() - s0 < 0.1) {}
-        g_hz = (double)(tsc() - t0) / (bench_mono_raw_s() - s0);
+        g_hz = (double)(mlxd__tsc() - t0) / (bench_mono_raw_s() - s0);
     }
-    write_imm_fn w = (write_imm_fn)dlsym(RTLD_DEFAULT, "mlxd_emu_bench_write_imm");
-    if (!w)
-        return unavailable("not running on the emulator (LD_PRELOAD=libmlx5direct-emu.so): nothing would "
-                           "write CQEs into the rings on demand");
+}
 
+/* The verbs objects measured: mlx5_0, its last IPv4-mapped GID, a PD, a CQ and a UC QP of RING
+ * receives in RTR. */
+struct verbs {
+    struct ibv_device **list;
+    struct ibv_context *ctx;
+    int gid_index;
+    union ibv_gid gid;
+    struct ibv_pd *pd;
+    struct ibv_cq *cq;
+    struct ibv_qp_init_attr qa;
+    struct ibv_qp *qp;
+};
+
+/* Opens mlx5_0 through libibverbs and makes V's objects.  Returns -1 to go on, else the exit
+ * status (the "unavailable" line printed). */
+static int open_verbs(struct verbs *V)
+{
     int num = 0;
-    struct ibv_device **list = ibv_get_device_list(&num);
-    if (!list || !num)
+    V->list = ibv_get_device_list(&num);
+    if (!V->list || !num)
         return unavailable("ibv_get_device_list: %s (%d devices): libibverbs finds no device on the emulator",
                            strerror(errno), num);
     struct ibv_device *dev = NULL;
     for (int i = 0; i < num; i++)
-        if (!strcmp(ibv_get_device_name(list[i]), "mlx5_0")) dev = list[i];
+        if (!strcmp(ibv_get_device_name(V->list[i]), "mlx5_0")) dev = V->list[i];
     if (!dev) return unavailable("ibv_get_device_list: no mlx5_0 among %d devices", num);
-    struct ibv_context *ctx = ibv_open_device(dev);
-    if (!ctx)
+    V->ctx = ibv_open_device(dev);
+    if (!V->ctx)
         return unavailable("ibv_open_device(mlx5_0): %s (the mlx5 provider cannot open the emulated "
                            "device: see issue 8, rdma-core on the emulator)", strerror(errno));
-    int gid_index = -1;
-    union ibv_gid gid;
+    V->gid_index = -1;
     for (int i = 0; i < 16; i++) {
         union ibv_gid g;
-        if (ibv_query_gid(ctx, 1, i, &g)) break;
-        if (g.raw[10] == 0xff && g.raw[11] == 0xff) { gid_index = i; gid = g; }  /* last ::ffff: (v2) */
+        if (ibv_query_gid(V->ctx, 1, i, &g)) break;
+        if (g.raw[10] == 0xff && g.raw[11] == 0xff) { V->gid_index = i; V->gid = g; }  /* last ::ffff: (v2) */
     }
-    if (gid_index < 0) return unavailable("ibv_query_gid: no IPv4-mapped GID on port 1");
-    struct ibv_pd *pd = ibv_alloc_pd(ctx);
-    if (!pd) return unavailable("ibv_alloc_pd: %s", strerror(errno));
-    struct ibv_cq *cq = ibv_create_cq(ctx, RING, NULL, NULL, 0);
-    if (!cq) return unavailable("ibv_create_cq(%u): %s", RING, strerror(errno));
-    struct ibv_qp_init_attr qa = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UC,
+    if (V->gid_index < 0) return unavailable("ibv_query_gid: no IPv4-mapped GID on port 1");
+    V->pd = ibv_alloc_pd(V->ctx);
+    if (!V->pd) return unavailable("ibv_alloc_pd: %s", strerror(errno));
+    V->cq = ibv_create_cq(V->ctx, RING, NULL, NULL, 0);
+    if (!V->cq) return unavailable("ibv_create_cq(%u): %s", RING, strerror(errno));
+    V->qa = (struct ibv_qp_init_attr){ .send_cq = V->cq, .recv_cq = V->cq, .qp_type = IBV_QPT_UC,
         .cap = { .max_send_wr = 1, .max_recv_wr = RING, .max_send_sge = 1, .max_recv_sge = 1 } };
-    struct ibv_qp *qp = ibv_create_qp(pd, &qa);
-    if (!qp) return unavailable("ibv_create_qp(UC, %u receives): %s", RING, strerror(errno));
-    int rc = to_rtr(qp, gid_index, &gid);
+    V->qp = ibv_create_qp(V->pd, &V->qa);
+    if (!V->qp) return unavailable("ibv_create_qp(UC, %u receives): %s", RING, strerror(errno));
+    int rc = to_rtr(V->qp, V->gid_index, &V->gid);
     if (rc) return unavailable("ibv_modify_qp(UC -> INIT -> RTR): %s", strerror(rc));
+    return -1;
+}
 
-    /* empty ibv_poll_cq */
-    {
-        double *v = malloc(samples * sizeof *v);
-        for (int i = 0; i < 10000; i++) g_sink += (uint64_t)verbs_empty_poll(cq);
-        for (size_t s = 0; s < samples; s++) {
-            uint64_t t0 = tsc();
-            for (int i = 0; i < 100; i++) g_sink += (uint64_t)verbs_empty_poll(cq);
-            v[s] = (double)(tsc() - t0) * 1e9 / g_hz / 100;
-        }
-        report("verbs_poll_cq_empty", v, samples, 100);
-        free(v);
+static const int batches[] = { 1, 4, 16, 64 };
+
+/* ibv_poll_cq: empty, then draining RING CQEs in each batch size.  Returns -1 to go on, else
+ * the exit status (the "unavailable" line printed). */
+static int measure_poll_cq(const struct verbs *V, write_imm_fn w, size_t passes, size_t samples)
+{
+    int rc;
+    double *v = malloc(samples * sizeof *v);
+    for (int i = 0; i < 10000; i++) g_sink += (uint64_t)verbs_empty_poll(V->cq);
+    for (size_t s = 0; s < samples; s++) {
+        uint64_t t0 = mlxd__tsc();
+        for (int i = 0; i < 100; i++) g_sink += (uint64_t)verbs_empty_poll(V->cq);
+        v[s] = (double)(mlxd__tsc() - t0) * 1e9 / g_hz / 100;
     }
-    static const int batches[] = { 1, 4, 16, 64 };
+    report("verbs_poll_cq_empty", v, samples, 100);
+    free(v);
     for (int b = 0; b < 4; b++) {
-        double *v = malloc(passes * sizeof *v);
+        v = malloc(passes * sizeof *v);
         for (size_t p = 0; p < passes + 2; p++) {
-            if ((rc = post_recvs(qp, RING))) return unavailable("ibv_post_recv(%u): %s", RING, strerror(rc));
-            if ((rc = fill(w, qp->qp_num, RING)))
-                return unavailable("mlxd_emu_bench_write_imm on QP 0x%x: %s", qp->qp_num, strerror(-rc));
-            uint64_t t0 = tsc();
-            unsigned got = drains[b](cq);
-            uint64_t t1 = tsc();
+            if ((rc = post_recvs(V->qp, RING))) return unavailable("ibv_post_recv(%u): %s", RING, strerror(rc));
+            if ((rc = fill(w, V->qp->qp_num, RING)))
+                return unavailable("mlxd_emu_bench_write_imm on QP 0x%x: %s", V->qp->qp_num, strerror(-rc));
+            uint64_t t0 = mlxd__tsc();
+            unsigned got = drains[b](V->cq);
+            uint64_t t1 = mlxd__tsc();
             if (got != RING) return unavailable("ibv_poll_cq consumed %u of %u CQEs (status %d)", got, RING, wc[0].status);
             if (wc[0].status != IBV_WC_SUCCESS || wc[0].opcode != IBV_WC_RECV_RDMA_WITH_IMM)
                 return unavailable("ibv_poll_cq: status %d opcode %d, not a successful RECV_RDMA_WITH_IMM",
@@ -258,44 +281,50 @@ int main(int argc, char **argv)
         report(name, v, passes, RING);
         free(v);
     }
+    return -1;
+}
 
-    /* the extended CQ: ibv_start_poll / ibv_next_poll / ibv_end_poll */
+/* The extended CQ (ibv_start_poll / ibv_next_poll / ibv_end_poll) on a second QP: empty, then
+ * draining RING CQEs in each batch size.  Returns -1 to go on, else the exit status (said);
+ * *qp2 and *cqx: what it made, for the caller to destroy. */
+static int measure_cq_ex(const struct verbs *V, write_imm_fn w, size_t passes, size_t samples,
+                         struct ibv_cq_ex **cqx_out, struct ibv_qp **qp2_out)
+{
+    int rc = 0;
     struct ibv_cq_init_attr_ex ca = { .cqe = RING, .wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM |
         IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
                                       .comp_mask = 0 };
-    struct ibv_cq_ex *cqx = ibv_create_cq_ex(ctx, &ca);
+    struct ibv_cq_ex *cqx = *cqx_out = ibv_create_cq_ex(V->ctx, &ca);
     if (!cqx) {
         printf("unavailable,ibv_create_cq_ex: %s (extended CQ not measured)\n", strerror(errno));
         return 0;
     }
-    struct ibv_qp_init_attr qa2 = qa;
+    struct ibv_qp_init_attr qa2 = V->qa;
     qa2.send_cq = qa2.recv_cq = ibv_cq_ex_to_cq(cqx);
-    struct ibv_qp *qp2 = ibv_create_qp(pd, &qa2);
-    if (!qp2 || (rc = to_rtr(qp2, gid_index, &gid))) {
+    struct ibv_qp *qp2 = *qp2_out = ibv_create_qp(V->pd, &qa2);
+    if (!qp2 || (rc = to_rtr(qp2, V->gid_index, &V->gid))) {
         printf("unavailable,ibv_create_qp/modify on the extended CQ: %s\n", strerror(qp2 ? rc : errno));
         return 0;
     }
-    {
-        double *v = malloc(samples * sizeof *v);
-        for (int i = 0; i < 10000; i++) g_sink += (uint64_t)verbs_empty_start_poll(cqx);
-        for (size_t s = 0; s < samples; s++) {
-            uint64_t t0 = tsc();
-            for (int i = 0; i < 100; i++) g_sink += (uint64_t)verbs_empty_start_poll(cqx);
-            v[s] = (double)(tsc() - t0) * 1e9 / g_hz / 100;
-        }
-        report("verbs_start_poll_empty", v, samples, 100);
-        free(v);
+    double *v = malloc(samples * sizeof *v);
+    for (int i = 0; i < 10000; i++) g_sink += (uint64_t)verbs_empty_start_poll(cqx);
+    for (size_t s = 0; s < samples; s++) {
+        uint64_t t0 = mlxd__tsc();
+        for (int i = 0; i < 100; i++) g_sink += (uint64_t)verbs_empty_start_poll(cqx);
+        v[s] = (double)(mlxd__tsc() - t0) * 1e9 / g_hz / 100;
     }
+    report("verbs_start_poll_empty", v, samples, 100);
+    free(v);
     for (int b = 0; b < 4; b++) {
-        double *v = malloc(passes * sizeof *v);
+        v = malloc(passes * sizeof *v);
         for (size_t p = 0; p < passes + 2; p++) {
             if ((rc = post_recvs(qp2, RING))) return unavailable("ibv_post_recv(%u): %s", RING, strerror(rc));
             if ((rc = fill(w, qp2->qp_num, RING)))
                 return unavailable("mlxd_emu_bench_write_imm on QP 0x%x: %s", qp2->qp_num, strerror(-rc));
             uint64_t sink = 0;
-            uint64_t t0 = tsc();
+            uint64_t t0 = mlxd__tsc();
             unsigned got = xdrains[b](cqx, &sink);
-            uint64_t t1 = tsc();
+            uint64_t t1 = mlxd__tsc();
             g_sink += sink;
             if (got != RING) return unavailable("ibv_start_poll/next_poll consumed %u of %u CQEs", got, RING);
             if (p >= 2) v[p - 2] = (double)(t1 - t0) * 1e9 / g_hz / RING;
@@ -305,12 +334,32 @@ int main(int argc, char **argv)
         report(name, v, passes, RING);
         free(v);
     }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    size_t passes = 100, samples = 5000;
+    int cpu = -1;
+    int status = parse_args(argc, argv, &passes, &samples, &cpu);
+    if (status >= 0) return status;
+    pin_and_calibrate(cpu);
+    write_imm_fn w = (write_imm_fn)dlsym(RTLD_DEFAULT, "mlxd_emu_bench_write_imm");
+    if (!w)
+        return unavailable("not running on the emulator (LD_PRELOAD=libmlx5direct-emu.so): nothing would "
+                           "write CQEs into the rings on demand");
+    struct verbs V = { 0 };
+    if ((status = open_verbs(&V)) >= 0) return status;
+    if ((status = measure_poll_cq(&V, w, passes, samples)) >= 0) return status;
+    struct ibv_cq_ex *cqx = NULL;
+    struct ibv_qp *qp2 = NULL;
+    if ((status = measure_cq_ex(&V, w, passes, samples, &cqx, &qp2)) >= 0) return status;
     ibv_destroy_qp(qp2);
-    ibv_destroy_qp(qp);
+    ibv_destroy_qp(V.qp);
     ibv_destroy_cq(ibv_cq_ex_to_cq(cqx));
-    ibv_destroy_cq(cq);
-    ibv_dealloc_pd(pd);
-    ibv_close_device(ctx);
-    ibv_free_device_list(list);
+    ibv_destroy_cq(V.cq);
+    ibv_dealloc_pd(V.pd);
+    ibv_close_device(V.ctx);
+    ibv_free_device_list(V.list);
     return 0;
 }

@@ -91,9 +91,9 @@ static void tsc_init(void)
     double w[7];
     for (int i = 0; i < 7; i++) {
         double s0 = bench_mono_raw_s();
-        uint64_t t0 = tsc();
+        uint64_t t0 = mlxd__tsc();
         while (bench_mono_raw_s() - s0 < 0.030) {}
-        uint64_t t1 = tsc();
+        uint64_t t1 = mlxd__tsc();
         double s1 = bench_mono_raw_s();
         w[i] = (double)(t1 - t0) / (s1 - s0);
     }
@@ -154,6 +154,9 @@ static void tsc_init(void)
 #if defined(__x86_64__)
     snprintf(g_tsc_how + n, sizeof g_tsc_how - (size_t)n, "; constant_tsc %s, nonstop_tsc %s",
              constant ? "yes" : "no", nonstop ? "yes" : "no");
+#else
+    (void)constant;     /* the TSC flags of /proc/cpuinfo are x86's */
+    (void)nonstop;
 #endif
 }
 
@@ -350,9 +353,9 @@ static void bench_empty(void)
     double *v = malloc(S * sizeof *v);
     empty_polls(cq, 100000);                          /* warm up */
     for (size_t i = 0; i < S; i++) {
-        uint64_t t0 = tsc();
+        uint64_t t0 = mlxd__tsc();
         empty_polls(cq, K);
-        uint64_t t1 = tsc();
+        uint64_t t1 = mlxd__tsc();
         v[i] = ticks_ns((double)(t1 - t0)) / (double)K;
     }
     r->s = bench_stats_of(v, S);
@@ -424,13 +427,13 @@ static void bench_replay(void)
         double *v = malloc(P * sizeof *v);
         for (size_t pass = 0; pass < P + 5; pass++) {
             uint32_t got = 0;
-            uint64_t t0 = tsc();
+            uint64_t t0 = mlxd__tsc();
             while (got < NCQE) {   /* not past the pass: the feeder writes exactly P + 5 passes */
                 int m = mlxd_cq_poll(cq, g_wc, NCQE - got < (uint32_t)B ? (int)(NCQE - got) : B);
                 if (m < 0) break;
                 got += (uint32_t)m;
             }
-            uint64_t t1 = tsc();
+            uint64_t t1 = mlxd__tsc();
             if (pass >= 5) v[pass - 5] = NCQE / ticks_ns((double)(t1 - t0)) * 1e3;   /* 5 warm-up passes */
         }
         mlxd_replay_finish(rp, false);
@@ -531,13 +534,13 @@ static void bench_ring_detached(void)
         for (size_t pass = 0; pass < P + 5; pass++) {
             ring_fill(ring, n, &pi, &src, &k);
             uint32_t got = 0;
-            uint64_t t0 = tsc();
+            uint64_t t0 = mlxd__tsc();
             while (got < n) {
                 int m = mlxd_cq_poll(cq, g_wc, B);
                 if (m <= 0) break;
                 got += (uint32_t)m;
             }
-            uint64_t t1 = tsc();
+            uint64_t t1 = mlxd__tsc();
             if (got != n) {
                 result_unavailable(r, "poll consumed %u of %u CQEs", got, n);
                 break;
@@ -635,9 +638,9 @@ static void bench_ring_emu(void)
         int sink = 0;
         for (int i = 0; i < 10000; i++) sink += bench_empty_poll(cq);   /* warm-up */
         for (size_t i = 0; i < S; i++) {
-            uint64_t t0 = tsc();
+            uint64_t t0 = mlxd__tsc();
             for (size_t k = 0; k < K; k++) sink += bench_empty_poll(cq);
-            v[i] = ticks_ns((double)(tsc() - t0)) / (double)K;
+            v[i] = ticks_ns((double)(mlxd__tsc() - t0)) / (double)K;
         }
         g_sink = sink;
         re->s = bench_stats_of(v, S);
@@ -657,9 +660,9 @@ static void bench_ring_emu(void)
                     goto fail;
                 }
             }
-            uint64_t t0 = tsc();
+            uint64_t t0 = mlxd__tsc();
             uint32_t got = drains[b](cq);
-            uint64_t t1 = tsc();
+            uint64_t t1 = mlxd__tsc();
             if (got != EMU_RING) {
                 result_unavailable(rb[b], "poll consumed %u of %u CQEs", got, EMU_RING);
                 break;
@@ -741,8 +744,8 @@ static void prefault(void *p, size_t len)
 static void gap(double ns)
 {
     if (ns <= 0) return;
-    uint64_t end = tsc() + (uint64_t)(ns * g_tsc_hz / 1e9);
-    while (tsc() < end) cpu_relax();
+    uint64_t end = mlxd__tsc() + (uint64_t)(ns * g_tsc_hz / 1e9);
+    while (mlxd__tsc() < end) cpu_relax();
 }
 
 static void *ho_producer(void *arg)
@@ -758,6 +761,83 @@ static void *ho_producer(void *arg)
     return NULL;
 }
 
+/* The timed loop: frame i produced (inline, or by ho_producer once frame i - 1 was consumed),
+ * the consumer spinning in get_next_frame(timeout 0) until it comes; h->lat[i] the hand-off.
+ * Returns false when a frame did not come within 5 s, came out of order (*rc -EPROTO) or could
+ * not be produced (*rc). */
+static bool ho_measure(struct handoff *h, bool inl, int *rc)
+{
+    struct mlxd_receiver_frame f;
+    for (uint64_t i = 0; i < h->n; i++) {
+        if (inl) {
+            gap(h->gap_ns);
+            if ((*rc = ho_produce(h, i)) < 0) return false;
+        }
+        uint64_t t1;
+        double deadline = bench_mono_raw_s() + 5;
+        for (unsigned spin = 1;; spin++) {
+            if (mlxd_receiver_get_next_frame(h->r, 0, &f)) { t1 = mlxd__tsc(); break; }
+            /* the clock only now and then: between two calls of get_next_frame is the resolution */
+            if ((spin & 1023) == 0 && (atomic_load(&h->prod_rc) < 0 || bench_mono_raw_s() > deadline))
+                return false;
+            cpu_relax();
+        }
+        uint64_t idx = f.received_frame_number - 1, t0;
+        if (idx != i) { *rc = -EPROTO; return false; }     /* lock-step: frame i is the i-th */
+        while (!(t0 = atomic_load_explicit(&h->t0[idx], memory_order_acquire))) cpu_relax();
+        h->lat[i] = ticks_ns((double)(int64_t)(t1 - t0));
+        atomic_store_explicit(&h->consumed, i + 1, memory_order_release);
+    }
+    return true;
+}
+
+/* --plot-dir: DIR/<name>.dat, the samples (sorted by bench_stats_of) with their cumulative
+ * fraction. */
+static void write_plot(const char *name, const double *lat, size_t n)
+{
+    if (!C.plot_dir) return;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s.dat", C.plot_dir, name);
+    FILE *fp = fopen(path, "w");
+    if (!fp) return;
+    fprintf(fp, "# %s: ns, cumulative fraction (%zu samples)\n", name, n);
+    for (size_t i = 0; i < n; i++) fprintf(fp, "%.1f %.6f\n", lat[i], (double)(i + 1) / (double)n);
+    fclose(fp);
+}
+
+/* The hand-off's buffers, sample arrays (written once now: calloc's fresh pages fault on their
+ * first write, which inside the loop put a ~1.5 us page fault into every 512th sample) and
+ * receiver, started.  false with r unavailable when it cannot. */
+static bool ho_setup(struct handoff *h, bool event, bool inl, struct result *r)
+{
+    memset(h, 0, sizeof *h);
+    h->n = event ? C.handoff_event_iters : C.handoff_iters;
+    h->inline_producer = inl;
+    h->event = event;
+    h->gap_ns = event ? 30000 : 500;       /* event: let the monitor fall asleep in poll() */
+    h->page_size = mlxd_hsb_min_page_size(HO_FRAME);
+    h->md_off = mlxd_hsb_metadata_offset(HO_FRAME);
+    size_t size = h->page_size * HO_PAGES;
+    if (posix_memalign((void **)&h->buf, 4096, size)) { h->buf = NULL; result_unavailable(r, "out of memory"); return false; }
+    memset(h->buf, 0, size);
+    h->t0 = calloc(h->n, sizeof *h->t0);
+    h->lat = calloc(h->n, sizeof *h->lat);
+    /* Volatile stores: a memset of zeros after calloc is removed by the compiler. */
+    prefault(h->t0, h->n * sizeof *h->t0);
+    prefault(h->lat, h->n * sizeof *h->lat);
+    h->r = mlxd_receiver_new();
+    struct mlxd_receiver_opts o = { .sz = sizeof o, .device = "mlx5_0", .port = 1, .buffer = (uintptr_t)h->buf,
+        .buffer_size = size, .frame_size = HO_FRAME, .page_size = h->page_size, .pages = HO_PAGES,
+        .metadata_offset = h->md_off, .peer_ip = "127.0.0.1", .queue_size = HO_PAGES,
+        .mode = event ? MLXD_RECEIVER_EVENT : MLXD_RECEIVER_BUSY_POLL };
+    if (mlxd_receiver_start(h->r, &o) < 0) {
+        result_unavailable(r, "mlxd_receiver_start: %s", mlxd_errmsg());
+        return false;
+    }
+    h->qpn = mlxd_receiver_qp_number(h->r);
+    return true;
+}
+
 static void bench_handoff(bool event)
 {
     char name[48], what[240];
@@ -771,34 +851,8 @@ static void bench_handoff(bool event)
     char why[300];
     if (!emu_hook(why, sizeof why)) { result_unavailable(r, "%s", why); return; }
     struct handoff h;
-    memset(&h, 0, sizeof h);
-    h.n = event ? C.handoff_event_iters : C.handoff_iters;
-    h.inline_producer = inl;
-    h.event = event;
-    h.gap_ns = event ? 30000 : 500;       /* event: let the monitor fall asleep in poll() */
-    h.page_size = mlxd_hsb_min_page_size(HO_FRAME);
-    h.md_off = mlxd_hsb_metadata_offset(HO_FRAME);
-    size_t size = h.page_size * HO_PAGES;
-    if (posix_memalign((void **)&h.buf, 4096, size)) { result_unavailable(r, "out of memory"); return; }
-    memset(h.buf, 0, size);
-    h.t0 = calloc(h.n, sizeof *h.t0);
-    h.lat = calloc(h.n, sizeof *h.lat);
-    /* write every page now: calloc's fresh pages fault on their first write, which inside the
-     * loop put a ~1.5 us page fault into every 512th sample (4 KiB of 8-byte entries).  Volatile
-     * stores: a memset of zeros after calloc is removed by the compiler. */
-    prefault(h.t0, h.n * sizeof *h.t0);
-    prefault(h.lat, h.n * sizeof *h.lat);
-    h.r = mlxd_receiver_new();
-    struct mlxd_receiver_opts o = { .sz = sizeof o, .device = "mlx5_0", .port = 1, .buffer = (uintptr_t)h.buf,
-        .buffer_size = size, .frame_size = HO_FRAME, .page_size = h.page_size, .pages = HO_PAGES,
-        .metadata_offset = h.md_off, .peer_ip = "127.0.0.1", .queue_size = HO_PAGES,
-        .mode = event ? MLXD_RECEIVER_EVENT : MLXD_RECEIVER_BUSY_POLL };
-    int rc = mlxd_receiver_start(h.r, &o);
-    if (rc < 0) {
-        result_unavailable(r, "mlxd_receiver_start: %s", mlxd_errmsg());
+    if (!ho_setup(&h, event, inl, r))
         goto out;
-    }
-    h.qpn = mlxd_receiver_qp_number(h.r);
     pthread_t mon, prod;
     pthread_create(&mon, NULL, ho_monitor, &h);
     pin_self(C.cpu_consumer);
@@ -807,33 +861,11 @@ static void bench_handoff(bool event)
     mlxd_receiver_get_next_frame(h.r, 0, &f);
     bool prod_started = false;
     if (!inl) prod_started = pthread_create(&prod, NULL, ho_producer, &h) == 0;
-    bool failed = false;
     /* busy-poll: the emulator's engine has nothing to do here (the producer writes the CQEs), and
      * its idle wake-ups on the consumer's CPU would be counted as hand-off time; park it */
     bool parked = !event && g_park && !C.no_park && g_park(1) == 0;
-    for (uint64_t i = 0; i < h.n && !failed; i++) {
-        if (inl) {
-            gap(h.gap_ns);
-            if ((rc = ho_produce(&h, i)) < 0) { failed = true; break; }
-        }
-        uint64_t t1;
-        double deadline = bench_mono_raw_s() + 5;
-        for (unsigned spin = 1;; spin++) {
-            if (mlxd_receiver_get_next_frame(h.r, 0, &f)) { t1 = tsc(); break; }
-            /* the clock only now and then: between two calls of get_next_frame is the resolution */
-            if ((spin & 1023) == 0 && (atomic_load(&h.prod_rc) < 0 || bench_mono_raw_s() > deadline)) {
-                failed = true;
-                break;
-            }
-            cpu_relax();
-        }
-        if (failed) break;
-        uint64_t idx = f.received_frame_number - 1, t0;
-        if (idx != i) { rc = -EPROTO; failed = true; break; }     /* lock-step: frame i is the i-th */
-        while (!(t0 = atomic_load_explicit(&h.t0[idx], memory_order_acquire))) cpu_relax();
-        h.lat[i] = ticks_ns((double)(int64_t)(t1 - t0));
-        atomic_store_explicit(&h.consumed, i + 1, memory_order_release);
-    }
+    int rc = 0;
+    bool failed = !ho_measure(&h, inl, &rc);
     if (parked) g_park(0);
     if (prod_started) {
         if (failed) atomic_store(&h.consumed, UINT64_MAX);
@@ -851,16 +883,7 @@ static void bench_handoff(bool event)
     r->s = bench_stats_of(h.lat, h.n);
     r->iters = h.n;
     r->available = true;
-    if (C.plot_dir) {
-        char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s/%s.dat", C.plot_dir, name);
-        FILE *fp = fopen(path, "w");
-        if (fp) {
-            fprintf(fp, "# %s: ns, cumulative fraction (%zu samples)\n", name, h.n);
-            for (size_t i = 0; i < h.n; i++) fprintf(fp, "%.1f %.6f\n", h.lat[i], (double)(i + 1) / (double)h.n);
-            fclose(fp);
-        }
-    }
+    write_plot(name, h.lat, h.n);
 out:
     mlxd_receiver_destroy(h.r);
     free(h.buf);
@@ -1420,12 +1443,55 @@ static void usage(FILE *f)
 "  -q                   no progress lines\n");
 }
 
-int main(int argc, char **argv)
+/* The options of the end-to-end test (--e2e-*), argv[*i] with its value v (NULL: none), *i
+ * moved past the value.  Returns 0 when taken, 2 on a usage error (said), -1 when a is none of
+ * them. */
+static int e2e_option(const char *a, const char *v, int *i)
 {
-    bool no_emulate = false;
+    static const char *const names[] = { "--e2e-sizes", "--e2e-modes", "--e2e-mb", "--e2e-window",
+                                         "--e2e-packet", "--e2e-pages", "--e2e-queue", "--e2e-recv-depth" };
+    bool known = false;
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) known |= !strcmp(a, names[k]);
+    if (!known) return -1;
+    if (!v) { fprintf(stderr, "mlxd-bench: %s needs a value\n", a); return 2; }
+    (*i)++;
+    uint64_t x;
+    if (!strcmp(a, "--e2e-sizes")) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", v);
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            if (!opt_u64(a, t, 4096, 256ull << 20, &x)) return 2;   /* a page .. 256 MiB */
+        if (!*v || strlen(v) >= sizeof buf) { fprintf(stderr, "mlxd-bench: --e2e-sizes: an empty or too long list\n"); return 2; }
+        C.e2e_sizes = v;
+    }
+    else if (!strcmp(a, "--e2e-modes")) { if (!opt_list(a, v, "busy,event")) return 2; C.e2e_modes = v; }
+    else if (!strcmp(a, "--e2e-mb")) { if (!opt_u64(a, v, 1, 4096, &x)) return 2; C.e2e_mb = (double)x; }
+    else if (!strcmp(a, "--e2e-window")) {
+        if (!strcmp(v, "-1")) C.e2e_window = -1;
+        else if (!opt_u64(a, v, 0, 1u << 20, &x)) return 2;
+        else C.e2e_window = (int)x;
+    }
+    else if (!strcmp(a, "--e2e-packet")) {      /* mlxd_gen_opts.payload_size; the ports' MTU is 4096 */
+        if (!opt_u64(a, v, 128, 4096, &x)) return 2;
+        if (x % 128) { fprintf(stderr, "mlxd-bench: --e2e-packet %s: not a multiple of 128\n", v); return 2; }
+        C.e2e_packet = (unsigned)x;
+    }
+    /* the receiver's limits (mlxd_receiver.h) */
+    else if (!strcmp(a, "--e2e-pages")) { if (!opt_u64(a, v, 1, 4096, &x)) return 2; C.e2e_pages = (unsigned)x; }
+    else if (!strcmp(a, "--e2e-queue")) { if (!opt_u64(a, v, 1, 4096, &x)) return 2; C.e2e_queue = (unsigned)x; }
+    else { if (!opt_u64(a, v, 2, 32768, &x)) return 2; C.e2e_recv_depth = (unsigned)x; }   /* --e2e-recv-depth */
+    return 0;
+}
+
+/* Reads the command line into C (*no_emulate: --no-emulate).  Returns -1 to go on, else the
+ * exit status (--help: 0; a usage error, said: 2). */
+static int parse_args(int argc, char **argv, bool *no_emulate)
+{
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int er = e2e_option(a, v, &i);
+        if (er >= 0) { if (er) return er; continue; }
 #define NEEDV() do { if (!v) { fprintf(stderr, "mlxd-bench: %s needs a value\n", a); return 2; } i++; } while (0)
         if (!strcmp(a, "--json")) C.json = true;
         else if (!strcmp(a, "--csv")) C.csv = true;
@@ -1440,7 +1506,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--emu-passes")) {
             NEEDV(); uint64_t x; if (!opt_u64(a, v, 1, 100000, &x)) return 2; C.emu_passes = x;
         }
-        else if (!strcmp(a, "--no-emulate")) no_emulate = true;
+        else if (!strcmp(a, "--no-emulate")) *no_emulate = true;
         else if (!strcmp(a, "--no-park")) C.no_park = true;
         else if (!strcmp(a, "--json-out")) { NEEDV(); C.json_out = v; }
         else if (!strcmp(a, "--csv-out")) { NEEDV(); C.csv_out = v; }
@@ -1461,56 +1527,24 @@ int main(int argc, char **argv)
             C.handoff_iters = x;
             C.handoff_event_iters = x / 5 ? x / 5 : 1;
         }
-        else if (!strcmp(a, "--e2e-sizes")) {
-            NEEDV();
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s", v);
-            for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                uint64_t x;
-                if (!opt_u64(a, t, 4096, 256ull << 20, &x)) return 2;   /* a page .. 256 MiB */
-            }
-            if (!*v || strlen(v) >= sizeof buf) { fprintf(stderr, "mlxd-bench: --e2e-sizes: an empty or too long list\n"); return 2; }
-            C.e2e_sizes = v;
-        }
-        else if (!strcmp(a, "--e2e-modes")) { NEEDV(); if (!opt_list(a, v, "busy,event")) return 2; C.e2e_modes = v; }
-        else if (!strcmp(a, "--e2e-mb")) {
-            NEEDV(); uint64_t x; if (!opt_u64(a, v, 1, 4096, &x)) return 2; C.e2e_mb = (double)x;
-        }
-        else if (!strcmp(a, "--e2e-window")) {
-            NEEDV();
-            uint64_t x;
-            if (!strcmp(v, "-1")) C.e2e_window = -1;
-            else if (!opt_u64(a, v, 0, 1u << 20, &x)) return 2;
-            else C.e2e_window = (int)x;
-        }
-        else if (!strcmp(a, "--e2e-packet")) {      /* mlxd_gen_opts.payload_size; the ports' MTU is 4096 */
-            NEEDV(); uint64_t x; if (!opt_u64(a, v, 128, 4096, &x)) return 2;
-            if (x % 128) { fprintf(stderr, "mlxd-bench: --e2e-packet %s: not a multiple of 128\n", v); return 2; }
-            C.e2e_packet = (unsigned)x;
-        }
-        else if (!strcmp(a, "--e2e-pages")) {       /* the receiver's limits (mlxd_receiver.h) */
-            NEEDV(); uint64_t x; if (!opt_u64(a, v, 1, 4096, &x)) return 2; C.e2e_pages = (unsigned)x;
-        }
-        else if (!strcmp(a, "--e2e-queue")) {
-            NEEDV(); uint64_t x; if (!opt_u64(a, v, 1, 4096, &x)) return 2; C.e2e_queue = (unsigned)x;
-        }
-        else if (!strcmp(a, "--e2e-recv-depth")) {
-            NEEDV(); uint64_t x; if (!opt_u64(a, v, 2, 32768, &x)) return 2; C.e2e_recv_depth = (unsigned)x;
-        }
         else if (!strcmp(a, "--cpus")) {
             NEEDV();
             int m = -2, c = -2, p = -2;
             if (sscanf(v, "%d,%d,%d", &m, &c, &p) < 2) { fprintf(stderr, "mlxd-bench: --cpus M,C[,P]\n"); return 2; }
-            C.cpu_monitor = m; C.cpu_consumer = c; C.cpu_producer = p;    /* checked below */
+            C.cpu_monitor = m; C.cpu_consumer = c; C.cpu_producer = p;    /* checked in choose_cpus */
         }
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
         else { fprintf(stderr, "mlxd-bench: unknown option %s\n", a); usage(stderr); return 2; }
+#undef NEEDV
     }
-    if (!no_emulate && !getenv(REEXEC_ENV)) return reexec_emulated(argv);
-    /* the emulator's engine: no spinning after work, so that it does not take a CPU from the
-     * threads measured (it never writes the rings measured here; the hook does) */
-    if (!getenv("MLXD_EMU_SPIN_US")) setenv("MLXD_EMU_SPIN_US", "0", 1);
+    return -1;
+}
 
+/* The CPUs of the monitor, the consumer (and this thread) and the hand-off producer: --cpus,
+ * each one this process may run on, else the last, the first and the second allowed; this
+ * thread pinned.  Returns -1 to go on, else 2 (a CPU not allowed, said). */
+static int choose_cpus(void)
+{
     cpu_set_t allowed;
     CPU_ZERO(&allowed);
     sched_getaffinity(0, sizeof allowed, &allowed);
@@ -1535,10 +1569,12 @@ int main(int argc, char **argv)
              inl ? C.cpu_consumer : C.cpu_producer, C.cpu_monitor == C.cpu_consumer ? "; monitor and consumer share a CPU" : "",
              C.ncpus);
     pin_self(C.cpu_consumer);
+    return -1;
+}
 
-    read_load(g_load0, sizeof g_load0);
-    tsc_init();
-    say("mlxd-bench: TSC %.3f MHz; %s\n", g_tsc_hz / 1e6, g_pinning);
+/* Every test --tests names (all by default), in order. */
+static void run_tests(void)
+{
     if (want("empty")) { say("mlxd-bench: empty poll...\n"); bench_empty(); }
     if (want("ring")) { say("mlxd-bench: detached ring...\n"); bench_ring_detached(); }
     if (want("replay")) { say("mlxd-bench: replay feeder...\n"); bench_replay(); }
@@ -1555,7 +1591,12 @@ int main(int argc, char **argv)
         if (slash) *slash = 0;
         bench_compare(exe);
     }
-    read_load(g_load1, sizeof g_load1);
+}
+
+/* The results on stdout and into --json-out / --csv-out.  Returns the exit status: 1 when a
+ * file could not be written (said). */
+static int write_results(void)
+{
     if (C.json) print_json(stdout);
     else if (C.csv) print_csv(stdout);
     else print_table(stdout);
@@ -1570,4 +1611,23 @@ int main(int argc, char **argv)
         else { fprintf(stderr, "mlxd-bench: %s: %s\n", C.csv_out, strerror(errno)); status = 1; }
     }
     return status;
+}
+
+int main(int argc, char **argv)
+{
+    bool no_emulate = false;
+    int status = parse_args(argc, argv, &no_emulate);
+    if (status >= 0) return status;
+    if (!no_emulate && !getenv(REEXEC_ENV)) return reexec_emulated(argv);
+    /* the emulator's engine: no spinning after work, so that it does not take a CPU from the
+     * threads measured (it never writes the rings measured here; the hook does) */
+    if (!getenv("MLXD_EMU_SPIN_US")) setenv("MLXD_EMU_SPIN_US", "0", 1);
+    if ((status = choose_cpus()) >= 0) return status;
+
+    read_load(g_load0, sizeof g_load0);
+    tsc_init();
+    say("mlxd-bench: TSC %.3f MHz; %s\n", g_tsc_hz / 1e6, g_pinning);
+    run_tests();
+    read_load(g_load1, sizeof g_load1);
+    return write_results();
 }

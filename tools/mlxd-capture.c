@@ -389,6 +389,9 @@ struct run {
     uint64_t expected;          /* frames expected (0 = unknown) */
     int link_state;             /* --link-down: 0 not yet, 1 down, 2 back up */
     double link_down_t;
+    uint8_t *buf;               /* the frame buffer (--gpu: the host copy to check frames in) */
+    uint64_t dbuf;              /* --gpu: the device memory receiving the frames */
+    size_t bufsize;
 };
 
 static _Atomic uint64_t g_taken;     /* frames the consumer has finished with */
@@ -418,14 +421,22 @@ static void *monitor_main(void *arg)
     return NULL;
 }
 
+/* The emulator's device number of --device (mlx5_N is the emulator's device N); -1 when the
+ * name has none. */
+static int emu_device_index(const struct cfg *c)
+{
+    const char *us = strrchr(c->device, '_');
+    return us && us[1] >= '0' && us[1] <= '9' ? atoi(us + 1) : -1;
+}
+
 /* --link-down: the emulator's link control (mlxd_emu_port_set, found with dlsym), as pulling
  * the cable would: the port drops every packet while down and raises PORT_ERR / PORT_ACTIVE. */
 static void set_emulated_link(const struct cfg *c, bool up)
 {
     int (*port_set)(unsigned, bool) = (int (*)(unsigned, bool))dlsym(RTLD_DEFAULT, "mlxd_emu_port_set");
-    const char *us = strrchr(c->device, '_');   /* mlx5_N is the emulator's device N */
-    if (port_set && us && us[1] >= '0' && us[1] <= '9')
-        port_set((unsigned)atoi(us + 1), up);
+    int dev = emu_device_index(c);
+    if (port_set && dev >= 0)
+        port_set((unsigned)dev, up);
 }
 
 static void link_control(struct run *r, uint64_t sent)
@@ -653,17 +664,6 @@ struct outcome {
     double elapsed;
     char delay_json[256];           /* the summary's "nic_to_host_delay_us" member (delay_report) */
 };
-
-/* The emulated port's own counters (emu/mlxd_emu.h, found with dlsym), while it is open. */
-static void emulated_port_stats(const struct cfg *c, struct outcome *o)
-{
-    if (!emulated_now()) return;
-    int (*nic_stats)(unsigned, struct mlxd_emu_nic_stats *) =
-        (int (*)(unsigned, struct mlxd_emu_nic_stats *))dlsym(RTLD_DEFAULT, "mlxd_emu_nic_stats");
-    const char *us = strrchr(c->device, '_');   /* mlx5_N is the emulator's device N */
-    if (nic_stats && us && us[1] >= '0' && us[1] <= '9')
-        o->have_es = nic_stats((unsigned)atoi(us + 1), &o->es) == 0;
-}
 
 /* Close's drain counts what completed after the monitor's last poll (at_close, with those CQEs'
  * hw_drops and errors): the frame counters as close left them, the port's counters as read
@@ -1096,19 +1096,12 @@ static int load_replay(struct cfg *c, struct run *R)
     return -1;
 }
 
-static int run(struct cfg *c)
+/* The frame geometry and the frames expected, from the capture (--replay) or the options.
+ * Returns -1 to go on, else the exit status (the message printed). */
+static int set_geometry(struct cfg *c, struct run *R)
 {
-    struct run R;
-    memset(&R, 0, sizeof R);
-    R.c = c;
-    int status = 1;
-    uint8_t *buf = NULL;
-    uint64_t dbuf = 0;          /* --gpu: the device memory receiving the frames */
-    pthread_t mon, feed;
-    bool mon_started = false, feed_started = false;
-
     if (c->replay) {
-        int lr = load_replay(c, &R);
+        int lr = load_replay(c, R);
         if (lr >= 0) return lr;
     } else {
         if (!c->frame_size_set) {
@@ -1119,271 +1112,472 @@ static int run(struct cfg *c)
         if (!c->md_off_set) c->metadata_offset = mlxd_hsb_metadata_offset(c->frame_size);
         if (c->generate) {
             if (!c->frames && c->duration <= 0) c->frames = 100;
-            R.expected = c->frames;
+            R->expected = c->frames;
             if (c->gen_md == MLXD_GEN_MD_NONE) c->no_metadata = true;
         } else {
-            R.expected = c->frames;
+            R->expected = c->frames;
         }
     }
     if (!c->pages) c->pages = 2;
     if (!c->queue_size) c->queue_size = 1;
     if (!c->peer_ip) c->peer_ip = "127.0.0.1";
+    return -1;
+}
 
-    size_t bufsize = ((size_t)c->pages * c->page_size + 4095) & ~(size_t)4095;
-    if (frame_memory(c, bufsize, &buf, &dbuf) < 0)
-        goto out;
-
-    R.rx = mlxd_receiver_new();
-    mlxd_receiver_set_frame_ready(R.rx, on_frame_ready, NULL);
-    mlxd_receiver_set_event_handler(R.rx, on_event, c);
+/* Starts the receiver (R->rx, made by the caller) on the frame buffer.  Returns 0, else the exit
+ * status (the message printed). */
+static int start_receiver(struct run *R)
+{
+    const struct cfg *c = R->c;
+    mlxd_receiver_set_frame_ready(R->rx, on_frame_ready, NULL);
+    mlxd_receiver_set_event_handler(R->rx, on_event, R->c);
     struct mlxd_receiver_opts o = {
-        .sz = sizeof o, .device = c->device, .port = c->port, .buffer = c->gpu ? dbuf : (uintptr_t)buf,
-        .buffer_size = bufsize, .frame_size = c->frame_size, .page_size = c->page_size,
+        .sz = sizeof o, .device = c->device, .port = c->port,
+        .buffer = c->gpu ? R->dbuf : (uintptr_t)R->buf,
+        .buffer_size = R->bufsize, .frame_size = c->frame_size, .page_size = c->page_size,
         .pages = c->pages, .metadata_offset = c->metadata_offset, .peer_ip = c->peer_ip,
         .queue_size = c->queue_size, .mode = c->mode,
         .imm_layout = c->legacy ? MLXD_HSB_IMM_LEGACY_8_24 : MLXD_HSB_IMM_12_20,
         .memory = c->gpu ? MLXD_RECEIVER_MEM_CUDA : MLXD_RECEIVER_MEM_HOST, .no_metadata = c->no_metadata,
         .record_cqes = c->record_cqes,
     };
-    int rc = mlxd_receiver_start(R.rx, &o);
+    int rc = mlxd_receiver_start(R->rx, &o);
     if (rc == -EADDRINUSE && emulated_now())
         retry_next_addresses();
     if (rc < 0) {
         fprintf(stderr, "mlxd-capture: %s\n", mlxd_errmsg());
-        status = start_failure_status(c, rc);
-        goto out;
+        return start_failure_status(c, rc);
     }
-    uint32_t lip = mlxd_receiver_local_ipv4(R.rx);
-    snprintf(R.target_ip, sizeof R.target_ip, "%u.%u.%u.%u", lip >> 24, (lip >> 16) & 255,
+    return 0;
+}
+
+/* Where the source sends to (the receiver's address, or --target) and the receiver's QP, rkey
+ * and pages as the source maps the capture onto them; says what to program into the sensor
+ * bridge.  Returns 0, else 1 (a source the port's MTU cannot carry, said). */
+static int describe_target(struct run *R)
+{
+    const struct cfg *c = R->c;
+    uint32_t lip = mlxd_receiver_local_ipv4(R->rx);
+    snprintf(R->target_ip, sizeof R->target_ip, "%u.%u.%u.%u", lip >> 24, (lip >> 16) & 255,
              (lip >> 8) & 255, lip & 255);
-    R.target_port = 4791;
+    R->target_port = 4791;
     if (c->target) {
-        snprintf(R.target_ip, sizeof R.target_ip, "%s", c->target);
-        char *colon = strchr(R.target_ip, ':');
+        snprintf(R->target_ip, sizeof R->target_ip, "%s", c->target);
+        char *colon = strchr(R->target_ip, ':');
         if (colon) {
             *colon = 0;
-            R.target_port = c->target_port;     /* parsed in main */
+            R->target_port = c->target_port;     /* parsed in main */
         }
     }
-    R.map = (struct mlxd_replay_map){ .qpn = mlxd_receiver_qp_number(R.rx), .rkey = mlxd_receiver_rkey(R.rx),
-                                      .base_va = mlxd_receiver_external_frame_memory(R.rx),
-                                      .page_size = c->page_size, .pages = c->pages };
-    if ((c->replay || c->generate) && check_port_mtu(c, R.cap))
-        goto out;
+    R->map = (struct mlxd_replay_map){ .qpn = mlxd_receiver_qp_number(R->rx), .rkey = mlxd_receiver_rkey(R->rx),
+                                       .base_va = mlxd_receiver_external_frame_memory(R->rx),
+                                       .page_size = c->page_size, .pages = c->pages };
+    if ((c->replay || c->generate) && check_port_mtu(c, R->cap))
+        return 1;
 
     if (!c->quiet || c->json)
         fprintf(stderr, "mlxd-capture: receiving on %s port 1 (GID %d, %s): program the sensor "
                 "bridge with DP_QP=0x%06x DP_RKEY=0x%08x DP_PAGE=0x%016" PRIx64 " DP_PAGE_INC=%" PRIu64
                 " DP_MAX_BUFF=%u DP_BUFFER_LENGTH=%" PRIu64 " DP_HOST_IP=%s\n",
-                c->device, mlxd_receiver_gid_index(R.rx), c->mode == MLXD_RECEIVER_EVENT ? "event" : "busy-poll",
-                R.map.qpn, R.map.rkey, R.map.base_va, c->page_size / 128, c->pages - 1, c->frame_size,
-                R.target_ip);
+                c->device, mlxd_receiver_gid_index(R->rx), c->mode == MLXD_RECEIVER_EVENT ? "event" : "busy-poll",
+                R->map.qpn, R->map.rkey, R->map.base_va, c->page_size / 128, c->pages - 1, c->frame_size,
+                R->target_ip);
+    return 0;
+}
 
-    if (pthread_create(&mon, NULL, monitor_main, &R)) {
-        fprintf(stderr, "mlxd-capture: cannot start the monitor thread\n");
-        goto out;
+/* --replay / --generate: the feeder thread (*started set when it runs); otherwise no source, so
+ * the feed is done at once.  Returns 0, else -1 (said). */
+static int start_feeder(struct run *R, pthread_t *feed, bool *started)
+{
+    const struct cfg *c = R->c;
+    if (!c->replay && !c->generate) {
+        atomic_store(&R->feed_done, true);
+        return 0;
     }
-    mon_started = true;
+    /* the emulated sensor bridge sends from its own address: the peer the QP is connected
+     * to (a connected QP takes packets only from there) */
+    R->so = (struct mlxd_send_opts){ .sz = sizeof R->so, .dst_ip = R->target_ip, .dst_port = R->target_port,
+                                     .src_ip = c->peer_ip,
+                                     .loops = c->loops, .max_frames = c->replay ? c->frames : 0,
+                                     .stop = &g_stop };
+    R->so.sent_frame = sent_frame;
+    R->so.ctx = R;
+    if (c->replay && !strcmp(c->pace, "recorded"))
+        R->so.pacing = MLXD_PACE_RECORDED;
+    if (pthread_create(feed, NULL, feed_main, R)) {
+        fprintf(stderr, "mlxd-capture: cannot start the feeder thread\n");
+        return -1;
+    }
+    *started = true;
+    return 0;
+}
 
-    if (c->replay || c->generate) {
-        /* the emulated sensor bridge sends from its own address: the peer the QP is connected
-         * to (a connected QP takes packets only from there) */
-        R.so = (struct mlxd_send_opts){ .sz = sizeof R.so, .dst_ip = R.target_ip, .dst_port = R.target_port,
-                                        .src_ip = c->peer_ip,
-                                        .loops = c->loops, .max_frames = c->replay ? c->frames : 0,
-                                        .stop = &g_stop };
-        R.so.sent_frame = sent_frame;
-        R.so.ctx = &R;
-        if (c->replay && !strcmp(c->pace, "recorded"))
-            R.so.pacing = MLXD_PACE_RECORDED;
-        if (pthread_create(&feed, NULL, feed_main, &R)) {
-            fprintf(stderr, "mlxd-capture: cannot start the feeder thread\n");
-            goto out;
-        }
-        feed_started = true;
+/* The consumer's loop ends: stopped, enough frames or time, the monitor failed, or the source is
+ * done and nothing more is coming. */
+static bool consumer_done(const struct run *R, const struct tally *T, double t0, double last_frame_t)
+{
+    const struct cfg *c = R->c;
+    if (__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) return true;
+    if (c->frames && T->got >= c->frames) return true;
+    if (c->duration > 0 && now_s() - t0 >= c->duration) return true;
+    if (R->monitor_rc < 0) return true;
+    if ((c->replay || c->generate) && atomic_load(&R->feed_done)) {
+        struct mlxd_receiver_stats st;
+        mlxd_receiver_stats(R->rx, &st);
+        if (R->expected && st.frames >= R->expected && !mlxd_receiver_frames_ready(R->rx)) return true;
+        if (now_s() - last_frame_t > c->timeout_ms / 1000.0 && !mlxd_receiver_frames_ready(R->rx)) return true;
+    }
+    return false;
+}
+
+/* --replay: whether the frame's decoded metadata, page or immediate differ from the capture's
+ * frame of that number. */
+static bool differs_from_capture(const struct run *R, const struct mlxd_receiver_frame *f)
+{
+    const struct mlxd_capture *cap = R->cap;
+    uint32_t fi = f->metadata.frame_number32;
+    const struct mlxd_capture_frame *cf = NULL;
+    for (size_t k = 0; k < cap->nframes; k++)
+        if (cap->frames[k].has_metadata && cap->frames[k].md.frame_number32 == fi) cf = &cap->frames[k];
+    /* loops after the first run on with shifted PSNs (mlxd_capture_replay) */
+    uint32_t span = (cap->pkts[cap->npackets - 1].hdr.psn - cap->pkts[0].hdr.psn + 1) & 0xFFFFF;
+    uint32_t shift = (uint32_t)(((f->received_frame_number - 1) / cap->nframes) * span) & 0xFFFFF;
+    return !cf || ((cf->md.psn + shift) & 0xFFFFF) != (f->metadata.psn & 0xFFFFF) ||
+           cf->md.timestamp_s != f->metadata.timestamp_s ||
+           cf->md.timestamp_ns != f->metadata.timestamp_ns || cf->md.bytes_written != f->metadata.bytes_written ||
+           cf->md.crc != f->metadata.crc || cf->page != f->page ||
+           mlxd_hsb_imm_make(cf->page, cf->imm_psn + shift, MLXD_HSB_IMM_12_20) != f->imm_data;
+}
+
+/* A frame whose payload or metadata did not verify: a failure only when it stayed intact while
+ * it was read; a page the device came back to (no flow control) legitimately holds other bytes. */
+static void judge_bad_frame(const struct run *R, struct tally *T, const struct mlxd_receiver_frame *f,
+                            const uint8_t *data, uint64_t nbytes, bool md_bad, int state)
+{
+    const struct cfg *c = R->c;
+    if (c->generate && !md_bad &&
+        rewritten_by_device(data, nbytes, c->no_metadata ? (uint32_t)(f->received_frame_number - 1)
+                                                         : f->metadata.frame_number32,
+                            c->frames)) {
+        T->bad_overwritten++;
+    } else if (state == MLXD_FRAME_INTACT && !(f->flags & MLXD_FRAME_PSN_MISMATCH)) {
+        T->bad_payload++;
+        fprintf(stderr, "mlxd-capture: frame %" PRIu64 ": %s\n", T->last_fn,
+                md_bad ? "metadata, page or immediate differ from the capture"
+                       : "payload differs from the pattern");
     } else {
-        atomic_store(&R.feed_done, true);
+        T->bad_overwritten++;
     }
+}
 
-    /* the consumer */
+/* --json / --print-frames: one line for the frame.  pay: -1 not checked, 0 bad (at byte bad_at),
+ * 1 verified. */
+static void print_frame(const struct cfg *c, const struct tally *T, const struct mlxd_receiver_frame *f,
+                        uint64_t nbytes, double delay_us, int pay, long bad_at, int state, bool live)
+{
+    if (c->json) {
+        printf("{\"frame_number\":%" PRIu64 ",\"frame_number16\":%u,\"page\":%u,\"psn\":%u,"
+               "\"imm\":%u,\"bytes_written\":%" PRIu64 ",\"crc\":%u,\"flags\":%u,"
+               "\"timestamp_s\":%" PRIu64 ",\"timestamp_ns\":%u,\"metadata_s\":%" PRIu64 ","
+               "\"metadata_ns\":%u,\"received_s\":%" PRId64 ",\"received_ns\":%u,"
+               "\"received_frame_number\":%" PRIu64 ",\"dropped\":%" PRIu64 ",\"nic_ns\":%" PRIu64 ","
+               "\"nic_to_host_us\":%.3f,\"psn_mismatch\":%s,\"payload_ok\":%s,\"state\":\"%s\"}\n",
+               T->last_fn, f->metadata.frame_number, f->page, f->metadata.psn, f->imm_data,
+               nbytes, f->metadata.crc, f->metadata.flags, f->metadata.timestamp_s,
+               f->metadata.timestamp_ns, f->metadata.metadata_s, f->metadata.metadata_ns,
+               f->received_s, f->received_ns, f->received_frame_number, f->dropped, f->nic_ns,
+               isnan(delay_us) ? 0.0 : delay_us, (f->flags & MLXD_FRAME_PSN_MISMATCH) ? "true" : "false",
+               pay < 0 ? "null" : pay ? "true" : "false", state_name(state));
+        fflush(stdout);
+    } else if (c->print_frames) {
+        if (live) fprintf(stderr, "\r\033[K");
+        printf("frame %4" PRIu64 ": page %u psn %u imm 0x%08x bytes_written %" PRIu64 " crc 0x%08x "
+               "flags 0x%x timestamp %" PRIu64 ".%09u metadata %" PRIu64 ".%09u",
+               T->last_fn, f->page, f->metadata.psn, f->imm_data, nbytes, f->metadata.crc, f->metadata.flags,
+               f->metadata.timestamp_s, f->metadata.timestamp_ns, f->metadata.metadata_s,
+               f->metadata.metadata_ns);
+        if (!isnan(delay_us)) printf(" nic->host %.3f us", delay_us);
+        if (f->flags & MLXD_FRAME_PSN_MISMATCH) printf(" PSN-MISMATCH(imm %u)", f->imm_psn);
+        if (pay > 0) printf("  payload verified");
+        else if (pay == 0) printf("  payload BAD (byte %ld)", bad_at);
+        if (state != MLXD_FRAME_INTACT) printf("  [%s]", state_name(state));
+        printf("\n");
+        fflush(stdout);
+    }
+}
+
+/* One frame taken from the receiver: verified, saved, handed back and printed.  False when the
+ * run must stop (its bytes could not be read from the GPU). */
+static bool consume_frame(struct run *R, struct tally *T, struct delays *delays,
+                          const struct mlxd_receiver_frame *f, bool live)
+{
+    const struct cfg *c = R->c;
+    uint64_t nbytes = c->no_metadata ? c->frame_size : f->metadata.bytes_written;
+    if (nbytes > c->frame_size) nbytes = c->frame_size;
+    T->bytes += nbytes;
+    T->last_fn = c->no_metadata ? f->received_frame_number - 1 : f->frame_number;
+    const uint8_t *data = R->buf + (size_t)f->page * c->page_size;
+    if (!from_gpu(c, R->buf, R->dbuf, (size_t)f->page * c->page_size, nbytes)) {
+        T->bad_payload++;
+        return false;
+    }
+    int pay = -1;   /* -1 not checked, 0 bad, 1 ok */
+    long bad_at = -1;
+    /* a frame without metadata has no number to check against: it fails the run as
+     * such (stats.missing_metadata), once, in the summary */
+    bool unnumbered = f->flags & MLXD_FRAME_MISSING_METADATA;
+    if (c->verify && (c->replay || c->generate) && !unnumbered) {
+        /* the sender's frame index: metadata frame_number (the emulator's counter), else
+         * the order of arrival */
+        uint32_t fi = c->no_metadata ? (uint32_t)(f->received_frame_number - 1) : f->metadata.frame_number32;
+        bad_at = mlxd_hsb_payload_check(data, nbytes, fi);
+        pay = bad_at < 0;
+        T->checked++;
+    }
+    bool md_bad = false;
+    if (c->replay && R->cap && R->cap->nframes && !c->no_metadata && !unnumbered &&
+        differs_from_capture(R, f)) {
+        md_bad = true;
+        if (pay < 0) T->checked++;
+        pay = 0;
+    }
+    if (c->save && !save_frame(c->save, f->received_frame_number - 1, data, nbytes))
+        T->save_failed++;
+    double delay_us = delay_add(delays, f);
+    consumer_delay(c->consumer_delay_ms);
+    int state = mlxd_receiver_frame_check(R->rx, f);
+    atomic_fetch_add(&g_taken, 1);
+    if (pay == 0)
+        judge_bad_frame(R, T, f, data, nbytes, md_bad, state);
+    if (state == MLXD_FRAME_OVERWRITTEN) T->overwritten_read++;
+    print_frame(c, T, f, nbytes, delay_us, pay, bad_at, state, live);
+    return true;
+}
+
+/* The consumer: takes frames until consumer_done, with a status line twice a second on a
+ * terminal. */
+static void consume(struct run *R, struct tally *T, struct delays *delays, double t0)
+{
+    const struct cfg *c = R->c;
     bool live = !c->quiet && !c->json && isatty(2);
-    double t0 = now_s(), last_status = t0, last_frame_t = t0;
-    struct tally T = { 0 };
-    struct delays delays = { 0 };
-    bool feeding = c->replay || c->generate;
-    for (;;) {
-        if (__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) break;
-        if (c->frames && T.got >= c->frames) break;
-        if (c->duration > 0 && now_s() - t0 >= c->duration) break;
-        if (R.monitor_rc < 0) break;
-        if (feeding && atomic_load(&R.feed_done)) {
-            struct mlxd_receiver_stats st;
-            mlxd_receiver_stats(R.rx, &st);
-            if (R.expected && st.frames >= R.expected && !mlxd_receiver_frames_ready(R.rx)) break;
-            if (now_s() - last_frame_t > c->timeout_ms / 1000.0 && !mlxd_receiver_frames_ready(R.rx)) break;
-        }
+    double last_status = t0, last_frame_t = t0;
+    while (!consumer_done(R, T, t0, last_frame_t)) {
         struct mlxd_receiver_frame f;
         /* 20 ms: a Ctrl-C ends the run within 100 ms */
-        if (!mlxd_receiver_get_next_frame(R.rx, 20, &f)) {
-            /* nothing yet */
-        } else {
-            T.got++;
+        if (mlxd_receiver_get_next_frame(R->rx, 20, &f)) {
+            T->got++;
             last_frame_t = now_s();
-            uint64_t nbytes = c->no_metadata ? c->frame_size : f.metadata.bytes_written;
-            if (nbytes > c->frame_size) nbytes = c->frame_size;
-            T.bytes += nbytes;
-            T.last_fn = c->no_metadata ? f.received_frame_number - 1 : f.frame_number;
-            const uint8_t *data = buf + (size_t)f.page * c->page_size;
-            if (!from_gpu(c, buf, dbuf, (size_t)f.page * c->page_size, nbytes)) {
-                T.bad_payload++;
+            if (!consume_frame(R, T, delays, &f, live))
                 break;
-            }
-            int pay = -1;   /* -1 not T.checked, 0 bad, 1 ok */
-            long bad_at = -1;
-            /* a frame without metadata has no number to check against: it fails the run as
-             * such (stats.missing_metadata), once, in the summary */
-            bool unnumbered = f.flags & MLXD_FRAME_MISSING_METADATA;
-            if (c->verify && (c->replay || c->generate) && !unnumbered) {
-                /* the sender's frame index: metadata frame_number (the emulator's counter), else
-                 * the order of arrival */
-                uint32_t fi = c->no_metadata ? (uint32_t)(f.received_frame_number - 1) : f.metadata.frame_number32;
-                bad_at = mlxd_hsb_payload_check(data, nbytes, fi);
-                pay = bad_at < 0;
-                T.checked++;
-            }
-            bool md_bad = false;
-            if (c->replay && R.cap && R.cap->nframes && !c->no_metadata && !unnumbered) {
-                /* compare the decoded metadata with the capture's frame of that number */
-                uint32_t fi = f.metadata.frame_number32;
-                const struct mlxd_capture_frame *cf = NULL;
-                for (size_t k = 0; k < R.cap->nframes; k++)
-                    if (R.cap->frames[k].has_metadata && R.cap->frames[k].md.frame_number32 == fi) cf = &R.cap->frames[k];
-                /* loops after the first run on with shifted PSNs (mlxd_capture_replay) */
-                uint32_t span = (R.cap->pkts[R.cap->npackets - 1].hdr.psn - R.cap->pkts[0].hdr.psn + 1) & 0xFFFFF;
-                uint32_t shift = (uint32_t)(((f.received_frame_number - 1) / R.cap->nframes) * span) & 0xFFFFF;
-                if (!cf || ((cf->md.psn + shift) & 0xFFFFF) != (f.metadata.psn & 0xFFFFF) || cf->md.timestamp_s != f.metadata.timestamp_s ||
-                    cf->md.timestamp_ns != f.metadata.timestamp_ns || cf->md.bytes_written != f.metadata.bytes_written ||
-                    cf->md.crc != f.metadata.crc || cf->page != f.page ||
-                    mlxd_hsb_imm_make(cf->page, cf->imm_psn + shift, MLXD_HSB_IMM_12_20) != f.imm_data) {
-                    md_bad = true;
-                    if (pay < 0) T.checked++;
-                    pay = 0;
-                }
-            }
-            if (c->save && !save_frame(c->save, f.received_frame_number - 1, data, nbytes))
-                T.save_failed++;
-            double delay_us = delay_add(&delays, &f);
-            consumer_delay(c->consumer_delay_ms);
-            int state = mlxd_receiver_frame_check(R.rx, &f);
-            atomic_fetch_add(&g_taken, 1);
-            if (pay == 0) {
-                /* A page the device came back to (no flow control) legitimately holds other
-                 * T.bytes; only a frame that stayed intact while it was read must verify. */
-                if (c->generate && !md_bad &&
-                    rewritten_by_device(data, nbytes, c->no_metadata ? (uint32_t)(f.received_frame_number - 1)
-                                                                     : f.metadata.frame_number32,
-                                        c->frames)) {
-                    T.bad_overwritten++;
-                } else if (state == MLXD_FRAME_INTACT && !(f.flags & MLXD_FRAME_PSN_MISMATCH)) {
-                    T.bad_payload++;
-                    fprintf(stderr, "mlxd-capture: frame %" PRIu64 ": %s\n", T.last_fn,
-                            md_bad ? "metadata, page or immediate differ from the capture"
-                                   : "payload differs from the pattern");
-                } else {
-                    T.bad_overwritten++;
-                }
-            }
-            if (state == MLXD_FRAME_OVERWRITTEN) T.overwritten_read++;
-            if (c->json) {
-                printf("{\"frame_number\":%" PRIu64 ",\"frame_number16\":%u,\"page\":%u,\"psn\":%u,"
-                       "\"imm\":%u,\"bytes_written\":%" PRIu64 ",\"crc\":%u,\"flags\":%u,"
-                       "\"timestamp_s\":%" PRIu64 ",\"timestamp_ns\":%u,\"metadata_s\":%" PRIu64 ","
-                       "\"metadata_ns\":%u,\"received_s\":%" PRId64 ",\"received_ns\":%u,"
-                       "\"received_frame_number\":%" PRIu64 ",\"dropped\":%" PRIu64 ",\"nic_ns\":%" PRIu64 ","
-                       "\"nic_to_host_us\":%.3f,\"psn_mismatch\":%s,\"payload_ok\":%s,\"state\":\"%s\"}\n",
-                       T.last_fn, f.metadata.frame_number, f.page, f.metadata.psn, f.imm_data,
-                       nbytes, f.metadata.crc, f.metadata.flags, f.metadata.timestamp_s,
-                       f.metadata.timestamp_ns, f.metadata.metadata_s, f.metadata.metadata_ns,
-                       f.received_s, f.received_ns, f.received_frame_number, f.dropped, f.nic_ns,
-                       isnan(delay_us) ? 0.0 : delay_us, (f.flags & MLXD_FRAME_PSN_MISMATCH) ? "true" : "false",
-                       pay < 0 ? "null" : pay ? "true" : "false", state_name(state));
-                fflush(stdout);
-            } else if (c->print_frames) {
-                if (live) fprintf(stderr, "\r\033[K");
-                printf("frame %4" PRIu64 ": page %u psn %u imm 0x%08x bytes_written %" PRIu64 " crc 0x%08x "
-                       "flags 0x%x timestamp %" PRIu64 ".%09u metadata %" PRIu64 ".%09u",
-                       T.last_fn, f.page, f.metadata.psn, f.imm_data, nbytes, f.metadata.crc, f.metadata.flags,
-                       f.metadata.timestamp_s, f.metadata.timestamp_ns, f.metadata.metadata_s,
-                       f.metadata.metadata_ns);
-                if (!isnan(delay_us)) printf(" nic->host %.3f us", delay_us);
-                if (f.flags & MLXD_FRAME_PSN_MISMATCH) printf(" PSN-MISMATCH(imm %u)", f.imm_psn);
-                if (pay > 0) printf("  payload verified");
-                else if (pay == 0) printf("  payload BAD (byte %ld)", bad_at);
-                if (state != MLXD_FRAME_INTACT) printf("  [%s]", state_name(state));
-                printf("\n");
-                fflush(stdout);
-            }
         }
         if (live && now_s() - last_status >= 0.5) {
             double dt = now_s() - t0;
             struct mlxd_receiver_stats st;
-            mlxd_receiver_stats(R.rx, &st);
+            mlxd_receiver_stats(R->rx, &st);
             fprintf(stderr, "\r\033[Kframes %" PRIu64 "  %.1f fps  %.1f MB/s  dropped %" PRIu64
                     "  overwritten %" PRIu64 "  last frame %" PRIu64, st.frames, st.frames / dt,
-                    T.bytes / dt / 1e6, st.dropped, st.overwritten + T.overwritten_read, T.last_fn);
+                    T->bytes / dt / 1e6, st.dropped, st.overwritten + T->overwritten_read, T->last_fn);
             last_status = now_s();
         }
     }
-    struct outcome o2 = { .es = { .sz = sizeof o2.es }, .image = -1, .elapsed = now_s() - t0 };
     if (live) fprintf(stderr, "\r\033[K");
+}
+
+/* Ends the run: stops and joins the feeder (feed; NULL when none), takes the statistics, closes the
+ * receiver and joins the monitor, checks the buffer image and prints the summary.  Returns the
+ * exit status. */
+static int finish(struct run *R, const pthread_t *feed, pthread_t mon, const struct tally *T,
+                  struct delays *delays, double t0)
+{
+    const struct cfg *c = R->c;
+    struct outcome o2 = { .es = { .sz = sizeof o2.es }, .image = -1, .elapsed = now_s() - t0 };
     __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
-    if (feed_started) { pthread_join(feed, NULL); feed_started = false; }
-    mlxd_receiver_stats(R.rx, &o2.st);
-    emulated_port_stats(c, &o2);
-    int crc = mlxd_receiver_close(R.rx);
+    if (feed) pthread_join(*feed, NULL);
+    mlxd_receiver_stats(R->rx, &o2.st);
+    /* the emulated port's own counters (emu/mlxd_emu.h, found with dlsym), while it is open */
+    if (emulated_now()) {
+        int (*nic_stats)(unsigned, struct mlxd_emu_nic_stats *) =
+            (int (*)(unsigned, struct mlxd_emu_nic_stats *))dlsym(RTLD_DEFAULT, "mlxd_emu_nic_stats");
+        int dev = emu_device_index(c);
+        if (nic_stats && dev >= 0)
+            o2.have_es = nic_stats((unsigned)dev, &o2.es) == 0;
+    }
+    int crc = mlxd_receiver_close(R->rx);
     if (crc < 0) fprintf(stderr, "mlxd-capture: close: %s\n", mlxd_errmsg());
     pthread_join(mon, NULL);
-    mon_started = false;
-    after_close_stats(R.rx, &o2.st);
-    if (R.monitor_rc < 0) fprintf(stderr, "mlxd-capture: monitor: %s\n", R.monitor_err);
-    if (R.feed_rc < 0) fprintf(stderr, "mlxd-capture: feeder: %s\n", R.feed_err);
+    after_close_stats(R->rx, &o2.st);
+    if (R->monitor_rc < 0) fprintf(stderr, "mlxd-capture: monitor: %s\n", R->monitor_err);
+    if (R->feed_rc < 0) fprintf(stderr, "mlxd-capture: feeder: %s\n", R->feed_err);
 
     /* Replay: every byte the capture writes must now be in the buffer (the last write of each
      * byte wins).  For a capture without completions this is all there is to check. */
-    if (c->replay && R.cap && R.feed_rc >= 0 && !c->frames && c->loops <= 1 && atomic_load(&R.feed_done) &&
-        from_gpu(c, buf, dbuf, 0, bufsize))
-        o2.image = check_image(R.cap, &R.map, buf, bufsize, &o2.image_bytes, &o2.image_diff);
-    delay_report(&delays, c->json, o2.delay_json, sizeof o2.delay_json);
-    status = report(&R, &T, &o2);
-out:
-    if (feed_started) { __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE); pthread_join(feed, NULL); }
-    if (mon_started) { mlxd_receiver_close(R.rx); pthread_join(mon, NULL); }
+    if (c->replay && R->cap && R->feed_rc >= 0 && !c->frames && c->loops <= 1 && atomic_load(&R->feed_done) &&
+        from_gpu(c, R->buf, R->dbuf, 0, R->bufsize))
+        o2.image = check_image(R->cap, &R->map, R->buf, R->bufsize, &o2.image_bytes, &o2.image_diff);
+    delay_report(delays, c->json, o2.delay_json, sizeof o2.delay_json);
+    return report(R, T, &o2);
+}
+
+static int run(struct cfg *c)
+{
+    struct run R;
+    memset(&R, 0, sizeof R);
+    R.c = c;
+    int status = set_geometry(c, &R);
+    if (status >= 0)
+        return status;
+    status = 1;
+    pthread_t mon, feed;
+    bool feed_started = false;
+
+    R.bufsize = ((size_t)c->pages * c->page_size + 4095) & ~(size_t)4095;
+    if (frame_memory(c, R.bufsize, &R.buf, &R.dbuf) < 0)
+        goto out_memory;
+    R.rx = mlxd_receiver_new();
+    int src = start_receiver(&R);
+    if (src) {
+        status = src;
+        goto out_receiver;
+    }
+    if (describe_target(&R))
+        goto out_receiver;
+    if (pthread_create(&mon, NULL, monitor_main, &R)) {
+        fprintf(stderr, "mlxd-capture: cannot start the monitor thread\n");
+        goto out_receiver;
+    }
+    if (start_feeder(&R, &feed, &feed_started) < 0)
+        goto out_monitor;
+
+    double t0 = now_s();
+    struct tally T = { 0 };
+    struct delays delays = { 0 };
+    consume(&R, &T, &delays, t0);
+    status = finish(&R, feed_started ? &feed : NULL, mon, &T, &delays, t0);   /* joins both threads */
+    goto out_receiver;
+
+out_monitor:
+    mlxd_receiver_close(R.rx);
+    pthread_join(mon, NULL);
+out_receiver:
     mlxd_receiver_destroy(R.rx);
+out_memory:
     mlxd_capture_free(R.cap);
-    gpu_buffer_free(dbuf);
-    free(buf);
+    gpu_buffer_free(R.dbuf);
+    free(R.buf);
     return status;
 }
 
-int main(int argc, char **argv)
+/* getopt_long's values of the long options without a short one. */
+enum { O_FRAME = 256, O_PAGE, O_PAGES, O_MDOFF, O_PEER, O_QUEUE, O_DURATION, O_BUSY, O_EVENT,
+       O_LEGACY, O_NOMD, O_EMULATE, O_REPLAY, O_PACE, O_LOOPS, O_GENERATE, O_FPS, O_GENMD,
+       O_PAYLOAD, O_TARGET, O_SAVE, O_JSON, O_NOVERIFY, O_DELAY, O_TIMEOUT, O_LINKDOWN, O_RECORD, O_GPU };
+static const struct mode_option mode_opts[] = {
+    { O_PACE, "--pace", MODE_REPLAY }, { O_LOOPS, "--loops", MODE_REPLAY },
+    { O_FPS, "--fps", MODE_GENERATE }, { O_GENMD, "--gen-metadata", MODE_GENERATE },
+    { O_PAYLOAD, "--payload-size", MODE_GENERATE },
+    { O_TARGET, "--target", MODE_REPLAY | MODE_GENERATE },
+    { O_NOVERIFY, "--no-verify", MODE_REPLAY | MODE_GENERATE },
+    { O_TIMEOUT, "--timeout-ms", MODE_REPLAY | MODE_GENERATE },
+    { O_LINKDOWN, "--link-down", MODE_REPLAY | MODE_GENERATE } };
+enum { N_MODE_OPTS = sizeof mode_opts / sizeof mode_opts[0] };
+
+/* --link-down FRAME:MS, both through the one number parser.  Returns -1 to go on, else the exit
+ * status (the usage error printed). */
+static int parse_link_down(struct cfg *c, const char *arg)
 {
-    struct cfg c = { .port = 1, .mode = MLXD_RECEIVER_EVENT, .pace = "lockstep", .fps = 60,
-                     .verify = true, .timeout_ms = 2000, .gen_md = MLXD_GEN_MD_SEPARATE };
-    enum { O_FRAME = 256, O_PAGE, O_PAGES, O_MDOFF, O_PEER, O_QUEUE, O_DURATION, O_BUSY, O_EVENT,
-           O_LEGACY, O_NOMD, O_EMULATE, O_REPLAY, O_PACE, O_LOOPS, O_GENERATE, O_FPS, O_GENMD,
-           O_PAYLOAD, O_TARGET, O_SAVE, O_JSON, O_NOVERIFY, O_DELAY, O_TIMEOUT, O_LINKDOWN, O_RECORD, O_GPU };
-    static const struct mode_option mode_opts[] = {
-        { O_PACE, "--pace", MODE_REPLAY }, { O_LOOPS, "--loops", MODE_REPLAY },
-        { O_FPS, "--fps", MODE_GENERATE }, { O_GENMD, "--gen-metadata", MODE_GENERATE },
-        { O_PAYLOAD, "--payload-size", MODE_GENERATE },
-        { O_TARGET, "--target", MODE_REPLAY | MODE_GENERATE },
-        { O_NOVERIFY, "--no-verify", MODE_REPLAY | MODE_GENERATE },
-        { O_TIMEOUT, "--timeout-ms", MODE_REPLAY | MODE_GENERATE },
-        { O_LINKDOWN, "--link-down", MODE_REPLAY | MODE_GENERATE } };
-    enum { N_MODE_OPTS = sizeof mode_opts / sizeof mode_opts[0] };
-    /* the mode options given, in the order of the command line (each once): the mode is known
-     * only once every option is read, and the first misplaced one is the one reported */
-    unsigned given[N_MODE_OPTS], ngiven = 0;
+    char what[64], num[32];
+    uint64_t v;
+    const char *colon = strchr(arg, ':');
+    if (!colon || (size_t)(colon - arg) >= sizeof num)
+        return usage_error("--link-down %s: FRAME:MS (after FRAME frames, MS milliseconds down)", arg);
+    snprintf(num, sizeof num, "%.*s", (int)(colon - arg), arg);
+    snprintf(what, sizeof what, "--link-down frame");
+    int prc = parse_uint(what, num, 0, UINT64_MAX, &v);
+    if (prc) return prc;
+    c->link_down_at = v;
+    snprintf(what, sizeof what, "--link-down milliseconds");
+    prc = parse_uint(what, colon + 1, 1, 600000, &v);
+    if (prc) return prc;
+    c->link_down_ms = (unsigned)v;
+    return -1;
+}
+
+/* One option (getopt_long's ch, its argument in optarg) into c.  Returns -1 to go on, else the
+ * exit status (--help: 0; a usage error, printed: 2). */
+static int parse_option(struct cfg *c, int ch, char **argv)
+{
+    uint64_t v;
+    /* Every integer option goes through parse_uint with its range; the bounds are the ones the
+     * library enforces (mlxd_receiver.h, mlxd_capture.h) or the field's type, so that no value
+     * is silently truncated into another one. */
+#define NUM(name, lo, hi) do { int prc_ = parse_uint(name, optarg, lo, hi, &v); if (prc_) return prc_; } while (0)
+#define REAL(name, lo, lo_ok, what, dst) do { int prc_ = parse_real(name, optarg, lo, lo_ok, what, dst); if (prc_) return prc_; } while (0)
+    switch (ch) {
+    case 'd': c->device = optarg; break;
+    /* a ConnectX function has one port (mlxd_receiver_opts.port) */
+    case 'P': NUM("--port", 1, 1); c->port = (unsigned)v; break;
+    /* frame_size >= 1 and <= 2^40 (mlxd_receiver_start) */
+    case O_FRAME: NUM("--frame-size", 1, MAX_FRAME_SIZE); c->frame_size = v; c->frame_size_set = true; break;
+    /* pages x page_size must not wrap size_t: 4096 x 2^41 < 2^64 */
+    case O_PAGE: NUM("--page-size", MLXD_HSB_ALIGN, MAX_PAGE_SIZE); c->page_size = v; c->page_size_set = true; break;
+    case O_PAGES: NUM("--pages", 1, MLXD_HSB_MAX_PAGES); c->pages = (unsigned)v; c->pages_set = true; break;
+    case O_MDOFF: NUM("--metadata-offset", 0, MAX_PAGE_SIZE - MLXD_HSB_METADATA_SIZE);
+        c->metadata_offset = v; c->md_off_set = true; break;
+    case O_PEER: c->peer_ip = optarg; break;
+    /* 1..pages (mlxd_receiver_start checks against the pages in use) */
+    case O_QUEUE: NUM("--queue-size", 1, MLXD_HSB_MAX_PAGES); c->queue_size = (unsigned)v; c->queue_size_set = true; break;
+    /* 0 would mean "no count", which the option is not asked for */
+    case 'n': NUM("--frames", 1, UINT64_MAX); c->frames = v; break;
+    case O_DURATION: REAL("--duration", 0, false, "> 0 seconds", &c->duration); break;
+    case O_BUSY: c->mode = MLXD_RECEIVER_BUSY_POLL; break;
+    case O_EVENT: c->mode = MLXD_RECEIVER_EVENT; break;
+    case O_LEGACY: c->legacy = true; break;
+    case O_NOMD: c->no_metadata = true; break;
+    case O_GPU: c->gpu = true; break;
+    case O_EMULATE: c->emulate = true; break;
+    case O_REPLAY: c->replay = optarg; c->emulate = true; break;
+    case O_PACE:
+        if (strcmp(optarg, "lockstep") && strcmp(optarg, "fast") && strcmp(optarg, "recorded"))
+            return usage_error("--pace %s: lockstep, fast or recorded", optarg);
+        c->pace = optarg; break;
+    /* mlxd_send_opts.loops is an unsigned */
+    case O_LOOPS: NUM("--loops", 1, UINT_MAX); c->loops = (unsigned)v; break;
+    case O_GENERATE: c->generate = true; c->emulate = true; break;
+    case O_FPS: REAL("--fps", 0, true, ">= 0 (0 = as fast as possible)", &c->fps); break;
+    case O_GENMD:
+        if (!strcmp(optarg, "separate")) c->gen_md = MLXD_GEN_MD_SEPARATE;
+        else if (!strcmp(optarg, "embedded")) c->gen_md = MLXD_GEN_MD_EMBEDDED;
+        else if (!strcmp(optarg, "none")) c->gen_md = MLXD_GEN_MD_NONE;
+        else return usage_error("--gen-metadata %s: separate, embedded or none", optarg);
+        break;
+    /* a packet's payload is a multiple of 128 (the device's DP_PACKET_SIZE unit) and no
+     * RoCE port takes more than its MTU, 4096 at most (IB MTU enum 5) */
+    case O_PAYLOAD: NUM("--payload-size", MLXD_HSB_ALIGN, 4096);
+        if (v % MLXD_HSB_ALIGN)
+            return usage_error("--payload-size %s: must be a multiple of %u", optarg, MLXD_HSB_ALIGN);
+        c->payload_size = (uint32_t)v; break;
+    case O_TARGET: c->target = optarg; break;
+    case O_SAVE: c->save = optarg; break;
+    case O_JSON: c->json = true; break;
+    case 'v': c->print_frames = true; break;
+    case O_NOVERIFY: c->verify = false; break;
+    case O_DELAY: NUM("--consumer-delay-ms", 0, UINT_MAX); c->consumer_delay_ms = (unsigned)v; break;
+    case O_TIMEOUT: NUM("--timeout-ms", 0, UINT_MAX); c->timeout_ms = (unsigned)v; break;
+    case O_LINKDOWN: return parse_link_down(c, optarg);
+    case O_RECORD: c->record_cqes = optarg; break;
+    case 'q': c->quiet = true; break;
+    case 'h': usage(stdout); return 0;
+    default:
+        return usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
+    }
+#undef NUM
+#undef REAL
+    return -1;
+}
+
+/* Reads the command line into c.  Returns -1 to go on, else the exit status. */
+static int parse_options(struct cfg *c, int argc, char **argv)
+{
     static const struct option lo[] = {
         { "device", 1, 0, 'd' }, { "port", 1, 0, 'P' }, { "frame-size", 1, 0, O_FRAME },
         { "page-size", 1, 0, O_PAGE }, { "pages", 1, 0, O_PAGES }, { "metadata-offset", 1, 0, O_MDOFF },
@@ -1398,14 +1592,11 @@ int main(int argc, char **argv)
         { "link-down", 1, 0, O_LINKDOWN },
         { "record-cqes", 1, 0, O_RECORD }, { "gpu", 0, 0, O_GPU },
         { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
+    /* the mode options given, in the order of the command line (each once): the mode is known
+     * only once every option is read, and the first misplaced one is the one reported */
+    unsigned given[N_MODE_OPTS], ngiven = 0;
     int ch;
-    uint64_t v;
     opterr = 0;
-    /* Every integer option goes through parse_uint with its range; the bounds are the ones the
-     * library enforces (mlxd_receiver.h, mlxd_capture.h) or the field's type, so that no value
-     * is silently truncated into another one. */
-#define NUM(name, lo, hi) do { int prc_ = parse_uint(name, optarg, lo, hi, &v); if (prc_) return prc_; } while (0)
-#define REAL(name, lo, lo_ok, what, dst) do { int prc_ = parse_real(name, optarg, lo, lo_ok, what, dst); if (prc_) return prc_; } while (0)
     while ((ch = getopt_long(argc, argv, "d:P:n:vqh", lo, NULL)) != -1) {
         for (unsigned i = 0; i < N_MODE_OPTS; i++) {
             if (mode_opts[i].ch != ch) continue;
@@ -1413,133 +1604,72 @@ int main(int argc, char **argv)
             for (unsigned k = 0; k < ngiven; k++) again |= given[k] == i;
             if (!again) given[ngiven++] = i;
         }
-        switch (ch) {
-        case 'd': c.device = optarg; break;
-        /* a ConnectX function has one port (mlxd_receiver_opts.port) */
-        case 'P': NUM("--port", 1, 1); c.port = (unsigned)v; break;
-        /* frame_size >= 1 and <= 2^40 (mlxd_receiver_start) */
-        case O_FRAME: NUM("--frame-size", 1, MAX_FRAME_SIZE); c.frame_size = v; c.frame_size_set = true; break;
-        /* pages x page_size must not wrap size_t: 4096 x 2^41 < 2^64 */
-        case O_PAGE: NUM("--page-size", MLXD_HSB_ALIGN, MAX_PAGE_SIZE); c.page_size = v; c.page_size_set = true; break;
-        case O_PAGES: NUM("--pages", 1, MLXD_HSB_MAX_PAGES); c.pages = (unsigned)v; c.pages_set = true; break;
-        case O_MDOFF: NUM("--metadata-offset", 0, MAX_PAGE_SIZE - MLXD_HSB_METADATA_SIZE);
-            c.metadata_offset = v; c.md_off_set = true; break;
-        case O_PEER: c.peer_ip = optarg; break;
-        /* 1..pages (mlxd_receiver_start checks against the pages in use) */
-        case O_QUEUE: NUM("--queue-size", 1, MLXD_HSB_MAX_PAGES); c.queue_size = (unsigned)v; c.queue_size_set = true; break;
-        /* 0 would mean "no count", which the option is not asked for */
-        case 'n': NUM("--frames", 1, UINT64_MAX); c.frames = v; break;
-        case O_DURATION: REAL("--duration", 0, false, "> 0 seconds", &c.duration); break;
-        case O_BUSY: c.mode = MLXD_RECEIVER_BUSY_POLL; break;
-        case O_EVENT: c.mode = MLXD_RECEIVER_EVENT; break;
-        case O_LEGACY: c.legacy = true; break;
-        case O_NOMD: c.no_metadata = true; break;
-        case O_GPU: c.gpu = true; break;
-        case O_EMULATE: c.emulate = true; break;
-        case O_REPLAY: c.replay = optarg; c.emulate = true; break;
-        case O_PACE:
-            if (strcmp(optarg, "lockstep") && strcmp(optarg, "fast") && strcmp(optarg, "recorded"))
-                return usage_error("--pace %s: lockstep, fast or recorded", optarg);
-            c.pace = optarg; break;
-        /* mlxd_send_opts.loops is an unsigned */
-        case O_LOOPS: NUM("--loops", 1, UINT_MAX); c.loops = (unsigned)v; break;
-        case O_GENERATE: c.generate = true; c.emulate = true; break;
-        case O_FPS: REAL("--fps", 0, true, ">= 0 (0 = as fast as possible)", &c.fps); break;
-        case O_GENMD:
-            if (!strcmp(optarg, "separate")) c.gen_md = MLXD_GEN_MD_SEPARATE;
-            else if (!strcmp(optarg, "embedded")) c.gen_md = MLXD_GEN_MD_EMBEDDED;
-            else if (!strcmp(optarg, "none")) c.gen_md = MLXD_GEN_MD_NONE;
-            else return usage_error("--gen-metadata %s: separate, embedded or none", optarg);
-            break;
-        /* a packet's payload is a multiple of 128 (the device's DP_PACKET_SIZE unit) and no
-         * RoCE port takes more than its MTU, 4096 at most (IB MTU enum 5) */
-        case O_PAYLOAD: NUM("--payload-size", MLXD_HSB_ALIGN, 4096);
-            if (v % MLXD_HSB_ALIGN)
-                return usage_error("--payload-size %s: must be a multiple of %u", optarg, MLXD_HSB_ALIGN);
-            c.payload_size = (uint32_t)v; break;
-        case O_TARGET: c.target = optarg; break;
-        case O_SAVE: c.save = optarg; break;
-        case O_JSON: c.json = true; break;
-        case 'v': c.print_frames = true; break;
-        case O_NOVERIFY: c.verify = false; break;
-        case O_DELAY: NUM("--consumer-delay-ms", 0, UINT_MAX); c.consumer_delay_ms = (unsigned)v; break;
-        case O_TIMEOUT: NUM("--timeout-ms", 0, UINT_MAX); c.timeout_ms = (unsigned)v; break;
-        case O_LINKDOWN: {
-            /* FRAME:MS, both through the one number parser */
-            char what[64], num[32];
-            const char *colon = strchr(optarg, ':');
-            if (!colon || (size_t)(colon - optarg) >= sizeof num)
-                return usage_error("--link-down %s: FRAME:MS (after FRAME frames, MS milliseconds down)", optarg);
-            snprintf(num, sizeof num, "%.*s", (int)(colon - optarg), optarg);
-            snprintf(what, sizeof what, "--link-down frame");
-            int prc = parse_uint(what, num, 0, UINT64_MAX, &v);
-            if (prc) return prc;
-            c.link_down_at = v;
-            snprintf(what, sizeof what, "--link-down milliseconds");
-            prc = parse_uint(what, colon + 1, 1, 600000, &v);
-            if (prc) return prc;
-            c.link_down_ms = (unsigned)v;
-            break;
-        }
-        case O_RECORD: c.record_cqes = optarg; break;
-        case 'q': c.quiet = true; break;
-        case 'h': usage(stdout); return 0;
-        default:
-            return usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
-        }
+        int prc = parse_option(c, ch, argv);
+        if (prc >= 0) return prc;
     }
-#undef NUM
-#undef REAL
     if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
-    if (c.replay && c.generate) return usage_error("--replay and --generate exclude each other");
-    unsigned mode = c.replay ? MODE_REPLAY : c.generate ? MODE_GENERATE : MODE_RECEIVE;
+    if (c->replay && c->generate) return usage_error("--replay and --generate exclude each other");
+    unsigned mode = c->replay ? MODE_REPLAY : c->generate ? MODE_GENERATE : MODE_RECEIVE;
     for (unsigned k = 0; k < ngiven; k++)
         if (!(mode_opts[given[k]].modes & mode))
             return usage_error("%s applies to %s only", mode_opts[given[k]].name,
                                modes_name(mode_opts[given[k]].modes));
+    return -1;
+}
+
+/* What the options say only together: --frame-size within --generate's range, --target's port,
+ * --save a directory to write in.  Returns -1 to go on, else the exit status. */
+static int check_options(struct cfg *c)
+{
     /* mlxd_gen_run takes frames of 1..2^32 bytes: say so now rather than as a failed run */
-    if (c.generate && c.frame_size_set && c.frame_size > (1ull << 32))
-        return usage_error("--frame-size %" PRIu64 ": out of range 1..%llu with --generate", c.frame_size,
+    if (c->generate && c->frame_size_set && c->frame_size > (1ull << 32))
+        return usage_error("--frame-size %" PRIu64 ": out of range 1..%llu with --generate", c->frame_size,
                            1ull << 32);
-    if (c.target) {
+    if (c->target) {
         /* ADDR[:PORT]: the port through the same parser as every other number */
-        const char *colon = strchr(c.target, ':');
+        const char *colon = strchr(c->target, ':');
         if (colon) {
             uint64_t port;
             char what[300];
             if (!colon[1])
-                return usage_error("--target %s: no port after ':'", c.target);
-            snprintf(what, sizeof what, "--target %s: port", c.target);
+                return usage_error("--target %s: no port after ':'", c->target);
+            snprintf(what, sizeof what, "--target %s: port", c->target);
             int prc = parse_uint(what, colon + 1, 1, 65535, &port);
             if (prc) return prc;
-            c.target_port = (uint16_t)port;
+            c->target_port = (uint16_t)port;
         }
     }
-    if (c.save) {
+    if (c->save) {
         /* Found out now, not frame by frame: a --save that is not a directory this user can
          * create files in would lose every frame of the run. */
         struct stat sb;
-        if (stat(c.save, &sb) && mkdir(c.save, 0777))
-            return usage_error("--save %s: %s", c.save, strerror(errno));
-        if (stat(c.save, &sb))
-            return usage_error("--save %s: %s", c.save, strerror(errno));
+        if (stat(c->save, &sb) && mkdir(c->save, 0777))
+            return usage_error("--save %s: %s", c->save, strerror(errno));
+        if (stat(c->save, &sb))
+            return usage_error("--save %s: %s", c->save, strerror(errno));
         if (!S_ISDIR(sb.st_mode))
-            return usage_error("--save %s: not a directory", c.save);
-        if (access(c.save, W_OK | X_OK))
-            return usage_error("--save %s: cannot create files there: %s", c.save, strerror(errno));
+            return usage_error("--save %s: not a directory", c->save);
+        if (access(c->save, W_OK | X_OK))
+            return usage_error("--save %s: cannot create files there: %s", c->save, strerror(errno));
     }
+    return -1;
+}
 
-    /* Emulate when asked or when this machine has no mlx5 device. */
+/* The device: the emulator's when asked for or when this machine has no mlx5 device (this
+ * program runs again on it: returns that exit status), else --device or the first one.
+ * Returns -1 to go on. */
+static int choose_device(struct cfg *c, char **argv)
+{
     if (!emulated_now()) {
         char **names = NULL;
         size_t n = 0;
         bool none = mlxd_names(&names, &n) < 0 || n == 0;
-        if (!c.device && n > 0) c.device = strdup(names[0]);
+        if (!c->device && n > 0) c->device = strdup(names[0]);
         mlxd_names_free(names, n);
-        if (c.emulate || none)
+        if (c->emulate || none)
             return reexec_emulated(argv);
     }
-    if (!c.device) c.device = "mlx5_0";
+    if (!c->device) c->device = "mlx5_0";
     if (emulated_now()) {
         /* The emulator reads MLXD_EMU_DEVICES and exports SYSFS_PATH from its constructor; in
          * sanitizer builds that runs too early to see or change the environment, so apply the
@@ -1556,6 +1686,17 @@ int main(int argc, char **argv)
         if (root && *root)
             setenv("SYSFS_PATH", root, 1);
     }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    struct cfg c = { .port = 1, .mode = MLXD_RECEIVER_EVENT, .pace = "lockstep", .fps = 60,
+                     .verify = true, .timeout_ms = 2000, .gen_md = MLXD_GEN_MD_SEPARATE };
+    int status = parse_options(&c, argc, argv);
+    if (status < 0) status = check_options(&c);
+    if (status < 0) status = choose_device(&c, argv);
+    if (status >= 0) return status;
 
     g_argv = argv;
     struct sigaction sa = { .sa_handler = on_signal };

@@ -735,9 +735,9 @@ static void connect_or_ready(struct mlxd_nic *nic, struct mlxd_qp *qp, const str
     if ((rc = mlxd_ah_create(nic, pep->gid, NULL, ah))) die("create the address handle", rc);
 }
 
-int main(int argc, char **argv)
+/* Reads the command line into c.  Returns -1 to go on, else the exit status (usage printed). */
+static int parse_args(struct cfg *c, int argc, char **argv)
 {
-    struct cfg c = { .port = 18515, .gid_idx = -1, .size = 4096, .iters = 1000, .type = MLXD_QP_RC };
     static const struct option lo[] = {
         { "dev", 1, 0, 'd' }, { "port", 1, 0, 'p' }, { "transport", 1, 0, 'c' }, { "op", 1, 0, 'o' },
         { "size", 1, 0, 's' }, { "iters", 1, 0, 'n' }, { "gid-idx", 1, 0, 'g' }, { "emulate", 0, 0, 'e' },
@@ -746,54 +746,83 @@ int main(int argc, char **argv)
     bool size_given = false;
     while ((o = getopt_long(argc, argv, "d:p:c:o:s:n:g:eh", lo, NULL)) != -1) {
         switch (o) {
-        case 'd': c.dev = optarg; break;
-        case 'p': c.port = (int)num_arg(argv[0], o, optarg, 1, 65535); break;
-        case 'c': if (!parse_transport(optarg, &c.type)) {
+        case 'd': c->dev = optarg; break;
+        case 'p': c->port = (int)num_arg(argv[0], o, optarg, 1, 65535); break;
+        case 'c': if (!parse_transport(optarg, &c->type)) {
                       fprintf(stderr, "mlxd-pingpong: -c '%s': expected rc, uc or ud\n", optarg); usage(argv[0]); return 2; } break;
-        case 'o': c.use_send = !strcmp(optarg, "send"); c.fetch_add = !strcmp(optarg, "fetch_add"); c.op_given = true;
-                  if (!c.use_send && !c.fetch_add && strcmp(optarg, "write_imm"))
+        case 'o': c->use_send = !strcmp(optarg, "send"); c->fetch_add = !strcmp(optarg, "fetch_add"); c->op_given = true;
+                  if (!c->use_send && !c->fetch_add && strcmp(optarg, "write_imm"))
                   { fprintf(stderr, "mlxd-pingpong: -o '%s': expected write_imm, send or fetch_add\n", optarg); usage(argv[0]); return 2; } break;
-        case 's': c.size = (uint32_t)num_arg(argv[0], o, optarg, 1, 0x7fffffffL); size_given = true; break;
-        case 'n': c.iters = (uint32_t)num_arg(argv[0], o, optarg, 1, 100000000L); break;
-        case 'g': c.gid_idx = (int)num_arg(argv[0], o, optarg, 0, 0xffff); break;
-        case 'e': c.emulate = 1; break;
+        case 's': c->size = (uint32_t)num_arg(argv[0], o, optarg, 1, 0x7fffffffL); size_given = true; break;
+        case 'n': c->iters = (uint32_t)num_arg(argv[0], o, optarg, 1, 100000000L); break;
+        case 'g': c->gid_idx = (int)num_arg(argv[0], o, optarg, 0, 0xffff); break;
+        case 'e': c->emulate = 1; break;
         case 'h': usage(argv[0]); return 0;
         default: usage(argv[0]); return 2;
         }
     }
-    if (optind < argc) c.server = argv[optind++];
+    if (optind < argc) c->server = argv[optind++];
     if (optind < argc) {
         fprintf(stderr, "mlxd-pingpong: unexpected argument '%s' (one server host at most)\n", argv[optind]);
         usage(argv[0]);
         return 2;
     }
-    if (!c.size || !c.iters || c.port <= 0 || c.port > 65535) { usage(argv[0]); return 2; }
-    if (atomic_options(&c, size_given, argv[0]) || ud_options(&c, argv[0])) return 2;
-    if (c.emulate) maybe_emulate(argv);
-    emulated_setup();
+    if (!c->size || !c->iters || c->port <= 0 || c->port > 65535) { usage(argv[0]); return 2; }
+    if (atomic_options(c, size_given, argv[0]) || ud_options(c, argv[0])) return 2;
+    return -1;
+}
 
+/* -d, else the first mlx5 device (the server) or the second (the client, when there are two:
+ * the emulator's two NICs).  Returns -1 to go on, else the exit status (said). */
+static int pick_device(struct cfg *c)
+{
     char **names = NULL; size_t nn = 0;
     int rc = mlxd_names(&names, &nn);
     if (rc) die("listing RDMA devices", rc);
-    if (!c.dev) {
+    if (!c->dev) {
         if (!nn) { fprintf(stderr, "mlxd-pingpong: no mlx5 RDMA device (try --emulate)\n"); return 1; }
         static char devbuf[64];
-        snprintf(devbuf, sizeof devbuf, "%s", names[c.server ? 0 : (nn > 1 ? 1 : 0)]);
-        c.dev = devbuf;
+        snprintf(devbuf, sizeof devbuf, "%s", names[c->server ? 0 : (nn > 1 ? 1 : 0)]);
+        c->dev = devbuf;
     }
     mlxd_names_free(names, nn);
+    return -1;
+}
 
-    /* the device first: a bad -d fails before any connection is made */
+/* One side's run: the peer, the objects, the receive ring. */
+struct pp {
+    const struct cfg *c;
+    int s;                         /* the TCP connection to the peer */
     struct mlxd_nic *nic;
-    if ((rc = mlxd_open(c.dev, NULL, &nic))) die(c.dev, rc);
+    uint8_t *sbuf, *rbuf;
+    uint32_t grh;                  /* bytes in front of each received message (grh_room) */
+    struct mlxd_region *sreg, *rreg;
+    struct mlxd_cq *cq;
+    struct mlxd_qp *qp;
+    struct mlxd_ah *ah;
+    struct mlxd_endpoint ep;       /* this side's */
+    struct wire peer;
+    struct mlxd_local rl, sl;
+    struct mlxd_recv rv[RECV_BATCH];
+    int posted;                    /* receives outstanding */
+    uint32_t sends_outstanding;
+    bool yield;                    /* on the emulator: yield while polling */
+    struct mlxd_completion wc[16];
+};
 
-    int s = c.server ? tcp_connect(c.server, c.port) : tcp_accept(c.port);
-    g_peer = s;
+/* The TCP connection (client: to the server; server: from the client) and the settings both
+ * sides must agree on.  Returns the GID index to use (-g, else the one routing to the peer, else
+ * -1: the default). */
+static int connect_peer(struct pp *P)
+{
+    const struct cfg *c = P->c;
+    P->s = c->server ? tcp_connect(c->server, c->port) : tcp_accept(c->port);
+    g_peer = P->s;
     int one = 1;
-    setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(P->s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct sockaddr_in peer_addr;
     socklen_t pl = sizeof peer_addr;
-    bool have_addr = getpeername(s, (struct sockaddr *)&peer_addr, &pl) == 0;
+    bool have_addr = getpeername(P->s, (struct sockaddr *)&peer_addr, &pl) == 0;
     if (have_addr) {
         char a[INET_ADDRSTRLEN];
         inet_ntop(AF_INET, &peer_addr.sin_addr, a, sizeof a);
@@ -801,166 +830,231 @@ int main(int argc, char **argv)
     }
     /* the settings first: a mismatch is found before anything is registered or connected */
     struct settings ps;
-    hello_send(s, &c);
-    hello_recv(s, &ps);
-    check_settings(&c, &ps);
+    hello_send(P->s, c);
+    hello_recv(P->s, &ps);
+    check_settings(c, &ps);
     /* after the hello, so that the peer is told instead of waiting for a hello that never comes */
-    check_size(nic, &c);
-    int gid_idx = c.gid_idx;
+    check_size(P->nic, c);
+    int gid_idx = c->gid_idx;
     if (gid_idx < 0 && have_addr) {
-        int g = mlxd_gid_for_peer(nic, (struct sockaddr *)&peer_addr, pl, NULL);
+        int g = mlxd_gid_for_peer(P->nic, (struct sockaddr *)&peer_addr, pl, NULL);
         if (g >= 0) gid_idx = g;
         else mlxd_err_clear();        /* handled: the default GID is used */
     }
-    uint8_t *sbuf = aligned_alloc(4096, (c.size + 4095) & ~4095u);
-    const uint32_t grh = grh_room(&c);
-    uint8_t *rbuf = aligned_alloc(4096, (c.size + grh + 4095) & ~4095u);
-    memset(rbuf, 0, c.size + grh);
-    struct mlxd_region *sreg, *rreg;
+    return gid_idx;
+}
+
+/* The buffers, regions, CQ and QP; the endpoints exchanged; receives posted, the QP connected
+ * (or readied), and both sides ready. */
+static void make_objects(struct pp *P, int gid_idx)
+{
+    const struct cfg *c = P->c;
+    int rc;
+    P->sbuf = aligned_alloc(4096, (c->size + 4095) & ~4095u);
+    P->grh = grh_room(c);
+    P->rbuf = aligned_alloc(4096, (c->size + P->grh + 4095) & ~4095u);
+    memset(P->rbuf, 0, c->size + P->grh);
     struct mlxd_region_opts ro = { .sz = sizeof ro, .access = MLXD_ACCESS_LOCAL_WRITE };
-    if ((rc = mlxd_region_register(nic, sbuf, c.size, &ro, &sreg))) die("register the send buffer", rc);
-    ro.access = MLXD_ACCESS_LOCAL_WRITE | (c.fetch_add ? MLXD_ACCESS_REMOTE_ATOMIC : MLXD_ACCESS_REMOTE_WRITE);
-    if (c.fetch_add) { uint64_t v0 = COUNTER_START; memcpy(rbuf, &v0, 8); }
-    if ((rc = mlxd_region_register(nic, rbuf, c.size + grh, &ro, &rreg))) die("register the receive buffer", rc);
-    struct mlxd_cq *cq;
-    if ((rc = mlxd_cq_create(nic, 256, NULL, &cq))) die("create the CQ", rc);
-    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = c.type, .send_depth = 64, .recv_depth = 128,
+    if ((rc = mlxd_region_register(P->nic, P->sbuf, c->size, &ro, &P->sreg))) die("register the send buffer", rc);
+    ro.access = MLXD_ACCESS_LOCAL_WRITE | (c->fetch_add ? MLXD_ACCESS_REMOTE_ATOMIC : MLXD_ACCESS_REMOTE_WRITE);
+    if (c->fetch_add) { uint64_t v0 = COUNTER_START; memcpy(P->rbuf, &v0, 8); }
+    if ((rc = mlxd_region_register(P->nic, P->rbuf, c->size + P->grh, &ro, &P->rreg))) die("register the receive buffer", rc);
+    if ((rc = mlxd_cq_create(P->nic, 256, NULL, &P->cq))) die("create the CQ", rc);
+    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = c->type, .send_depth = 64, .recv_depth = 128,
                                .max_inline = 0, .has_gid_index = gid_idx >= 0, .gid_index = (uint32_t)(gid_idx < 0 ? 0 : gid_idx) };
-    struct mlxd_qp *qp;
-    if ((rc = mlxd_qp_create(cq, &qo, &qp))) die("create the QP", rc);
-    struct mlxd_endpoint ep;
-    mlxd_qp_endpoint(qp, &ep);
-    struct mlxd_remote rr = mlxd_region_remote(rreg);
-    struct wire mine = { .qpn = ep.qpn, .psn = ep.psn, .addr = rr.addr, .rkey = rr.rkey }, peer;
-    memcpy(mine.gid, ep.gid, 16);
-    exchange(s, &mine, &peer);
-    struct mlxd_endpoint pep = { .qpn = peer.qpn, .psn = peer.psn };
-    memcpy(pep.gid, peer.gid, 16);
+    if ((rc = mlxd_qp_create(P->cq, &qo, &P->qp))) die("create the QP", rc);
+    mlxd_qp_endpoint(P->qp, &P->ep);
+    struct mlxd_remote rr = mlxd_region_remote(P->rreg);
+    struct wire mine = { .qpn = P->ep.qpn, .psn = P->ep.psn, .addr = rr.addr, .rkey = rr.rkey };
+    memcpy(mine.gid, P->ep.gid, 16);
+    exchange(P->s, &mine, &P->peer);
+    struct mlxd_endpoint pep = { .qpn = P->peer.qpn, .psn = P->peer.psn };
+    memcpy(pep.gid, P->peer.gid, 16);
 
     /* receives first, then connect, then tell the peer we are ready */
-    struct mlxd_local rl = mlxd_region_local(rreg);
-    struct mlxd_recv rv[RECV_BATCH];
-    for (int i = 0; i < RECV_BATCH; i++) rv[i] = (struct mlxd_recv){ .wr_id = 0x1000u + (unsigned)i, .num_local = c.use_send ? 1 : 0, .local = &rl };
-    for (int k = 0; k < 4; k++) if ((rc = mlxd_qp_receive(qp, rv, RECV_BATCH)) < 0) die("post receives", rc);
-    int posted = 4 * RECV_BATCH;
-    struct mlxd_ah *ah;
-    connect_or_ready(nic, qp, &c, &pep, &ah);
-    send_all(s, "R", 1);
-    expect_byte(s, 'R', "its ready signal");
+    P->rl = mlxd_region_local(P->rreg);
+    for (int i = 0; i < RECV_BATCH; i++) P->rv[i] = (struct mlxd_recv){ .wr_id = 0x1000u + (unsigned)i, .num_local = c->use_send ? 1 : 0, .local = &P->rl };
+    for (int k = 0; k < 4; k++) if ((rc = mlxd_qp_receive(P->qp, P->rv, RECV_BATCH)) < 0) die("post receives", rc);
+    P->posted = 4 * RECV_BATCH;
+    connect_or_ready(P->nic, P->qp, c, &pep, &P->ah);
+    send_all(P->s, "R", 1);
+    expect_byte(P->s, 'R', "its ready signal");
+    P->sl = mlxd_region_local(P->sreg);
+}
 
-    if (!c.server) printf("mlxd-pingpong server: %s QP 0x%06x %s %s, %u bytes x %u\n", c.dev, ep.qpn,
-                          transport_upper(c.type), op_label(&c), c.size, c.iters);
-    int dir_out = c.server ? 0 : 1, dir_in = 1 - dir_out;
-    struct mlxd_local sl = mlxd_region_local(sreg);
-    double *rtt = calloc(c.iters, sizeof *rtt);
-    double t_start = now_us();
-    struct mlxd_completion wc[16];
-    uint32_t sends_outstanding = 0;
+/* Iteration it's message to the peer (its pattern in the send buffer). */
+static void send_message(struct pp *P, uint32_t it, int dir_out)
+{
+    const struct cfg *c = P->c;
+    int rc;
+    fill(P->sbuf, c->size, it, dir_out);
+    struct mlxd_entry e = { .wr_id = it, .op = c->use_send ? MLXD_OP_SEND : MLXD_OP_WRITE_IMM,
+                            .flags = MLXD_SIGNALED, .imm = it, .num_local = 1, .local = P->sl,
+                            .remote = { P->peer.addr, 0, P->peer.rkey, 0 }, .ah = P->ah, .remote_qpn = P->peer.qpn,
+                            .remote_qkey = PP_QKEY };
+    while ((rc = mlxd_qp_post(P->qp, &e)) == -EAGAIN) (void)mlxd_cq_poll(P->cq, P->wc, 16);
+    if (rc) die("post", rc);
+    mlxd_qp_ring(P->qp);
+    P->sends_outstanding++;
+}
+
+/* A message this late: has the peer given up?  Asked only then, so that no system call is part
+ * of an ordinary round trip. */
+static void check_peer(int s, uint32_t it)
+{
+    char pb;
+    ssize_t k = recv(s, &pb, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (k == 0) fail("iteration %u: the peer %s closed the connection (see its output)", it, g_peer_name);
+    if (k == 1 && pb == 'F') peer_failed();
+    /* 'D': the peer has finished; its last message may still be on its way */
+    if (k == 1 && pb != 'D')
+        fail("protocol error: the peer %s sent byte 0x%02x during the round trips", g_peer_name, (unsigned char)pb);
+}
+
+/* One completion of the wait for the peer's message: a receive is checked (size, immediate,
+ * every byte), a send is counted off.  *got: the message came (or an error did).  Returns 1 when
+ * it failed (said), else 0. */
+static int take_completion(struct pp *P, const struct mlxd_completion *wc, uint32_t it, int dir_in, bool *got)
+{
+    const struct cfg *c = P->c;
+    if (wc->status) {
+        fprintf(stderr, "mlxd-pingpong: iteration %u: completion error %s (%u), syndrome %s (0x%02x), vendor syndrome 0x%02x, CQE opcode %s\n",
+                it, mlxd_wc_status_name((int)wc->status), wc->status,
+                mlxd_syndrome_name(wc->syndrome), wc->syndrome, wc->vendor_syndrome,
+                mlxd_cqe_opcode_name(wc->cqe_opcode));
+        *got = true;
+        return 1;
+    }
+    if (wc->opcode != MLXD_WC_RECV && wc->opcode != MLXD_WC_RECV_RDMA_WITH_IMM) {
+        P->sends_outstanding--;
+        return 0;
+    }
+    P->posted--;
+    *got = true;
+    if (wc->byte_len != c->size + P->grh || (!c->use_send && wc->imm != it)) {
+        fprintf(stderr, "mlxd-pingpong: iteration %u: got %u bytes imm %u\n", it, wc->byte_len, wc->imm);
+        return 1;
+    }
+    return verify(P->rbuf + P->grh, c->size, it, dir_in) ? 1 : 0;
+}
+
+/* Waits for the peer's message of iteration it (our send's completion may come first or
+ * later), then tops up the receives.  Returns 1 when it failed (said), else 0. */
+static int await_message(struct pp *P, uint32_t it, int dir_in)
+{
+    int failed = 0, rc;
+    bool got = false;
+    double deadline = now_us() + 10e6, next_check = now_us() + PEER_CHECK_US;
+    while (!got) {
+        int n = mlxd_cq_poll(P->cq, P->wc, 16);
+        if (n < 0) die("poll", n);
+        if (n == 0 && P->yield) sched_yield();
+        for (int i = 0; i < n; i++) {
+            failed |= take_completion(P, &P->wc[i], it, dir_in, &got);
+            if (P->wc[i].status) break;
+        }
+        if (got) break;
+        double t = now_us();
+        if (t > next_check) {
+            next_check = t + PEER_CHECK_US;
+            check_peer(P->s, it);
+        }
+        if (t > deadline) {
+            fprintf(stderr, "mlxd-pingpong: iteration %u: no message from the peer within 10 s\n", it);
+            failed = 1;
+            break;
+        }
+    }
+    if (P->posted <= 2 * RECV_BATCH) {
+        if ((rc = mlxd_qp_receive(P->qp, P->rv, RECV_BATCH)) < 0) die("post receives", rc);
+        P->posted += RECV_BATCH;
+    }
+    return failed;
+}
+
+/* The round trips (the client sends first); rtt[it]: each one's time.  Returns 1 when one
+ * failed (said), else 0. */
+static int round_trips(struct pp *P, double *rtt)
+{
+    const struct cfg *c = P->c;
+    int dir_out = c->server ? 0 : 1, dir_in = 1 - dir_out;
     int failed = 0;
-    bool yield = emulated();
-    if (c.fetch_add) failed = c.server ? atomic_client(&c, qp, cq, &sl, sbuf, &peer, s, rtt) : atomic_server(&c, (volatile uint64_t *)rbuf, s);
-    for (uint32_t it = 0; it < c.iters && !failed && !c.fetch_add; it++) {
+    for (uint32_t it = 0; it < c->iters && !failed; it++) {
         double t0 = now_us();
         for (int phase = 0; phase < 2 && !failed; phase++) {
-            bool sending = (phase == 0) == (c.server != NULL);   /* client sends first */
-            if (sending) {
-                fill(sbuf, c.size, it, dir_out);
-                struct mlxd_entry e = { .wr_id = it, .op = c.use_send ? MLXD_OP_SEND : MLXD_OP_WRITE_IMM,
-                                        .flags = MLXD_SIGNALED, .imm = it, .num_local = 1, .local = sl,
-                                        .remote = { peer.addr, 0, peer.rkey, 0 }, .ah = ah, .remote_qpn = peer.qpn,
-                                        .remote_qkey = PP_QKEY };
-                while ((rc = mlxd_qp_post(qp, &e)) == -EAGAIN) (void)mlxd_cq_poll(cq, wc, 16);
-                if (rc) die("post", rc);
-                mlxd_qp_ring(qp);
-                sends_outstanding++;
-                continue;
-            }
-            /* wait for the peer's message (our send's completion may come first or later) */
-            bool got = false;
-            double deadline = now_us() + 10e6, next_check = now_us() + PEER_CHECK_US;
-            while (!got) {
-                int n = mlxd_cq_poll(cq, wc, 16);
-                if (n < 0) die("poll", n);
-                if (n == 0 && yield) sched_yield();
-                for (int i = 0; i < n; i++) {
-                    if (wc[i].status) {
-                        fprintf(stderr, "mlxd-pingpong: iteration %u: completion error %s (%u), syndrome %s (0x%02x), vendor syndrome 0x%02x, CQE opcode %s\n",
-                                it, mlxd_wc_status_name((int)wc[i].status), wc[i].status,
-                                mlxd_syndrome_name(wc[i].syndrome), wc[i].syndrome, wc[i].vendor_syndrome,
-                                mlxd_cqe_opcode_name(wc[i].cqe_opcode));
-                        failed = 1;
-                        got = true;
-                        break;
-                    }
-                    if (wc[i].opcode == MLXD_WC_RECV || wc[i].opcode == MLXD_WC_RECV_RDMA_WITH_IMM) {
-                        posted--;
-                        if (wc[i].byte_len != c.size + grh || (!c.use_send && wc[i].imm != it)) {
-                            fprintf(stderr, "mlxd-pingpong: iteration %u: got %u bytes imm %u\n", it, wc[i].byte_len, wc[i].imm);
-                            failed = 1;
-                        } else if (verify(rbuf + grh, c.size, it, dir_in)) {
-                            failed = 1;
-                        }
-                        got = true;
-                    } else {
-                        sends_outstanding--;
-                    }
-                }
-                if (got) break;
-                double t = now_us();
-                if (t > next_check) {
-                    /* A message this late: has the peer given up?  Asked only now, so that no
-                     * system call is part of an ordinary round trip. */
-                    next_check = t + PEER_CHECK_US;
-                    char pb;
-                    ssize_t k = recv(s, &pb, 1, MSG_PEEK | MSG_DONTWAIT);
-                    if (k == 0) fail("iteration %u: the peer %s closed the connection (see its output)", it, g_peer_name);
-                    if (k == 1 && pb == 'F') peer_failed();
-                    /* 'D': the peer has finished; its last message may still be on its way */
-                    if (k == 1 && pb != 'D')
-                        fail("protocol error: the peer %s sent byte 0x%02x during the round trips", g_peer_name, (unsigned char)pb);
-                }
-                if (t > deadline) {
-                    fprintf(stderr, "mlxd-pingpong: iteration %u: no message from the peer within 10 s\n", it);
-                    failed = 1;
-                    break;
-                }
-            }
-            if (posted <= 2 * RECV_BATCH) {
-                if ((rc = mlxd_qp_receive(qp, rv, RECV_BATCH)) < 0) die("post receives", rc);
-                posted += RECV_BATCH;
-            }
+            bool sending = (phase == 0) == (c->server != NULL);   /* client sends first */
+            if (sending)
+                send_message(P, it, dir_out);
+            else
+                failed = await_message(P, it, dir_in);
         }
         rtt[it] = now_us() - t0;
     }
-    double total = now_us() - t_start;
+    return failed;
+}
+
+/* The verdicts exchanged ('D' or 'F'), our last send completion drained so that nothing is
+ * outstanding at teardown. */
+static void exchange_verdicts(struct pp *P, int failed)
+{
     /* the verdict first: after a failure here the peer is waiting for a message that will not
      * come.  'F' is best effort: a peer already gone is no second error. */
-    if (failed) (void)send(s, "F", 1, MSG_NOSIGNAL);
-    else send_all(s, "D", 1);
-    /* drain our last send completion so nothing is outstanding at teardown */
+    if (failed) (void)send(P->s, "F", 1, MSG_NOSIGNAL);
+    else send_all(P->s, "D", 1);
     double end = now_us() + 1e6;
-    while (sends_outstanding && now_us() < end) {
-        int n = mlxd_cq_poll(cq, wc, 16);
-        for (int i = 0; i < n; i++) if (wc[i].opcode != MLXD_WC_RECV && wc[i].opcode != MLXD_WC_RECV_RDMA_WITH_IMM) sends_outstanding--;
+    while (P->sends_outstanding && now_us() < end) {
+        int n = mlxd_cq_poll(P->cq, P->wc, 16);
+        for (int i = 0; i < n; i++) if (P->wc[i].opcode != MLXD_WC_RECV && P->wc[i].opcode != MLXD_WC_RECV_RDMA_WITH_IMM) P->sends_outstanding--;
     }
     if (failed) {
         /* this side has said why; the peer's verdict adds nothing.  A short wait lets it read
          * ours before the close. */
-        shutdown(s, SHUT_WR);
-        struct pollfd pf = { .fd = s, .events = POLLIN };
+        shutdown(P->s, SHUT_WR);
+        struct pollfd pf = { .fd = P->s, .events = POLLIN };
         char pb;
-        if (poll(&pf, 1, 2000) == 1) (void)recv(s, &pb, 1, MSG_DONTWAIT);   /* errors too add nothing */
+        if (poll(&pf, 1, 2000) == 1) (void)recv(P->s, &pb, 1, MSG_DONTWAIT);   /* errors too add nothing */
     } else {
-        expect_byte(s, 'D', "its result");
+        expect_byte(P->s, 'D', "its result");
     }
-    if (!failed && c.server) print_summary(&c, rtt, total, peer.qpn);
+}
+
+int main(int argc, char **argv)
+{
+    struct cfg c = { .port = 18515, .gid_idx = -1, .size = 4096, .iters = 1000, .type = MLXD_QP_RC };
+    int status = parse_args(&c, argc, argv);
+    if (status >= 0) return status;
+    if (c.emulate) maybe_emulate(argv);
+    emulated_setup();
+    if ((status = pick_device(&c)) >= 0) return status;
+
+    /* the device first: a bad -d fails before any connection is made */
+    struct pp P = { .c = &c };
+    int rc;
+    if ((rc = mlxd_open(c.dev, NULL, &P.nic))) die(c.dev, rc);
+    int gid_idx = connect_peer(&P);
+    make_objects(&P, gid_idx);
+
+    if (!c.server) printf("mlxd-pingpong server: %s QP 0x%06x %s %s, %u bytes x %u\n", c.dev, P.ep.qpn,
+                          transport_upper(c.type), op_label(&c), c.size, c.iters);
+    double *rtt = calloc(c.iters, sizeof *rtt);
+    double t_start = now_us();
+    P.yield = emulated();
+    int failed;
+    if (c.fetch_add)
+        failed = c.server ? atomic_client(&c, P.qp, P.cq, &P.sl, P.sbuf, &P.peer, P.s, rtt)
+                          : atomic_server(&c, (volatile uint64_t *)P.rbuf, P.s);
+    else
+        failed = round_trips(&P, rtt);
+    double total = now_us() - t_start;
+    exchange_verdicts(&P, failed);
+    if (!failed && c.server) print_summary(&c, rtt, total, P.peer.qpn);
     if (!failed && !c.server && !c.fetch_add) printf("%u iterations of %u bytes received and verified\n", c.iters, c.size);
-    mlxd_qp_destroy(qp);
-    mlxd_cq_destroy(cq);
-    mlxd_region_deregister(sreg);
-    mlxd_region_deregister(rreg);
-    rc = mlxd_close(nic);
-    close(s);
-    free(rtt); free(sbuf); free(rbuf);
+    mlxd_qp_destroy(P.qp);
+    mlxd_cq_destroy(P.cq);
+    mlxd_region_deregister(P.sreg);
+    mlxd_region_deregister(P.rreg);
+    rc = mlxd_close(P.nic);
+    close(P.s);
+    free(rtt); free(P.sbuf); free(P.rbuf);
     return failed || rc ? 1 : 0;
 }

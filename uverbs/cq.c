@@ -60,8 +60,9 @@ void mlxd__cq_release(struct mlxd_cq *cq)
 
 int mlxd__comp_channel(struct mlxd_nic *nic);
 
-int mlxd_cq_create(struct mlxd_nic *nic, uint32_t entries, const struct mlxd_cq_opts *opts,
-                   struct mlxd_cq **out)
+/* mlxd_cq_create's arguments; *ncqe: the ring's size (entries rounded up to a power of 2). */
+static int check_cq_args(struct mlxd_nic *nic, uint32_t entries, const struct mlxd_cq_opts *opts,
+                         struct mlxd_cq **out, uint32_t *ncqe)
 {
     static const char fn[] = "mlxd_cq_create";
     if (!nic_ok(nic) || !out) return mlxd_err(EINVAL, "%s: invalid or closed nic (or its parent's, in a child of fork), or out NULL", fn);
@@ -73,12 +74,68 @@ int mlxd_cq_create(struct mlxd_nic *nic, uint32_t entries, const struct mlxd_cq_
     if (opts && nic->num_comp_vectors && opts->comp_vector >= nic->num_comp_vectors)
         return mlxd_err(EINVAL, "%s: comp_vector %u, the device has %u", fn, opts->comp_vector,
                         nic->num_comp_vectors);
-    uint32_t ncqe = mlxd__roundup_pow2(entries < 2 ? 2 : entries);
-    if (!ncqe || ncqe > nic->max_cqe)
+    *ncqe = mlxd__roundup_pow2(entries < 2 ? 2 : entries);
+    if (!*ncqe || *ncqe > nic->max_cqe)
         return mlxd_err(EINVAL, "%s: %u entries exceeds the device's maximum %u", fn, entries, nic->max_cqe);
+    return 0;
+}
+
+/* CQ_CREATE of the ring of ncqe CQEs (cq->buf, doorbell record cq->db): sets cq->handle and the
+ * kernel's CQN; success counts the pages the kernel pinned.  A refusal explains RLIMIT_MEMLOCK
+ * when that is the cause (memlock.c). */
+static int kernel_create_cq(struct mlxd_cq *cq, uint32_t ncqe, const struct mlxd_cq_opts *opts)
+{
+    static const char fn[] = "mlxd_cq_create";
+    struct mlxd_nic *nic = cq->nic;
+    struct mlx5_ib_create_cq req;
+    struct mlx5_ib_create_cq_resp resp;
+    memset(&req, 0, sizeof req);
+    memset(&resp, 0, sizeof resp);
+    req.buf_addr = (uintptr_t)cq->buf;
+    req.db_addr = (uintptr_t)cq->db;
+    req.cqe_size = MLXD_CQE_SIZE;
+    req.flags = MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX | (cq->real_time ? MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS : 0);
+    req.uar_page_index = (uint16_t)nic->uar_page_id;
+    uint32_t resp_cqe = 0;
+    struct ioc c;
+    ioc_init(&c, UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE);
+    int h = ioc_obj(&c, UVERBS_ATTR_CREATE_CQ_HANDLE, 0);
+    ioc_in_u32(&c, UVERBS_ATTR_CREATE_CQ_CQE, ncqe - 1);
+    ioc_in_u64(&c, UVERBS_ATTR_CREATE_CQ_USER_HANDLE, (uintptr_t)cq);
+    if (cq->events) ioc_obj(&c, UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, (uint64_t)nic->comp_fd);
+    ioc_in_u32(&c, UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, opts ? opts->comp_vector : 0);
+    if (cq->ignore_overrun)   /* k: uverbs_std_types_cq.c CQ_CREATE flags; hw/mlx5/cq.c sets cqc.oi */
+        ioc_in_u32(&c, UVERBS_ATTR_CREATE_CQ_FLAGS, IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN);
+    ioc_out(&c, UVERBS_ATTR_CREATE_CQ_RESP_CQE, &resp_cqe, sizeof resp_cqe);
+    ioc_in(&c, UVERBS_ATTR_UHW_IN, &req, sizeof req);
+    ioc_out(&c, UVERBS_ATTR_UHW_OUT, &resp, sizeof resp);
+    int rc = mlxd__ioctl(nic->fd, &c);
+    uint64_t ring_pages = mlxd__pin_pages(req.buf_addr, (uint64_t)ncqe * MLXD_CQE_SIZE);
+    if (rc) {
+        char what[48];
+        snprintf(what, sizeof what, "CQ_CREATE (%u CQEs)", ncqe);
+        int m = mlxd__memlock_error(fn, nic->name, what, rc, ring_pages + 1);
+        return m ? m : mlxd_err(-rc, "%s %s: the kernel refused %s: %s", fn, nic->name, what, strerror(-rc));
+    }
+    cq->pinned_ring = ring_pages;      /* and the doorbell record's page */
+    cq->pinned_db = 1;
+    mlxd__pinned_add(MLXD_PIN_RING, (int64_t)ring_pages);
+    mlxd__pinned_add(MLXD_PIN_DBREC, 1);
+    cq->handle = (uint32_t)ioc_value(&c, h);
+    cq->cqn = resp.cqn;
+    return 0;
+}
+
+int mlxd_cq_create(struct mlxd_nic *nic, uint32_t entries, const struct mlxd_cq_opts *opts,
+                   struct mlxd_cq **out)
+{
+    static const char fn[] = "mlxd_cq_create";
+    uint32_t ncqe = 0;
+    int rc = check_cq_args(nic, entries, opts, out, &ncqe);
+    if (rc) return rc;
     struct mlxd_cq *cq = calloc(1, sizeof *cq);
     if (!cq) return mlxd_err(ENOMEM, "%s: out of memory", fn);
-    int rc = ring_alloc(cq, ncqe);
+    rc = ring_alloc(cq, ncqe);
     if (rc) { free(cq); return mlxd_err(ENOMEM, "%s: cannot allocate a ring of %u CQEs", fn, ncqe); }
     cq->events = opts && opts->events;
     cq->user_data = opts ? opts->user_data : 0;
@@ -102,43 +159,7 @@ int mlxd_cq_create(struct mlxd_nic *nic, uint32_t entries, const struct mlxd_cq_
             goto fail;
         }
     }
-    struct mlx5_ib_create_cq req;
-    struct mlx5_ib_create_cq_resp resp;
-    memset(&req, 0, sizeof req);
-    memset(&resp, 0, sizeof resp);
-    req.buf_addr = (uintptr_t)cq->buf;
-    req.db_addr = (uintptr_t)cq->db;
-    req.cqe_size = MLXD_CQE_SIZE;
-    req.flags = MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX | (cq->real_time ? MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS : 0);
-    req.uar_page_index = (uint16_t)nic->uar_page_id;
-    uint32_t resp_cqe = 0;
-    struct ioc c;
-    ioc_init(&c, UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE);
-    int h = ioc_obj(&c, UVERBS_ATTR_CREATE_CQ_HANDLE, 0);
-    ioc_in_u32(&c, UVERBS_ATTR_CREATE_CQ_CQE, ncqe - 1);
-    ioc_in_u64(&c, UVERBS_ATTR_CREATE_CQ_USER_HANDLE, (uintptr_t)cq);
-    if (cq->events) ioc_obj(&c, UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, (uint64_t)nic->comp_fd);
-    ioc_in_u32(&c, UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, opts ? opts->comp_vector : 0);
-    if (cq->ignore_overrun)   /* k: uverbs_std_types_cq.c CQ_CREATE flags; hw/mlx5/cq.c sets cqc.oi */
-        ioc_in_u32(&c, UVERBS_ATTR_CREATE_CQ_FLAGS, IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN);
-    ioc_out(&c, UVERBS_ATTR_CREATE_CQ_RESP_CQE, &resp_cqe, sizeof resp_cqe);
-    ioc_in(&c, UVERBS_ATTR_UHW_IN, &req, sizeof req);
-    ioc_out(&c, UVERBS_ATTR_UHW_OUT, &resp, sizeof resp);
-    rc = mlxd__ioctl(nic->fd, &c);
-    uint64_t ring_pages = mlxd__pin_pages(req.buf_addr, (uint64_t)ncqe * MLXD_CQE_SIZE);
-    if (rc) {
-        char what[48];
-        snprintf(what, sizeof what, "CQ_CREATE (%u CQEs)", ncqe);
-        int m = mlxd__memlock_error(fn, nic->name, what, rc, ring_pages + 1);
-        rc = m ? m : mlxd_err(-rc, "%s %s: the kernel refused %s: %s", fn, nic->name, what, strerror(-rc));
-        goto fail;
-    }
-    cq->pinned_ring = ring_pages;      /* and the doorbell record's page */
-    cq->pinned_db = 1;
-    mlxd__pinned_add(MLXD_PIN_RING, (int64_t)ring_pages);
-    mlxd__pinned_add(MLXD_PIN_DBREC, 1);
-    cq->handle = (uint32_t)ioc_value(&c, h);
-    cq->cqn = resp.cqn;
+    if ((rc = kernel_create_cq(cq, ncqe, opts))) goto fail;
     if (cq->ignore_overrun)
         cq->dbrec = cq->ci_sink;      /* the device checks no consumer index: none is written */
     cq->state = OBJ_LIVE;

@@ -217,9 +217,9 @@ static void query_device(struct mlxd_nic *nic)
     }
 }
 
-int mlxd_open(const char *name, const struct mlxd_open_opts *opts, struct mlxd_nic **out)
+/* mlxd_open's arguments. */
+static int check_open_args(const char *name, const struct mlxd_open_opts *opts)
 {
-    if (!out) return mlxd_err(EINVAL, "mlxd_open: out must not be NULL");
     if (!name || !*name || strlen(name) >= 64 || strchr(name, '/'))
         return mlxd_err(EINVAL, "mlxd_open: invalid device name");
     if (opts) {
@@ -230,6 +230,12 @@ int mlxd_open(const char *name, const struct mlxd_open_opts *opts, struct mlxd_n
         if (opts->port > 1)
             return mlxd_err(EINVAL, "mlxd_open: port %u: only port 1 can be opened", opts->port);
     }
+    return 0;
+}
+
+/* The RDMA device name in sysfs, held by mlx5, and *idx the N of its /dev/infiniband/uverbsN. */
+static int find_device(const char *name, int *idx)
+{
     const char *root = mlxd_sysfs_root();
     char path[PATH_MAX];
     struct stat st;
@@ -239,11 +245,93 @@ int mlxd_open(const char *name, const struct mlxd_open_opts *opts, struct mlxd_n
     if (!mlxd__is_mlx5(root, name))
         return mlxd_err(ENODEV, "mlxd_open: %s is not held by mlx5_core or mlx5_core.sf (%s/device/driver)",
                         name, path);
-    int idx;
-    int rc = mlxd__find_uverbs(root, name, &idx);
+    int rc = mlxd__find_uverbs(root, name, idx);
     if (rc)
         return mlxd_err(ENOENT, "mlxd_open: %s has no verbs file: no uverbsN in %s/class/infiniband_verbs names it%s%s",
                         name, root, rc == -ENOENT ? "" : ": ", rc == -ENOENT ? "" : strerror(-rc));
+    return 0;
+}
+
+/* Port 1: active, Ethernet, with a RoCE v2 GID (its attributes and GID table read). */
+static int check_port(struct mlxd_nic *nic)
+{
+    int rc = query_port(nic);
+    if (rc) return rc;
+    if (nic->port.state != 4)
+        return mlxd_err(ENETDOWN, "mlxd_open %s: port 1 is not active (state %u, 4 = ACTIVE)", nic->name,
+                        nic->port.state);
+    if (nic->port.link_layer != MLXD_LINK_ETHERNET) {
+        /* mlx5direct addresses peers by GID over RoCE v2 (UDP/IP) only: an InfiniBand port needs
+         * LIDs in the address vector (kernel hw/mlx5/qp.c mlx5_set_path), which mlxd_qp_connect
+         * does not set, so a connection there could never reach its peer */
+        return mlxd_err(EPROTONOSUPPORT, "mlxd_open %s: port 1 is InfiniBand (link layer %u); mlx5direct "
+                        "supports RoCE v2 on Ethernet ports only (no LID addressing)", nic->name,
+                        nic->port.link_layer);
+    }
+    if ((rc = query_gids(nic))) return rc;
+    if (nic->port.link_layer == MLXD_LINK_ETHERNET && nic->default_gid < 0)
+        return mlxd_err(EADDRNOTAVAIL, "mlxd_open %s: Ethernet port 1 has no RoCE v2 GID", nic->name);
+    return 0;
+}
+
+/* The device's limits into nic->port (query_device), the largest inline send it allows. */
+static void port_limits(struct mlxd_nic *nic)
+{
+    query_device(nic);
+    nic->port.max_cqe = nic->max_cqe;
+    nic->port.max_qp_wr = nic->max_qp_wr;
+    nic->port.bf_reg_size = nic->bf_reg_size;
+    nic->port.cqe_version = nic->cqe_version;
+}
+
+/* The inline room of a send WQE: its descriptor limit less ctrl + raddr + inline header. */
+static void inline_limit(struct mlxd_nic *nic)
+{
+    uint32_t wqe_max = nic->max_sq_desc_sz ? nic->max_sq_desc_sz : 1008;
+    if (wqe_max > 63 * 16) wqe_max = 63 * 16;
+    nic->port.max_inline = wqe_max - 16 - 16 - 4;  /* ctrl + raddr + inline header */
+}
+
+/* The NIC's own doorbell page (a non-cached UAR, mapped), once a system page holds whole UARs. */
+static int alloc_uar(struct mlxd_nic *nic)
+{
+    long need = page_size() / MLXD_ADAPTER_PAGE_SIZE;
+    if (need < 1) need = 1;
+    if (nic->num_uars_per_page < (uint32_t)need)
+        return mlxd_err(ENOSPC, "mlxd_open %s: the kernel gives %u doorbell registers (4 KiB UARs) per page, "
+                        "fewer than one %ld-byte system page holds (%ld)", nic->name, nic->num_uars_per_page,
+                        page_size(), need);
+    int rc = mlxd__uar_alloc(nic, MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC, &nic->uar_handle, &nic->uar_page_id,
+                             &nic->uar_map);
+    if (rc == MLXD__UAR_TOO_SMALL)
+        return mlxd_err(ENOSPC, "mlxd_open %s: UAR_OBJ_ALLOC gave a doorbell register mapping smaller "
+                        "than a system page (%ld bytes)", nic->name, page_size());
+    if (rc)
+        return mlxd_err(-rc, "mlxd_open %s: the kernel refused UAR_OBJ_ALLOC (NC) + MMAP: %s", nic->name,
+                        strerror(-rc));
+    return 0;
+}
+
+/* The protection domain every object of the NIC is made in. */
+static int alloc_pd(struct mlxd_nic *nic)
+{
+    uint64_t req = 0;
+    uint32_t resp = 0, pdn = 0;
+    int rc = mlxd__invoke_write(nic->fd, IB_USER_VERBS_CMD_ALLOC_PD, &req, sizeof req, &resp,
+                                sizeof resp, NULL, 0, &pdn, sizeof pdn);
+    if (rc) return KERR(nic, rc, "ALLOC_PD");
+    nic->pd_handle = resp;
+    nic->pdn = pdn;
+    return 0;
+}
+
+int mlxd_open(const char *name, const struct mlxd_open_opts *opts, struct mlxd_nic **out)
+{
+    if (!out) return mlxd_err(EINVAL, "mlxd_open: out must not be NULL");
+    int idx;
+    int rc = check_open_args(name, opts);
+    if (rc) return rc;
+    if ((rc = find_device(name, &idx))) return rc;
 
     struct mlxd_nic *nic = calloc(1, sizeof *nic);
     if (!nic) return mlxd_err(ENOMEM, "mlxd_open: out of memory");
@@ -262,64 +350,12 @@ int mlxd_open(const char *name, const struct mlxd_open_opts *opts, struct mlxd_n
     }
     if ((rc = get_context(nic))) goto fail_close;
     if ((rc = async_alloc(nic))) goto fail_close;
-    if ((rc = query_port(nic))) goto fail_async;
-    if (nic->port.state != 4) {
-        rc = mlxd_err(ENETDOWN, "mlxd_open %s: port 1 is not active (state %u, 4 = ACTIVE)", name,
-                      nic->port.state);
-        goto fail_async;
-    }
-    if (nic->port.link_layer != MLXD_LINK_ETHERNET) {
-        /* mlx5direct addresses peers by GID over RoCE v2 (UDP/IP) only: an InfiniBand port needs
-         * LIDs in the address vector (kernel hw/mlx5/qp.c mlx5_set_path), which mlxd_qp_connect
-         * does not set, so a connection there could never reach its peer */
-        rc = mlxd_err(EPROTONOSUPPORT, "mlxd_open %s: port 1 is InfiniBand (link layer %u); mlx5direct "
-                      "supports RoCE v2 on Ethernet ports only (no LID addressing)", name, nic->port.link_layer);
-        goto fail_async;
-    }
-    if ((rc = query_gids(nic))) goto fail_async;
-    if (nic->port.link_layer == MLXD_LINK_ETHERNET && nic->default_gid < 0) {
-        rc = mlxd_err(EADDRNOTAVAIL, "mlxd_open %s: Ethernet port 1 has no RoCE v2 GID", name);
-        goto fail_async;
-    }
-    query_device(nic);
-    nic->port.max_cqe = nic->max_cqe;
-    nic->port.max_qp_wr = nic->max_qp_wr;
-    nic->port.bf_reg_size = nic->bf_reg_size;
-    nic->port.cqe_version = nic->cqe_version;
+    if ((rc = check_port(nic))) goto fail_async;
+    port_limits(nic);
     mlxd__clock_open(nic);
-    {
-        uint32_t wqe_max = nic->max_sq_desc_sz ? nic->max_sq_desc_sz : 1008;
-        if (wqe_max > 63 * 16) wqe_max = 63 * 16;
-        nic->port.max_inline = wqe_max - 16 - 16 - 4;  /* ctrl + raddr + inline header */
-    }
-    long need = page_size() / MLXD_ADAPTER_PAGE_SIZE;
-    if (need < 1) need = 1;
-    if (nic->num_uars_per_page < (uint32_t)need) {
-        rc = mlxd_err(ENOSPC, "mlxd_open %s: the kernel gives %u doorbell registers (4 KiB UARs) per page, "
-                      "fewer than one %ld-byte system page holds (%ld)", name, nic->num_uars_per_page,
-                      page_size(), need);
-        goto fail_async;
-    }
-    rc = mlxd__uar_alloc(nic, MLX5_IB_UAPI_UAR_ALLOC_TYPE_NC, &nic->uar_handle, &nic->uar_page_id,
-                         &nic->uar_map);
-    if (rc == MLXD__UAR_TOO_SMALL) {
-        rc = mlxd_err(ENOSPC, "mlxd_open %s: UAR_OBJ_ALLOC gave a doorbell register mapping smaller "
-                      "than a system page (%ld bytes)", name, page_size());
-        goto fail_async;
-    }
-    if (rc) {
-        rc = mlxd_err(-rc, "mlxd_open %s: the kernel refused UAR_OBJ_ALLOC (NC) + MMAP: %s", name, strerror(-rc));
-        goto fail_async;
-    }
-    {
-        uint64_t req = 0;
-        uint32_t resp = 0, pdn = 0;
-        rc = mlxd__invoke_write(nic->fd, IB_USER_VERBS_CMD_ALLOC_PD, &req, sizeof req, &resp,
-                                sizeof resp, NULL, 0, &pdn, sizeof pdn);
-        if (rc) { rc = KERR(nic, rc, "ALLOC_PD"); goto fail_uar; }
-        nic->pd_handle = resp;
-        nic->pdn = pdn;
-    }
+    inline_limit(nic);
+    if ((rc = alloc_uar(nic))) goto fail_async;
+    if ((rc = alloc_pd(nic))) goto fail_uar;
     nic->state = OBJ_LIVE;
     nic->fork_gen = mlxd__fork_gen;
     *out = nic;

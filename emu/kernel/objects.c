@@ -169,78 +169,85 @@ int emu_k_uar_destroy(struct emu_file *f, struct k_uar *u)
 
 /* ---------------------------------------------------------------------------------------------
  * GET_CONTEXT (k: hw/mlx5/main.c mlx5_ib_alloc_ucontext) */
-int emu_k_get_context(struct emu_file *f, const void *uhw_in, size_t inlen, void *respv,
-                      size_t *resp_len, size_t outlen)
+/* The driver's request (struct mlx5_ib_alloc_ucontext_req_v2, *req, zero past what it gave)
+ * checked as mlx5_ib_alloc_ucontext checks it; *total: the static bfregs asked for, rounded up
+ * to MLX5_NON_FP_BFREGS_PER_UAR (2). */
+static int check_ucontext_req(struct emu_file *f, const void *uhw_in, size_t inlen,
+                              struct mlx5_ib_alloc_ucontext_req_v2 *req, uint32_t *total)
 {
-    struct mlx5_ib_alloc_ucontext_req_v2 req;
-    memset(&req, 0, sizeof req);
+    memset(req, 0, sizeof *req);
     /* k: uverbs: only one ucontext per file */
     if (f->ctx.has_ucontext) return -EINVAL;
     /* k: mlx5_ib_alloc_ucontext: 8 bytes = v0 request, >= offsetof(max_cqe_version) = v2 */
     if (inlen == sizeof(struct mlx5_ib_alloc_ucontext_req)) { /* v0 */ }
     else if (inlen >= offsetof(struct mlx5_ib_alloc_ucontext_req_v2, max_cqe_version)) { /* v2 */ }
     else return -EINVAL;
-    memcpy(&req, uhw_in, inlen < sizeof req ? inlen : sizeof req);
-    if (req.flags & ~MLX5_IB_ALLOC_UCTX_DEVX) return -EOPNOTSUPP;
-    if (req.comp_mask || req.reserved0 || req.reserved1 || req.reserved2) return -EOPNOTSUPP;
+    memcpy(req, uhw_in, inlen < sizeof *req ? inlen : sizeof *req);
+    if (req->flags & ~MLX5_IB_ALLOC_UCTX_DEVX) return -EOPNOTSUPP;
+    if (req->comp_mask || req->reserved0 || req->reserved1 || req->reserved2) return -EOPNOTSUPP;
     /* total rounded up to MLX5_NON_FP_BFREGS_PER_UAR (2); u32 arithmetic as the kernel's */
-    uint32_t total = (req.total_num_bfregs + 1u) & ~1u;
-    if (req.num_low_latency_bfregs > total - 1u) return -EINVAL;
+    *total = (req->total_num_bfregs + 1u) & ~1u;
+    if (req->num_low_latency_bfregs > *total - 1u) return -EINVAL;
     /* DEVX needs a device with log_max_uctx; the emulated one has none */
-    if (req.flags & MLX5_IB_ALLOC_UCTX_DEVX) return -EINVAL;
-    bool dyn = req.lib_caps & MLX5_LIB_CAP_DYN_UAR;
-    if (!dyn && total > EMU_MAX_STATIC_BFREGS) return -ENOMEM;
+    if (req->flags & MLX5_IB_ALLOC_UCTX_DEVX) return -EINVAL;
+    bool dyn = req->lib_caps & MLX5_LIB_CAP_DYN_UAR;
+    if (!dyn && *total > EMU_MAX_STATIC_BFREGS) return -ENOMEM;
+    return 0;
+}
 
-    if (!dyn && total) {
-        f->nstatic = total / 2;
-        f->static_uars = calloc(f->nstatic, sizeof *f->static_uars);
-        f->bfreg_use = calloc(total, sizeof *f->bfreg_use);
-        if (!f->static_uars || !f->bfreg_use) goto nomem;
-        for (unsigned i = 0; i < f->nstatic; i++) {
-            f->static_uars[i] = uar_new(f, MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF, true);
-            if (!f->static_uars[i]) goto nomem;
-            f->static_uars[i]->static_idx = i;
-        }
-        f->total_bfregs = total;
-        f->num_low_lat = req.num_low_latency_bfregs;
+/* The legacy static UARs: total bfregs, 2 per UAR page, the last num_low_lat low-latency.
+ * -ENOMEM leaves what was made for the caller to free. */
+static int alloc_static_uars(struct emu_file *f, uint32_t total, uint32_t num_low_lat)
+{
+    f->nstatic = total / 2;
+    f->static_uars = calloc(f->nstatic, sizeof *f->static_uars);
+    f->bfreg_use = calloc(total, sizeof *f->bfreg_use);
+    if (!f->static_uars || !f->bfreg_use) return -ENOMEM;
+    for (unsigned i = 0; i < f->nstatic; i++) {
+        f->static_uars[i] = uar_new(f, MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF, true);
+        if (!f->static_uars[i]) return -ENOMEM;
+        f->static_uars[i]->static_idx = i;
     }
+    f->total_bfregs = total;
+    f->num_low_lat = num_low_lat;
+    return 0;
+}
 
-    struct mlx5_ib_alloc_ucontext_resp resp;
-    memset(&resp, 0, sizeof resp);
-    resp.qp_tab_size = EMU_QP_SLOTS;
-    resp.bf_reg_size = EMU_BF_REG_SIZE;
-    resp.tot_bfregs = dyn ? 0 : total;
-    resp.cache_line_size = 64;
-    resp.max_sq_desc_sz = EMU_MAX_SQ_DESC;
-    resp.max_rq_desc_sz = EMU_MAX_RQ_DESC;
-    resp.max_send_wqebb = EMU_MAX_QP_WR;
-    resp.max_recv_wr = EMU_MAX_QP_WR;
-    resp.max_srq_recv_wr = EMU_MAX_QP_WR - 1;
-    resp.num_ports = 1;
-    resp.comp_mask = MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_CORE_CLOCK_OFFSET;
+/* The answer of the device (struct mlx5_ib_alloc_ucontext_resp, k: set_ucontext_resp). */
+static void ucontext_resp(struct emu_file *f, const struct mlx5_ib_alloc_ucontext_req_v2 *req,
+                          bool dyn, uint32_t total, struct mlx5_ib_alloc_ucontext_resp *resp)
+{
+    memset(resp, 0, sizeof *resp);
+    resp->qp_tab_size = EMU_QP_SLOTS;
+    resp->bf_reg_size = EMU_BF_REG_SIZE;
+    resp->tot_bfregs = dyn ? 0 : total;
+    resp->cache_line_size = 64;
+    resp->max_sq_desc_sz = EMU_MAX_SQ_DESC;
+    resp->max_rq_desc_sz = EMU_MAX_RQ_DESC;
+    resp->max_send_wqebb = EMU_MAX_QP_WR;
+    resp->max_recv_wr = EMU_MAX_QP_WR;
+    resp->max_srq_recv_wr = EMU_MAX_QP_WR - 1;
+    resp->num_ports = 1;
+    resp->comp_mask = MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_CORE_CLOCK_OFFSET;
     /* k: set_ucontext_resp: REAL_TIME_TS when the device's sq/rq/qp ts_format caps allow it */
-    if (emu_nic_clock_real_time()) resp.comp_mask |= MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS;
-    resp.cqe_version = req.max_cqe_version < 1 ? req.max_cqe_version : 1;
-    resp.cmds_supp_uhw = MLX5_USER_CMDS_SUPP_UHW_QUERY_DEVICE;
+    if (emu_nic_clock_real_time()) resp->comp_mask |= MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS;
+    resp->cqe_version = req->max_cqe_version < 1 ? req->max_cqe_version : 1;
+    resp->cmds_supp_uhw = MLX5_USER_CMDS_SUPP_UHW_QUERY_DEVICE;
     /* k: main.c mlx5_ib_alloc_ucontext: on an Ethernet port CREATE_AH returns the dmac */
-    if (emu_ds(f)->dev.cfg.ethernet) resp.cmds_supp_uhw |= MLX5_USER_CMDS_SUPP_UHW_CREATE_AH;
-    resp.eth_min_inline = 1;           /* MLX5_INLINE_MODE_NONE + 1 */
-    resp.clock_info_versions = 1u << MLX5_IB_CLOCK_INFO_V1;   /* the clock-info page (mmap.c) */
-    resp.hca_core_clock_offset = EMU_CORE_CLOCK_OFF;
-    resp.log_uar_size = 12;
+    if (emu_ds(f)->dev.cfg.ethernet) resp->cmds_supp_uhw |= MLX5_USER_CMDS_SUPP_UHW_CREATE_AH;
+    resp->eth_min_inline = 1;           /* MLX5_INLINE_MODE_NONE + 1 */
+    resp->clock_info_versions = 1u << MLX5_IB_CLOCK_INFO_V1;   /* the clock-info page (mmap.c) */
+    resp->hca_core_clock_offset = EMU_CORE_CLOCK_OFF;
+    resp->log_uar_size = 12;
     /* k: mlx5_ib_alloc_ucontext passes the firmware's num_of_uars_per_page through (devices
      * with the uar_4k capability); device option uars_per_page (docs/emulator.md). */
-    resp.num_uars_per_page = f->ctx.dev->cfg.uars_per_page;
-    resp.num_dyn_bfregs = 0;
-    size_t n = outlen < sizeof resp ? outlen : sizeof resp;
-    resp.response_length = (uint32_t)n;
-    memcpy(respv, &resp, sizeof resp);
-    *resp_len = n;
+    resp->num_uars_per_page = f->ctx.dev->cfg.uars_per_page;
+    resp->num_dyn_bfregs = 0;
+}
 
-    f->ctx.has_ucontext = true;
-    f->ctx.dyn_uar = dyn;
-    f->ctx.cqe_version = resp.cqe_version;
-    emu_g.ncontexts++;
+/* The first context of the device opens it (its QP and MR tables, the NIC half). */
+static int device_context_open(struct emu_file *f)
+{
     struct emu_device *dev = f->ctx.dev;
     pthread_mutex_lock(&dev->lock);
     int r = 0;
@@ -252,14 +259,37 @@ int emu_k_get_context(struct emu_file *f, const void *uhw_in, size_t inlen, void
         if (r) dev->open_contexts--;
     }
     pthread_mutex_unlock(&dev->lock);
+    return r;
+}
+
+int emu_k_get_context(struct emu_file *f, const void *uhw_in, size_t inlen, void *respv,
+                      size_t *resp_len, size_t outlen)
+{
+    struct mlx5_ib_alloc_ucontext_req_v2 req;
+    uint32_t total;
+    int r = check_ucontext_req(f, uhw_in, inlen, &req, &total);
+    if (r) return r;
+    bool dyn = req.lib_caps & MLX5_LIB_CAP_DYN_UAR;
+    if (!dyn && total && (r = alloc_static_uars(f, total, req.num_low_latency_bfregs))) goto fail;
+
+    struct mlx5_ib_alloc_ucontext_resp resp;
+    ucontext_resp(f, &req, dyn, total, &resp);
+    size_t n = outlen < sizeof resp ? outlen : sizeof resp;
+    resp.response_length = (uint32_t)n;
+    memcpy(respv, &resp, sizeof resp);
+    *resp_len = n;
+
+    f->ctx.has_ucontext = true;
+    f->ctx.dyn_uar = dyn;
+    f->ctx.cqe_version = resp.cqe_version;
+    emu_g.ncontexts++;
+    r = device_context_open(f);
     if (r) {
         f->ctx.has_ucontext = false;
         emu_g.ncontexts--;
         goto fail;
     }
     return 0;
-nomem:
-    r = -ENOMEM;
 fail:
     for (unsigned i = 0; i < f->nstatic; i++) uar_free(f->static_uars ? f->static_uars[i] : NULL);
     free(f->static_uars);
@@ -270,28 +300,31 @@ fail:
     return r;
 }
 
+/* A new event file (the async one, or a completion channel) as a uobject of f; *fd its
+ * descriptor.  Nothing is left behind on failure. */
+static int evq_file_alloc(struct emu_file *f, bool is_async, int *fd)
+{
+    struct k_evq *q = emu_evq_new(f, is_async);
+    if (!q) return -EMFILE;
+    uint32_t h;
+    int r = emu_uobj_alloc(f, is_async ? UO_ASYNC : UO_COMP_CHANNEL, q, &h);
+    if (r) { emu_fdtab[q->chan.fd].kind = FD_NONE; emu_evq_user_close(q); return r; }
+    *fd = q->chan.fd;
+    return 0;
+}
+
 /* ASYNC_EVENT_ALLOC / legacy GET_CONTEXT: the first async fd becomes the default one. */
 int emu_k_async_alloc(struct emu_file *f, int *fd)
 {
-    struct k_evq *q = emu_evq_new(f, true);
-    if (!q) return -EMFILE;
-    uint32_t h;
-    int r = emu_uobj_alloc(f, UO_ASYNC, q, &h);
-    if (r) { emu_fdtab[q->chan.fd].kind = FD_NONE; emu_evq_user_close(q); return r; }
-    if (f->ctx.default_async_fd < 0) f->ctx.default_async_fd = q->chan.fd;
-    *fd = q->chan.fd;
+    int r = evq_file_alloc(f, true, fd);
+    if (r) return r;
+    if (f->ctx.default_async_fd < 0) f->ctx.default_async_fd = *fd;
     return 0;
 }
 
 int emu_k_comp_channel(struct emu_file *f, int *fd)
 {
-    struct k_evq *q = emu_evq_new(f, false);
-    if (!q) return -EMFILE;
-    uint32_t h;
-    int r = emu_uobj_alloc(f, UO_COMP_CHANNEL, q, &h);
-    if (r) { emu_fdtab[q->chan.fd].kind = FD_NONE; emu_evq_user_close(q); return r; }
-    *fd = q->chan.fd;
-    return 0;
+    return evq_file_alloc(f, false, fd);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -654,9 +687,10 @@ static int alloc_static_bfreg(struct emu_file *f)
     return best;
 }
 
-int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd *pd,
-                    struct k_cq *scq, struct k_cq *rcq, uint32_t *handle, uint32_t *qpn,
-                    void *uhw_resp)
+/* QP_CREATE's request checked as the kernel checks it; *ucmd: the driver's part (struct
+ * mlx5_ib_create_qp), zero past what it gave. */
+static int check_qp_request(struct emu_file *f, const struct emu_qp_args *a, const struct k_pd *pd,
+                            const struct k_cq *scq, const struct k_cq *rcq, struct mlx5_ib_create_qp *ucmd)
 {
     /* k: uverbs_std_types_qp.c QP_CREATE: RC, UC, UD, XRC_INI, DRIVER (and RAW with
      * CAP_NET_RAW, XRC_TGT) are known; the emulator implements RC, UC and UD. */
@@ -676,62 +710,124 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
     /* k: qp.c process_udata_size: inlen >= offsetof(ece_options), bytes past the known struct
      * zero, outlen >= offsetofend(bfreg_index) */
     if (a->uhw_inlen < offsetof(struct mlx5_ib_create_qp, ece_options)) return -EINVAL;
-    struct mlx5_ib_create_qp ucmd;
-    memset(&ucmd, 0, sizeof ucmd);
-    memcpy(&ucmd, a->uhw_in, a->uhw_inlen < sizeof ucmd ? a->uhw_inlen : sizeof ucmd);
-    if (a->uhw_inlen > sizeof ucmd) {
-        const uint8_t *t = (const uint8_t *)a->uhw_in + sizeof ucmd;
-        for (size_t i = 0; i < a->uhw_inlen - sizeof ucmd; i++) if (t[i]) return -EINVAL;
+    memset(ucmd, 0, sizeof *ucmd);
+    memcpy(ucmd, a->uhw_in, a->uhw_inlen < sizeof *ucmd ? a->uhw_inlen : sizeof *ucmd);
+    if (a->uhw_inlen > sizeof *ucmd) {
+        const uint8_t *t = (const uint8_t *)a->uhw_in + sizeof *ucmd;
+        for (size_t i = 0; i < a->uhw_inlen - sizeof *ucmd; i++) if (t[i]) return -EINVAL;
     }
     if (a->uhw_outlen < sizeof(uint32_t)) return -EINVAL;
     /* k: qp.c process_vendor_flags: unknown or inapplicable vendor flags -> EOPNOTSUPP */
-    if (ucmd.flags & ~QP_VENDOR_FLAGS_OK) return -EOPNOTSUPP;
-    if (ucmd.ece_options) return -EOPNOTSUPP;
+    if (ucmd->flags & ~QP_VENDOR_FLAGS_OK) return -EOPNOTSUPP;
+    if (ucmd->ece_options) return -EOPNOTSUPP;
     /* k: qp.c get_qp_user_index */
-    uint32_t uidx = ucmd.uidx;
-    if (f->ctx.cqe_version == 0 ? uidx != 0xffffff : uidx > 0xffffff) return -EINVAL;
+    if (f->ctx.cqe_version == 0 ? ucmd->uidx != 0xffffff : ucmd->uidx > 0xffffff) return -EINVAL;
     /* k: qp.c set_rq_size (user): RQ geometry from the request; none -> must be 0/0 */
     bool has_rq = !a->srq && a->max_recv_wr > 0;     /* k: qp.c qp_has_rq */
     if (has_rq) {
-        if (ucmd.rq_wqe_shift > 31 || (1u << ucmd.rq_wqe_shift) < 16) return -EINVAL;
-        if (!is_pow2(ucmd.rq_wqe_count) || ucmd.rq_wqe_count > EMU_MAX_QP_WR) return -EINVAL;
-        if (ucmd.rq_wqe_count < a->max_recv_wr) return -EINVAL;
-        if ((1u << ucmd.rq_wqe_shift) / 16 < (a->max_recv_sge ? a->max_recv_sge : 1) +
-                                            !!(ucmd.flags & MLX5_QP_FLAG_SIGNATURE))
+        if (ucmd->rq_wqe_shift > 31 || (1u << ucmd->rq_wqe_shift) < 16) return -EINVAL;
+        if (!is_pow2(ucmd->rq_wqe_count) || ucmd->rq_wqe_count > EMU_MAX_QP_WR) return -EINVAL;
+        if (ucmd->rq_wqe_count < a->max_recv_wr) return -EINVAL;
+        if ((1u << ucmd->rq_wqe_shift) / 16 < (a->max_recv_sge ? a->max_recv_sge : 1) +
+                                             !!(ucmd->flags & MLX5_QP_FLAG_SIGNATURE))
             return -EINVAL;
-    } else if (ucmd.rq_wqe_count || ucmd.rq_wqe_shift) {
+    } else if (ucmd->rq_wqe_count || ucmd->rq_wqe_shift) {
         return -EINVAL;                                /* k: _create_user_qp "invalid rq params" */
     }
     /* k: qp.c set_user_buf_size */
-    if (ucmd.sq_wqe_count && !is_pow2(ucmd.sq_wqe_count)) return -EINVAL;
-    if (ucmd.sq_wqe_count > EMU_MAX_QP_WR) return -EINVAL;
-    if (a->max_send_wr > ucmd.sq_wqe_count) return -EINVAL;    /* the SQ cannot hold them */
-    /* UAR (k: qp.c _create_user_qp) */
-    struct k_uar *uar = NULL;
-    int bfregn = -1;
-    uint32_t resp_bfreg = MLX5_IB_INVALID_BFREG_EMU;
+    if (ucmd->sq_wqe_count && !is_pow2(ucmd->sq_wqe_count)) return -EINVAL;
+    if (ucmd->sq_wqe_count > EMU_MAX_QP_WR) return -EINVAL;
+    if (a->max_send_wr > ucmd->sq_wqe_count) return -EINVAL;    /* the SQ cannot hold them */
+    return 0;
+}
+
+/* The QP's doorbell register (k: qp.c _create_user_qp): *uar its page, *bf_off its place in it;
+ * a legacy static bfreg taken here (*bfregn, else -1: the caller gives it back on failure) is
+ * told to the driver as *resp_bfreg. */
+static int qp_bfreg(struct emu_file *f, const struct mlx5_ib_create_qp *ucmd, struct k_uar **uar,
+                    uint32_t *bf_off, int *bfregn, uint32_t *resp_bfreg)
+{
+    *bfregn = -1;
+    *resp_bfreg = MLX5_IB_INVALID_BFREG_EMU;
     /* the bfreg's place in its UAR page: MLX5_BF_OFFSET 0x800 + bf_reg_size (512) per bfreg
      * of the page (rdma-core providers/mlx5/mlx5.c mlx5_map_uar's bfs[].reg) */
-    uint32_t bf_off = 0x800;
-    if (ucmd.flags & MLX5_QP_FLAG_UAR_PAGE_INDEX) {
-        uar = emu_k_find_uar_by_page(f, ucmd.bfreg_index);
-        if (!uar) return -EINVAL;
-    } else if (ucmd.flags & MLX5_QP_FLAG_BFREG_INDEX) {
+    *bf_off = 0x800;
+    if (ucmd->flags & MLX5_QP_FLAG_UAR_PAGE_INDEX) {
+        *uar = emu_k_find_uar_by_page(f, ucmd->bfreg_index);
+        if (!*uar) return -EINVAL;
+    } else if (ucmd->flags & MLX5_QP_FLAG_BFREG_INDEX) {
         /* bfregn_to_uar_index: static table only */
-        if (f->ctx.dyn_uar || ucmd.bfreg_index >= f->total_bfregs) return -EINVAL;
-        uar = f->static_uars[ucmd.bfreg_index / 2];
-        bf_off += ucmd.bfreg_index % 2 * 0x200;
+        if (f->ctx.dyn_uar || ucmd->bfreg_index >= f->total_bfregs) return -EINVAL;
+        *uar = f->static_uars[ucmd->bfreg_index / 2];
+        *bf_off += ucmd->bfreg_index % 2 * 0x200;
     } else {
         if (f->ctx.dyn_uar || !f->nstatic) return -EINVAL;   /* alloc_bfreg: lib_uar_dyn */
-        bfregn = alloc_static_bfreg(f);
-        uar = f->static_uars[bfregn / 2];
-        resp_bfreg = (uint32_t)(bfregn / 2 * 4 + bfregn % 2);    /* adjust_bfregn */
-        bf_off += (uint32_t)(bfregn % 2) * 0x200;
+        int n = alloc_static_bfreg(f);
+        *bfregn = n;
+        *uar = f->static_uars[n / 2];
+        *resp_bfreg = (uint32_t)(n / 2 * 4 + n % 2);    /* adjust_bfregn */
+        *bf_off += (uint32_t)(n % 2) * 0x200;
     }
+    return 0;
+}
+
+/* A free QP slot of the device (not 0 or 1), claimed; 0 when none (under the file's lock). */
+static uint32_t claim_qp_slot(struct emu_devstate *ds)
+{
+    for (uint32_t i = 0; i < EMU_QP_SLOTS; i++) {
+        uint32_t s = (ds->qp_cursor + i) & (EMU_QP_SLOTS - 1);
+        /* free here, and not held by another process sharing the port (emu.h) */
+        if (s >= 2 && !ds->qp_tab[s] && emu_nic_qpn_claim(&ds->dev, s) == 0) return s;
+    }
+    return 0;
+}
+
+/* The QP's attributes as the NIC half sees them (struct emu_qp, emu.h), from the request. */
+static void qp_fill(struct emu_file *f, struct k_qp *qp, const struct emu_qp_args *a, struct k_pd *pd,
+                    struct k_cq *scq, struct k_cq *rcq, const struct mlx5_ib_create_qp *ucmd, bool has_rq)
+{
+    struct emu_qp *p = &qp->pub;
+    p->type = a->type;
+    p->state = EMU_QPS_RESET;
+    p->user_handle = a->user_handle;
+    p->pd = &pd->pub;
+    p->send_cq = &scq->pub;
+    p->recv_cq = &rcq->pub;
+    p->srq = a->srq ? &a->srq->pub : NULL;
+    p->buf = (volatile uint8_t *)(uintptr_t)ucmd->buf_addr;
+    p->rq_wqe_cnt = has_rq ? ucmd->rq_wqe_count : 0;
+    p->rq_wqe_shift = has_rq ? ucmd->rq_wqe_shift : 0;
+    p->rq = p->rq_wqe_cnt ? p->buf : NULL;
+    p->sq_wqe_cnt = ucmd->sq_wqe_count;
+    p->sq = p->sq_wqe_cnt ? p->buf + ((uint64_t)p->rq_wqe_cnt << p->rq_wqe_shift) : NULL;
+    p->dbrec = (volatile uint32_t *)(uintptr_t)ucmd->db_addr;
+    p->uidx = f->ctx.cqe_version ? ucmd->uidx : 0xffffff;
+    p->sq_sig_all = a->sq_sig_all;
+    p->scatter_to_cqe = ucmd->flags & MLX5_QP_FLAG_SCATTER_CQE;
+    p->max_inline = a->max_inline;
+    p->max_send_sge = a->max_send_sge;
+    p->max_recv_sge = a->srq ? 0 : a->max_recv_sge;
+    p->max_send_wr = a->max_send_wr;
+    p->max_recv_wr = a->srq ? 0 : a->max_recv_wr;
+    p->ctx = &f->ctx;
+}
+
+int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd *pd,
+                    struct k_cq *scq, struct k_cq *rcq, uint32_t *handle, uint32_t *qpn,
+                    void *uhw_resp)
+{
+    struct mlx5_ib_create_qp ucmd;
+    int r = check_qp_request(f, a, pd, scq, rcq, &ucmd);
+    if (r) return r;
+    bool has_rq = !a->srq && a->max_recv_wr > 0;     /* k: qp.c qp_has_rq */
+    struct k_uar *uar = NULL;
+    int bfregn;
+    uint32_t resp_bfreg, bf_off;
+    if ((r = qp_bfreg(f, &ucmd, &uar, &bf_off, &bfregn, &resp_bfreg))) return r;
     /* buffers (k: ib_umem_get / mlx5_ib_db_map_user) */
     uint64_t buflen = ((uint64_t)(has_rq ? ucmd.rq_wqe_count : 0) << (has_rq ? ucmd.rq_wqe_shift : 0)) +
                       ((uint64_t)ucmd.sq_wqe_count << 6);
-    int r = emu_check_range(ucmd.buf_addr, buflen, PROT_READ | PROT_WRITE);
+    r = emu_check_range(ucmd.buf_addr, buflen, PROT_READ | PROT_WRITE);
     if (!r && (ucmd.db_addr & 7)) r = -EINVAL;
     if (!r) r = emu_check_range(ucmd.db_addr, 8, PROT_READ | PROT_WRITE);
     struct emu_devstate *ds = emu_ds(f);
@@ -741,66 +837,29 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
     /* k: _create_user_qp: ib_umem_get of the buffer (when it has one), then the record's page */
     if (!r) { r = emu_pins_take(f, &qp->pins, ucmd.buf_addr, buflen, ucmd.db_addr); if (r) { free(qp); qp = NULL; } }
     if (!r) { r = emu_uobj_alloc(f, UO_QP, qp, handle); if (r) { emu_pins_release(f, &qp->pins); free(qp); qp = NULL; } }
-    if (r) {
-        if (bfregn >= 0) f->bfreg_use[bfregn]--;
-        return r;
-    }
+    if (r) goto out_bfreg;
     struct k_evq *async = emu_evq_by_fd(a->event_fd >= 0 ? a->event_fd : f->ctx.default_async_fd);
     LOCK(f);
-    uint32_t slot = 0;
-    for (uint32_t i = 0; i < EMU_QP_SLOTS; i++) {
-        uint32_t s = (ds->qp_cursor + i) & (EMU_QP_SLOTS - 1);
-        /* free here, and not held by another process sharing the port (emu.h) */
-        if (s >= 2 && !ds->qp_tab[s] && emu_nic_qpn_claim(&ds->dev, s) == 0) { slot = s; break; }
-    }
+    uint32_t slot = claim_qp_slot(ds);
     if (!slot) r = -ENOMEM;
     else {
         ds->qp_cursor = slot + 1;
         qp->slot = slot;
         qp->has_rq = has_rq;
         qp->async_q = async;
-        struct emu_qp *p = &qp->pub;
-        p->handle = *handle;
-        p->qpn = ((ds->qp_gen++ & 0xff) << 16) | slot;
-        p->type = a->type;
-        p->state = EMU_QPS_RESET;
-        p->user_handle = a->user_handle;
-        p->pd = &pd->pub;
-        p->send_cq = &scq->pub;
-        p->recv_cq = &rcq->pub;
-        p->srq = a->srq ? &a->srq->pub : NULL;
-        p->buf = (volatile uint8_t *)(uintptr_t)ucmd.buf_addr;
-        p->rq_wqe_cnt = has_rq ? ucmd.rq_wqe_count : 0;
-        p->rq_wqe_shift = has_rq ? ucmd.rq_wqe_shift : 0;
-        p->rq = p->rq_wqe_cnt ? p->buf : NULL;
-        p->sq_wqe_cnt = ucmd.sq_wqe_count;
-        p->sq = p->sq_wqe_cnt ? p->buf + ((uint64_t)p->rq_wqe_cnt << p->rq_wqe_shift) : NULL;
-        p->dbrec = (volatile uint32_t *)(uintptr_t)ucmd.db_addr;
-        p->uar = &uar->pub;
-        p->bf_off = bf_off;
-        p->uidx = f->ctx.cqe_version ? uidx : 0xffffff;
-        p->sq_sig_all = a->sq_sig_all;
-        p->scatter_to_cqe = ucmd.flags & MLX5_QP_FLAG_SCATTER_CQE;
-        p->max_inline = a->max_inline;
-        p->max_send_sge = a->max_send_sge;
-        p->max_recv_sge = a->srq ? 0 : a->max_recv_sge;
-        p->max_send_wr = a->max_send_wr;
-        p->max_recv_wr = a->srq ? 0 : a->max_recv_wr;
-        p->async_fd = async ? async->chan.fd : -1;
-        p->ctx = &f->ctx;
+        qp_fill(f, qp, a, pd, scq, rcq, &ucmd, has_rq);
+        qp->pub.handle = *handle;
+        qp->pub.qpn = ((ds->qp_gen++ & 0xff) << 16) | slot;
+        qp->pub.uar = &uar->pub;
+        qp->pub.bf_off = bf_off;
+        qp->pub.async_fd = async ? async->chan.fd : -1;
         ds->qp_tab[slot] = qp;
-        r = emu_nic_qp_create(p);
+        r = emu_nic_qp_create(&qp->pub);
         if (r) { ds->qp_tab[slot] = NULL; emu_nic_qpn_release(&ds->dev, slot); }
         else ds->nqp++;
     }
     UNLOCK(f);
-    if (r) {
-        emu_uobj_free(f, *handle);
-        emu_pins_release(f, &qp->pins);
-        free(qp);
-        if (bfregn >= 0) f->bfreg_use[bfregn]--;
-        return r;
-    }
+    if (r) goto out_qp;
     if (async) { pthread_mutex_lock(&emu_g.ev_lock); async->refs++; pthread_mutex_unlock(&emu_g.ev_lock); }
     pd->usecnt++;
     scq->usecnt++;
@@ -814,6 +873,14 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
     resp->bfreg_index = resp_bfreg;
     *qpn = qp->pub.qpn;
     return 0;
+
+out_qp:
+    emu_uobj_free(f, *handle);
+    emu_pins_release(f, &qp->pins);
+    free(qp);
+out_bfreg:
+    if (bfregn >= 0) f->bfreg_use[bfregn]--;
+    return r;
 }
 
 int emu_k_destroy_qp(struct emu_file *f, struct k_qp *qp, uint32_t *events_reported)
@@ -846,13 +913,11 @@ int emu_k_destroy_qp(struct emu_file *f, struct k_qp *qp, uint32_t *events_repor
 /* ---------------------------------------------------------------------------------------------
  * MODIFY_QP (k: uverbs_cmd.c modify_qp; core/verbs.c _ib_modify_qp, ib_modify_qp_is_ok;
  * hw/mlx5/qp.c mlx5_ib_modify_qp) */
-int emu_k_modify_qp(struct emu_file *f, const void *cmdv, bool ex)
+/* MODIFY_QP's attribute mask and the addresses it carries, checked as uverbs and _ib_modify_qp
+ * check them before the driver sees the transition. */
+static int check_modify_attrs(struct emu_file *f, const struct ib_uverbs_modify_qp *c, const struct k_qp *qp,
+                              bool ex)
 {
-    const struct ib_uverbs_modify_qp *c = cmdv;
-    void *o;
-    /* write path: uobj_get_obj_read() failing -> EINVAL */
-    if (emu_uobj_get(f, c->qp_handle, UO_QP, &o)) return -EINVAL;
-    struct k_qp *qp = o;
     uint32_t mask = c->attr_mask;
     /* non-EX: bits above DEST_QPN -> EOPNOTSUPP; EX: RATE_LIMIT is the only extra bit and mlx5
      * supports it for raw-packet QPs only */
@@ -881,14 +946,13 @@ int emu_k_modify_qp(struct emu_file *f, const void *cmdv, bool ex)
                 return -ENODATA;
         }
     }
-    /* k: mlx5_ib_modify_qp */
-    LOCK(f);                                   /* the engine may move the QP to ERR */
-    uint32_t actual = qp->pub.state;
-    UNLOCK(f);
-    uint32_t cur = (mask & EMU_QP_CUR_STATE) ? c->cur_qp_state : actual;
-    uint32_t next = (mask & EMU_QP_STATE) ? c->qp_state : cur;
-    if ((mask & EMU_QP_CUR_STATE) && cur != actual) return -EINVAL;
-    if (!emu_modify_qp_is_ok(cur, next, qp->pub.type, mask)) return -EINVAL;
+    return 0;
+}
+
+/* The values of the attributes set, as mlx5_ib_modify_qp bounds them. */
+static int check_modify_values(const struct ib_uverbs_modify_qp *c)
+{
+    uint32_t mask = c->attr_mask;
     if ((mask & EMU_QP_PKEY_INDEX) && c->pkey_index >= 1) return -EINVAL;   /* pkey_tbl_len 1 */
     /* k: uverbs_cmd.c modify_qp: a controlled Q_Key (high bit set) needs CAP_NET_RAW; the
      * emulated kernel treats every process as unprivileged */
@@ -901,15 +965,13 @@ int emu_k_modify_qp(struct emu_file *f, const void *cmdv, bool ex)
         (c->qp_access_flags & ~(IB_UVERBS_ACCESS_LOCAL_WRITE | IB_UVERBS_ACCESS_REMOTE_WRITE |
                                 IB_UVERBS_ACCESS_REMOTE_READ | IB_UVERBS_ACCESS_REMOTE_ATOMIC)))
         return -EINVAL;
-    if (cur == EMU_QPS_RESET && next == EMU_QPS_RESET) return 0;   /* mlx5: nothing to do */
-    /* k: _ib_modify_qp -> ib_resolve_eth_dmac: a RoCE address vector's MAC is resolved (up to
-     * 1 s, then ETIMEDOUT: neigh.c) */
-    if ((mask & EMU_QP_AV) && cfg->ethernet) {
-        int rrc = emu_resolve_dgid(c->dest.dgid);
-        if (rrc) return rrc;
-    }
+    return 0;
+}
 
-    LOCK(f);
+/* The attributes the mask names into the QP (under the file's lock). */
+static void apply_modify(struct k_qp *qp, const struct ib_uverbs_modify_qp *c)
+{
+    uint32_t mask = c->attr_mask;
     struct emu_qp_attr *at = &qp->pub.attr;
     if (mask & EMU_QP_PORT) at->port_num = c->port_num;
     if (mask & EMU_QP_PKEY_INDEX) at->pkey_index = c->pkey_index;
@@ -934,6 +996,37 @@ int emu_k_modify_qp(struct emu_file *f, const void *cmdv, bool ex)
     if (mask & EMU_QP_SQ_PSN) at->sq_psn = c->sq_psn & 0xffffff;
     if (mask & EMU_QP_MAX_DEST_RD_ATOMIC) at->max_dest_rd_atomic = c->max_dest_rd_atomic;
     if (mask & EMU_QP_DEST_QPN) at->dest_qp_num = c->dest_qp_num & 0xffffff;
+}
+
+int emu_k_modify_qp(struct emu_file *f, const void *cmdv, bool ex)
+{
+    const struct ib_uverbs_modify_qp *c = cmdv;
+    void *o;
+    /* write path: uobj_get_obj_read() failing -> EINVAL */
+    if (emu_uobj_get(f, c->qp_handle, UO_QP, &o)) return -EINVAL;
+    struct k_qp *qp = o;
+    uint32_t mask = c->attr_mask;
+    int r = check_modify_attrs(f, c, qp, ex);
+    if (r) return r;
+    /* k: mlx5_ib_modify_qp */
+    LOCK(f);                                   /* the engine may move the QP to ERR */
+    uint32_t actual = qp->pub.state;
+    UNLOCK(f);
+    uint32_t cur = (mask & EMU_QP_CUR_STATE) ? c->cur_qp_state : actual;
+    uint32_t next = (mask & EMU_QP_STATE) ? c->qp_state : cur;
+    if ((mask & EMU_QP_CUR_STATE) && cur != actual) return -EINVAL;
+    if (!emu_modify_qp_is_ok(cur, next, qp->pub.type, mask)) return -EINVAL;
+    if ((r = check_modify_values(c))) return r;
+    if (cur == EMU_QPS_RESET && next == EMU_QPS_RESET) return 0;   /* mlx5: nothing to do */
+    /* k: _ib_modify_qp -> ib_resolve_eth_dmac: a RoCE address vector's MAC is resolved (up to
+     * 1 s, then ETIMEDOUT: neigh.c) */
+    if ((mask & EMU_QP_AV) && f->ctx.dev->cfg.ethernet) {
+        int rrc = emu_resolve_dgid(c->dest.dgid);
+        if (rrc) return rrc;
+    }
+
+    LOCK(f);
+    apply_modify(qp, c);
     uint32_t old = qp->pub.state;
     qp->pub.state = next;
     emu_nic_qp_modified(&qp->pub, old);

@@ -7,23 +7,9 @@
 #include <string.h>
 #include "mlxd_emu_bench.h"
 #include "nic.h"
+#include "tsc.h"
 
 #define API __attribute__((visibility("default")))
-
-static inline uint64_t tsc_now(void)
-{
-#if defined(__x86_64__)
-    uint32_t lo, hi;
-    __asm__ __volatile__("lfence; rdtsc" : "=a"(lo), "=d"(hi) :: "memory");
-    return (uint64_t)hi << 32 | lo;
-#elif defined(__aarch64__)
-    uint64_t v;
-    __asm__ __volatile__("isb; mrs %0, cntvct_el0" : "=r"(v) :: "memory");
-    return v;
-#else
-    return emu_nic_clock_cycles();
-#endif
-}
 
 API int mlxd_emu_bench_write_imm(unsigned dev, uint32_t qpn, uint32_t imm, uint32_t byte_len,
                                  uint64_t *tsc)
@@ -68,7 +54,7 @@ API int mlxd_emu_bench_write_imm(unsigned dev, uint32_t qpn, uint32_t imm, uint3
     memcpy(tmp + 60, &w, 2);
     memcpy((void *)e, tmp, 63);
     uint8_t op_own = (uint8_t)(NIC_CQE_RESP_WR_IMM << 4 | owner);
-    uint64_t t = tsc_now();
+    uint64_t t = mlxd__tsc();
     __atomic_store_n(&e[63], op_own, __ATOMIC_RELEASE);
     q->rq_ci++;
     cq->pi++;
