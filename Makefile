@@ -190,6 +190,8 @@ $(BUILD)/tests/progs/no_libcuda: private LIBS := $(STATIC) $(LIBS)
 # rdma_core_scatter is rdma-core's side of scatter-to-CQE (tests/test_rdma_core.c): libibverbs + libmlx5.
 $(BUILD)/tests/progs/rdma_core_scatter: private LIBS += -libverbs -lmlx5
 $(BUILD)/tests/progs/rdma_core_srq: private LIBS += -libverbs -ldl
+$(BUILD)/tests/progs/rdma_core_mw: private LIBS += -libverbs -ldl
+$(BUILD)/tests/progs/rdma_core_srq $(BUILD)/tests/progs/rdma_core_mw: tests/progs/rc_connect.h
 
 # hsb_feed replays a capture with the library, as the sensor bridge of another process's
 # receiver (tests/hololink/installed_test.sh).
@@ -214,7 +216,7 @@ sanitize:
 # die_after_fork=0: several suites fork a second emulated process (emu_shared, fork_mid_capture)
 # from a parent whose emulator already runs threads; TSan would kill such a child at its first
 # pthread_create.
-TSAN_SUITES ?= races soak receiver receiver_live receiver_events receiver_replay receiver_fixture receiver_cuda record replay frameq emu_nic emu_shared driver ud verbs srq
+TSAN_SUITES ?= races soak receiver receiver_live receiver_events receiver_replay receiver_fixture receiver_cuda record replay frameq emu_nic emu_shared driver ud verbs srq mw
 tsan:
 	$(MAKE) BUILD=build-tsan SAN="-fsanitize=thread" OPT="-O1 -g" all $(patsubst $(BUILD)/%,build-tsan/%,$(RUNNER) $(HELPERS))
 	@fail=0; for s in $${CK_RUN_SUITE:-$(TSAN_SUITES)}; do \
@@ -276,8 +278,15 @@ bench: all $(RUNNER)
 	@sh scripts/deps.sh bench
 	@sh scripts/bench.sh $(BUILD)
 
+# make cross-aarch64: compiles (-Werror) the library, the tools, the emulator and, with
+# aarch64-linux-gnu-g++ (deps.sh all), the hololink C++ library for aarch64; objects only: linking
+# would need the arm64 builds of libpcap and zlib.
+AARCH64_CXX := $(if $(shell command -v aarch64-linux-gnu-g++ 2>/dev/null),aarch64-linux-gnu-g++)
 cross-aarch64:
-	$(MAKE) BUILD=build-aarch64 CC=aarch64-linux-gnu-gcc $(patsubst $(BUILD)/%,build-aarch64/%,$(LIB_OBJ))
+	$(MAKE) BUILD=build-aarch64 CC=aarch64-linux-gnu-gcc $(patsubst $(BUILD)/%,build-aarch64/%,\
+	  $(LIB_OBJ) $(TOOLCOMMON_OBJ) $(TOOL_SRC:%.c=$(BUILD)/obj/%.o) $(EMU_OBJ))
+	$(if $(AARCH64_CXX),$(MAKE) BUILD=build-aarch64 CXX=$(AARCH64_CXX) $(patsubst $(BUILD)/%,build-aarch64/%,$(HL_OBJ)),\
+	  @echo "make cross-aarch64: aarch64-linux-gnu-g++ missing (sh scripts/deps.sh all): hololink/ not built" >&2)
 
 # --- install ----------------------------------------------------------------------------------
 PUBLIC_HEADERS := $(wildcard abi/mlxd_*.h uverbs/mlxd_*.h mlx5/mlxd_*.h receiver/mlxd_*.h emu/mlxd_*.h)

@@ -286,6 +286,42 @@ static void cross_check(struct parser *p, const struct cur *c, const uint8_t *cq
     }
 }
 
+/* The WQE dump that came with the current CQE (c64: its 64-byte CQE): missing rows zeroed (with a
+ * warning), no ctrl segment: not decoded; a ctrl segment that disagrees with an error CQE: a note. */
+static void finish_wqe(struct parser *p, struct cur *c, const uint8_t *c64)
+{
+    unsigned wl = c->wqe_declared ? c->wqe_declared : 0;
+    unsigned maxrow = 0;
+    for (unsigned i = 0; i < MAX_WQE_ROWS; i++)
+        if (c->wqe_rowmask & (1u << i)) maxrow = i + 1;
+    if (!wl || wl > 256) wl = maxrow * 16;
+    if (wl > 256) wl = 256;
+    for (unsigned i = 0; i < wl / 16; i++)
+        if (!(c->wqe_rowmask & (1u << i))) {
+            memset(c->wqe + i * 16, 0, 16);
+            diag(p, c->wqe_last_line, MLXD_DUMP_WARNING, PENDING_CUR,
+                 "WQE dump row %08x is missing; assumed zero", i * 16);
+        }
+    if (!(c->wqe_rowmask & 1u)) {
+        diag(p, c->wqe_line, MLXD_DUMP_WARNING, PENDING_CUR,
+             "WQE dump has no row 00000000 (the ctrl segment); WQE not decoded");
+        c->has_wqe = false;
+    } else {
+        const uint8_t *w = c->wqe;
+        unsigned wop = w[3], widx = (unsigned)w[1] << 8 | w[2];
+        uint32_t wqpn = (uint32_t)w[4] << 16 | (uint32_t)w[5] << 8 | w[6];
+        if (mlxd_cqe_is_error(c64) &&
+            (wop != mlxd_cqe_err_wqe_opcode(c64) || widx != mlxd_cqe_wqe_counter(c64) ||
+             wqpn != mlxd_cqe_err_qpn(c64)))
+            diag(p, c->wqe_line, MLXD_DUMP_NOTE, PENDING_CUR,
+                 "the WQE's ctrl segment disagrees with the CQE (opcode 0x%02x vs 0x%02x, "
+                 "index 0x%04x vs 0x%04x, QPN 0x%06x vs 0x%06x): the WQE in the ring was "
+                 "overwritten or corrupted", wop, mlxd_cqe_err_wqe_opcode(c64), widx,
+                 mlxd_cqe_wqe_counter(c64), wqpn, mlxd_cqe_err_qpn(c64));
+        c->wqe_declared = wl;
+    }
+}
+
 static void finish_cur(struct parser *p)
 {
     struct cur *c = &p->cur;
@@ -321,38 +357,7 @@ static void finish_cur(struct parser *p)
         diag(p, c->first_line, MLXD_DUMP_NOTE, PENDING_CUR,
              "bytes 1-4 read \"seen\": DPDK's mlx5 PMD wrote them before dumping (reserved bytes, "
              "not hardware data)");
-    if (c->has_wqe) {
-        unsigned wl = c->wqe_declared ? c->wqe_declared : 0;
-        unsigned maxrow = 0;
-        for (unsigned i = 0; i < MAX_WQE_ROWS; i++)
-            if (c->wqe_rowmask & (1u << i)) maxrow = i + 1;
-        if (!wl || wl > 256) wl = maxrow * 16;
-        if (wl > 256) wl = 256;
-        for (unsigned i = 0; i < wl / 16; i++)
-            if (!(c->wqe_rowmask & (1u << i))) {
-                memset(c->wqe + i * 16, 0, 16);
-                diag(p, c->wqe_last_line, MLXD_DUMP_WARNING, PENDING_CUR,
-                     "WQE dump row %08x is missing; assumed zero", i * 16);
-            }
-        if (!(c->wqe_rowmask & 1u)) {
-            diag(p, c->wqe_line, MLXD_DUMP_WARNING, PENDING_CUR,
-                 "WQE dump has no row 00000000 (the ctrl segment); WQE not decoded");
-            c->has_wqe = false;
-        } else {
-            const uint8_t *w = c->wqe;
-            unsigned wop = w[3], widx = (unsigned)w[1] << 8 | w[2];
-            uint32_t wqpn = (uint32_t)w[4] << 16 | (uint32_t)w[5] << 8 | w[6];
-            if (mlxd_cqe_is_error(c64) &&
-                (wop != mlxd_cqe_err_wqe_opcode(c64) || widx != mlxd_cqe_wqe_counter(c64) ||
-                 wqpn != mlxd_cqe_err_qpn(c64)))
-                diag(p, c->wqe_line, MLXD_DUMP_NOTE, PENDING_CUR,
-                     "the WQE's ctrl segment disagrees with the CQE (opcode 0x%02x vs 0x%02x, "
-                     "index 0x%04x vs 0x%04x, QPN 0x%06x vs 0x%06x): the WQE in the ring was "
-                     "overwritten or corrupted", wop, mlxd_cqe_err_wqe_opcode(c64), widx,
-                     mlxd_cqe_wqe_counter(c64), wqpn, mlxd_cqe_err_qpn(c64));
-            c->wqe_declared = wl;
-        }
-    }
+    if (c->has_wqe) finish_wqe(p, c, c64);
     struct mlxd_dump_cqe *o = push_cqe(p);
     if (!o) return;
     memcpy(o->bytes, c->bytes, size);
@@ -499,17 +504,16 @@ static int try_words(struct parser *p, const char *s, unsigned line)
 }
 
 /* ---- rows ---------------------------------------------------------------------------------- */
-/* Parses the bytes of one row (text after "XXXXXXXX:").  Returns the number of bytes (>= 0,
- * stored in b, at most 64) or -1 when the row must be refused (message in why). */
-static int row_bytes(struct parser *p, const char *s, unsigned line, uint8_t *b, char *why,
-                     size_t whylen, int pend)
+/* The hex bytes at the start of a row (up to end): n of them into b; rest: the first text that
+ * is not a byte (NULL: none); glued: that text was glued to the last byte, whose 2 hex digits
+ * were taken; after16: where the 16th byte ended (NULL: fewer). */
+struct row_scan { int n; const char *rest, *after16; bool glued; };
+
+/* Returns 0, or -1 for more than 64 bytes (message in why). */
+static int row_scan(const char *s, const char *end, uint8_t *b, struct row_scan *r, char *why, size_t whylen)
 {
-    const char *bar = strchr(s, '|');
-    const char *end = bar ? bar : s + strlen(s);
-    int n = 0;
-    const char *q = s, *rest = NULL;
-    bool glued = false;
-    const char *after16 = NULL;
+    *r = (struct row_scan){ 0 };
+    const char *q = s;
     while (q < end) {
         while (q < end && is_space(*q)) q++;
         if (q >= end) break;
@@ -517,44 +521,76 @@ static int row_bytes(struct parser *p, const char *s, unsigned line, uint8_t *b,
         while (q < end && !is_space(*q)) q++;
         size_t tl = (size_t)(q - t);
         if (tl == 2 && all_hex(t, 2)) {
-            if (n >= 64) { snprintf(why, whylen, "row has more than 64 bytes"); return -1; }
-            b[n++] = (uint8_t)(hexv((unsigned char)t[0]) << 4 | hexv((unsigned char)t[1]));
-            if (n == 16) after16 = q;
+            if (r->n >= 64) { snprintf(why, whylen, "row has more than 64 bytes"); return -1; }
+            b[r->n++] = (uint8_t)(hexv((unsigned char)t[0]) << 4 | hexv((unsigned char)t[1]));
+            if (r->n == 16) r->after16 = q;
             continue;
         }
-        if (tl > 2 && all_hex(t, 2) && !isxdigit((unsigned char)t[2]) && n >= 15) {
-            b[n++] = (uint8_t)(hexv((unsigned char)t[0]) << 4 | hexv((unsigned char)t[1]));
-            if (n == 16) after16 = t + 2;
-            rest = t + 2;
-            glued = true;
+        if (tl > 2 && all_hex(t, 2) && !isxdigit((unsigned char)t[2]) && r->n >= 15) {
+            b[r->n++] = (uint8_t)(hexv((unsigned char)t[0]) << 4 | hexv((unsigned char)t[1]));
+            if (r->n == 16) r->after16 = t + 2;
+            r->rest = t + 2;
+            r->glued = true;
             break;
         }
-        rest = t;
+        r->rest = t;
         break;
     }
-    /* An ASCII column without '|' (print_hex_dump ascii=true): the text after the 16th byte is
-     * exactly the rendering of the 16 bytes. */
-    if (!bar && n >= 16 && after16) {
-        const char *a = after16;
-        while (is_space(*a)) a++;
-        size_t al = strlen(a);
-        while (al && is_space(a[al - 1])) al--;
-        if (al == 16) {
-            bool same = true;
-            for (int i = 0; i < 16; i++)
-                if (a[i] != ascii_of(b[i])) { same = false; break; }
-            if (same) { n = 16; rest = NULL; glued = false; }
-        }
+    return 0;
+}
+
+/* An ASCII column without '|' (print_hex_dump ascii=true): the text a, trimmed, is exactly the
+ * rendering of the 16 bytes b. */
+static bool bare_ascii_column(const char *a, const uint8_t *b)
+{
+    while (is_space(*a)) a++;
+    size_t al = strlen(a);
+    while (al && is_space(a[al - 1])) al--;
+    if (al != 16) return false;
+    for (int i = 0; i < 16; i++)
+        if (a[i] != ascii_of(b[i])) return false;
+    return true;
+}
+
+/* The ASCII column after '|' (a: the text after it) against the 16 bytes b: a warning when
+ * they differ. */
+static void check_ascii_column(struct parser *p, unsigned line, int pend, const char *a, const uint8_t *b)
+{
+    if (*a == ' ') a++;
+    size_t al = strlen(a);
+    while (al && is_space(a[al - 1])) al--;
+    bool same = al >= 16;
+    for (int i = 0; same && i < 16; i++)
+        if (a[i] != ascii_of(b[i]) && !(a[i] == ' ' && b[i] == 0x20)) same = false;
+    if (!same)
+        diag(p, line, MLXD_DUMP_WARNING, pend,
+             "the ASCII column does not match the bytes; a byte may be damaged (the bytes "
+             "were used)");
+}
+
+/* Parses the bytes of one row (text after "XXXXXXXX:").  Returns the number of bytes (>= 0,
+ * stored in b, at most 64) or -1 when the row must be refused (message in why). */
+static int row_bytes(struct parser *p, const char *s, unsigned line, uint8_t *b, char *why,
+                     size_t whylen, int pend)
+{
+    const char *bar = strchr(s, '|');
+    struct row_scan r;
+    if (row_scan(s, bar ? bar : s + strlen(s), b, &r, why, whylen) < 0) return -1;
+    int n = r.n;
+    if (!bar && n >= 16 && r.after16 && bare_ascii_column(r.after16, b)) {
+        n = 16;
+        r.rest = NULL;
+        r.glued = false;
     }
-    if (rest && *rest) {
+    if (r.rest && *r.rest) {
         if (n < 16) {
-            snprintf(why, whylen, "'%.20s' after %d bytes is not a byte", rest, n);
+            snprintf(why, whylen, "'%.20s' after %d bytes is not a byte", r.rest, n);
             return -1;
         }
         diag(p, line, MLXD_DUMP_WARNING, pend,
-             glued ? "text glued to the last byte ('%.30s'); took its first 2 hex digits as the "
-                     "byte and ignored the rest"
-                   : "ignored text after the bytes ('%.30s')", rest);
+             r.glued ? "text glued to the last byte ('%.30s'); took its first 2 hex digits as the "
+                       "byte and ignored the rest"
+                     : "ignored text after the bytes ('%.30s')", r.rest);
     }
     if (n > 16) {
         bool same = true;
@@ -574,19 +610,7 @@ static int row_bytes(struct parser *p, const char *s, unsigned line, uint8_t *b,
         snprintf(why, whylen, "row has %d bytes, expected 16", n);
         return -1;
     }
-    if (bar) {
-        const char *a = bar + 1;
-        if (*a == ' ') a++;
-        size_t al = strlen(a);
-        while (al && is_space(a[al - 1])) al--;
-        bool same = al >= 16;
-        for (int i = 0; same && i < 16; i++)
-            if (a[i] != ascii_of(b[i]) && !(a[i] == ' ' && b[i] == 0x20)) same = false;
-        if (!same)
-            diag(p, line, MLXD_DUMP_WARNING, pend,
-                 "the ASCII column does not match the bytes; a byte may be damaged (the bytes "
-                 "were used)");
-    }
+    if (bar) check_ascii_column(p, line, pend, bar + 1, b);
     return n;
 }
 
@@ -1068,21 +1092,10 @@ static void check_statuses(struct parser *p)
 }
 
 /* ---- entry points -------------------------------------------------------------------------- */
-int mlxd_cqe_dump_parse(const char *text, size_t len, struct mlxd_dump_result **out)
+/* Feeds text, line by line (line: a buffer of len + 1 bytes), to process_line, joining a row or
+ * word line wrapped over two lines. */
+static void split_lines(struct parser *p, const char *text, size_t len, char *line)
 {
-    if (!out || (!text && len))
-        return mlxd_err(EINVAL, "mlxd_cqe_dump_parse: %s is NULL", out ? "text" : "out");
-    /* The line buffer is len + 1 bytes: refuse a len no object can have (it would wrap). */
-    if (len > (size_t)PTRDIFF_MAX - 1)
-        return mlxd_err(EINVAL, "mlxd_cqe_dump_parse: length %zu exceeds the largest object "
-                        "(%td bytes)", len, PTRDIFF_MAX - 1);
-    struct parser p;
-    memset(&p, 0, sizeof p);
-    p.pending_wc = -1;
-    p.res = calloc(1, sizeof *p.res);
-    if (!p.res) return mlxd_err(ENOMEM, "mlxd_cqe_dump_parse: out of memory");
-    char *line = malloc(len + 1);
-    if (!line) { free(p.res); return mlxd_err(ENOMEM, "mlxd_cqe_dump_parse: out of memory"); }
     unsigned lineno = 0;
     size_t i = 0;
     char held[256];         /* a short row or word line held back (see "wrapped rows") */
@@ -1110,14 +1123,14 @@ int mlxd_cqe_dump_parse(const char *text, size_t len, struct mlxd_dump_result **
                 memmove(line + held_n + 1, cont, cn + 1);
                 memcpy(line, held, held_n);
                 line[held_n] = ' ';
-                p.joined = lineno;
-                p.joined_n1 = (unsigned)held_count;
-                p.joined_n2 = (unsigned)k;
-                process_line(&p, line, held_line, 0);
-                p.joined = 0;
+                p->joined = lineno;
+                p->joined_n1 = (unsigned)held_count;
+                p->joined_n2 = (unsigned)k;
+                process_line(p, line, held_line, 0);
+                p->joined = 0;
                 continue;
             }
-            process_line(&p, held, held_line, 0);
+            process_line(p, held, held_line, 0);
         }
         if (n < sizeof held && (held_kind = wrappable(line, &held_count)) != WRAP_NONE) {
             memcpy(held, line, n + 1);
@@ -1125,9 +1138,46 @@ int mlxd_cqe_dump_parse(const char *text, size_t len, struct mlxd_dump_result **
             held_line = lineno;
             continue;
         }
-        process_line(&p, line, lineno, 0);
+        process_line(p, line, lineno, 0);
     }
-    if (held_kind != WRAP_NONE) process_line(&p, held, held_line, 0);
+    if (held_kind != WRAP_NONE) process_line(p, held, held_line, 0);
+}
+
+/* Counts the errors and warnings, and puts the diags in input order. */
+static void tally_diags(struct mlxd_dump_result *res)
+{
+    for (size_t k = 0; k < res->ndiags; k++) {
+        if (res->diags[k].cqe < -1) res->diags[k].cqe = -1;
+        if (res->diags[k].severity == MLXD_DUMP_ERROR) res->nerrors++;
+        if (res->diags[k].severity == MLXD_DUMP_WARNING) res->nwarnings++;
+    }
+    /* diags in input order (stable: insertion order within a line is kept).  Insertion sort is
+     * linear here: diags are appended in line order except those a CQE adds when it is finished,
+     * which go back at most over the diags of that CQE's own lines. */
+    for (size_t a = 1; a < res->ndiags; a++) {
+        struct mlxd_dump_diag d = res->diags[a];
+        size_t b = a;
+        while (b > 0 && res->diags[b - 1].line > d.line) { res->diags[b] = res->diags[b - 1]; b--; }
+        res->diags[b] = d;
+    }
+}
+
+int mlxd_cqe_dump_parse(const char *text, size_t len, struct mlxd_dump_result **out)
+{
+    if (!out || (!text && len))
+        return mlxd_err(EINVAL, "mlxd_cqe_dump_parse: %s is NULL", out ? "text" : "out");
+    /* The line buffer is len + 1 bytes: refuse a len no object can have (it would wrap). */
+    if (len > (size_t)PTRDIFF_MAX - 1)
+        return mlxd_err(EINVAL, "mlxd_cqe_dump_parse: length %zu exceeds the largest object "
+                        "(%td bytes)", len, PTRDIFF_MAX - 1);
+    struct parser p;
+    memset(&p, 0, sizeof p);
+    p.pending_wc = -1;
+    p.res = calloc(1, sizeof *p.res);
+    if (!p.res) return mlxd_err(ENOMEM, "mlxd_cqe_dump_parse: out of memory");
+    char *line = malloc(len + 1);
+    if (!line) { free(p.res); return mlxd_err(ENOMEM, "mlxd_cqe_dump_parse: out of memory"); }
+    split_lines(&p, text, len, line);
     flush_run(&p);
     finish_cur(&p);
     check_statuses(&p);
@@ -1137,20 +1187,7 @@ int mlxd_cqe_dump_parse(const char *text, size_t len, struct mlxd_dump_result **
         mlxd_cqe_dump_free(p.res);
         return mlxd_err(ENOMEM, "mlxd_cqe_dump_parse: out of memory");
     }
-    for (size_t k = 0; k < p.res->ndiags; k++) {
-        if (p.res->diags[k].cqe < -1) p.res->diags[k].cqe = -1;
-        if (p.res->diags[k].severity == MLXD_DUMP_ERROR) p.res->nerrors++;
-        if (p.res->diags[k].severity == MLXD_DUMP_WARNING) p.res->nwarnings++;
-    }
-    /* diags in input order (stable: insertion order within a line is kept).  Insertion sort is
-     * linear here: diags are appended in line order except those a CQE adds when it is finished,
-     * which go back at most over the diags of that CQE's own lines. */
-    for (size_t a = 1; a < p.res->ndiags; a++) {
-        struct mlxd_dump_diag d = p.res->diags[a];
-        size_t b = a;
-        while (b > 0 && p.res->diags[b - 1].line > d.line) { p.res->diags[b] = p.res->diags[b - 1]; b--; }
-        p.res->diags[b] = d;
-    }
+    tally_diags(p.res);
     *out = p.res;
     return 0;
 }

@@ -352,12 +352,10 @@ ssize_t mlxd_roce_build(void *buf, size_t cap, const struct mlxd_roce_pkt *p,
     return (ssize_t)total;
 }
 
-int mlxd_roce_parse(const void *buf, size_t len, uint16_t udp_port, bool verify_icrc,
-                    struct mlxd_roce_pkt *out)
+/* The IPv4 and UDP headers of the len bytes at b (udp_port: the port required, 0: any) into
+ * out (pkt_len: the IP total length).  Returns 0 or a negative errno with the message set. */
+static int parse_ip_udp(const uint8_t *b, size_t len, uint16_t udp_port, struct mlxd_roce_pkt *out)
 {
-    if (!buf || !out) return mlxd_err(EINVAL, "mlxd_roce_parse: NULL %s", buf ? "out" : "buffer");
-    const uint8_t *b = buf;
-    memset(out, 0, sizeof *out);
     if (len < MLXD_ROCE_BTH_OFF)
         return mlxd_err(EMSGSIZE, "mlxd_roce_parse: %zu bytes, shorter than IPv4+UDP", len);
     if (b[0] != 0x45)
@@ -379,6 +377,41 @@ int mlxd_roce_parse(const void *buf, size_t len, uint16_t udp_port, bool verify_
     out->pkt_len = tot;
     if (udp_port && out->dst_port != udp_port)
         return mlxd_err(EPROTO, "mlxd_roce_parse: UDP port %u is not %u", out->dst_port, udp_port);
+    return 0;
+}
+
+/* The extension headers after the BTH (t: their first byte; h: the opcode's MLXD_ROCE_HAS_*
+ * set, whose headers the caller found room for) into out. */
+static void parse_ext_hdrs(const uint8_t *t, uint32_t h, struct mlxd_roce_pkt *out)
+{
+    if (h & MLXD_ROCE_HAS_DETH) {
+        out->deth_qkey = rd32(t); out->deth_src_qp = rd24(t + 5);
+        t += MLXD_ROCE_DETH_LEN;
+    }
+    if (h & MLXD_ROCE_HAS_RETH) {
+        out->reth_va = rd64(t); out->reth_rkey = rd32(t + 8); out->reth_len = rd32(t + 12);
+        t += MLXD_ROCE_RETH_LEN;
+    }
+    if (h & MLXD_ROCE_HAS_ATOMICETH) {
+        out->atomic_va = rd64(t); out->atomic_rkey = rd32(t + 8);
+        out->atomic_swap_add = rd64(t + 12); out->atomic_compare = rd64(t + 20);
+        t += MLXD_ROCE_ATOMICETH_LEN;
+    }
+    if (h & MLXD_ROCE_HAS_AETH) { out->aeth_syndrome = t[0]; out->aeth_msn = rd24(t + 1); t += 4; }
+    if (h & MLXD_ROCE_HAS_ATOMICACKETH) { out->atomic_orig = rd64(t); t += 8; }
+    if (h & MLXD_ROCE_HAS_IMMDT) { memcpy(&out->imm, t, 4); t += 4; }
+    if (h & MLXD_ROCE_HAS_IETH) { out->ieth_rkey = rd32(t); t += 4; }
+}
+
+int mlxd_roce_parse(const void *buf, size_t len, uint16_t udp_port, bool verify_icrc,
+                    struct mlxd_roce_pkt *out)
+{
+    if (!buf || !out) return mlxd_err(EINVAL, "mlxd_roce_parse: NULL %s", buf ? "out" : "buffer");
+    const uint8_t *b = buf;
+    memset(out, 0, sizeof *out);
+    int rc = parse_ip_udp(b, len, udp_port, out);
+    if (rc < 0) return rc;
+    uint32_t tot = out->pkt_len;
     if (tot < MLXD_ROCE_BTH_OFF + MLXD_ROCE_BTH_LEN + MLXD_ROCE_ICRC_LEN)
         return mlxd_err(EMSGSIZE, "mlxd_roce_parse: %u bytes, too short for BTH + iCRC", tot);
     const uint8_t *t = b + MLXD_ROCE_BTH_OFF;
@@ -400,23 +433,7 @@ int mlxd_roce_parse(const void *buf, size_t len, uint16_t udp_port, bool verify_
         return mlxd_err(EMSGSIZE, "mlxd_roce_parse: %s needs %u header bytes, packet has %u",
                         mlxd_roce_opcode_name(out->opcode), hl + MLXD_ROCE_ICRC_LEN, tot);
     t += MLXD_ROCE_BTH_LEN;
-    if (h & MLXD_ROCE_HAS_DETH) {
-        out->deth_qkey = rd32(t); out->deth_src_qp = rd24(t + 5);
-        t += MLXD_ROCE_DETH_LEN;
-    }
-    if (h & MLXD_ROCE_HAS_RETH) {
-        out->reth_va = rd64(t); out->reth_rkey = rd32(t + 8); out->reth_len = rd32(t + 12);
-        t += MLXD_ROCE_RETH_LEN;
-    }
-    if (h & MLXD_ROCE_HAS_ATOMICETH) {
-        out->atomic_va = rd64(t); out->atomic_rkey = rd32(t + 8);
-        out->atomic_swap_add = rd64(t + 12); out->atomic_compare = rd64(t + 20);
-        t += MLXD_ROCE_ATOMICETH_LEN;
-    }
-    if (h & MLXD_ROCE_HAS_AETH) { out->aeth_syndrome = t[0]; out->aeth_msn = rd24(t + 1); t += 4; }
-    if (h & MLXD_ROCE_HAS_ATOMICACKETH) { out->atomic_orig = rd64(t); t += 8; }
-    if (h & MLXD_ROCE_HAS_IMMDT) { memcpy(&out->imm, t, 4); t += 4; }
-    if (h & MLXD_ROCE_HAS_IETH) { out->ieth_rkey = rd32(t); t += 4; }
+    parse_ext_hdrs(t, h, out);
     uint32_t area = tot - hl - MLXD_ROCE_ICRC_LEN;
     if (out->pad > area)
         return mlxd_err(EPROTO, "mlxd_roce_parse: pad %u exceeds the %u-byte payload area",

@@ -84,6 +84,18 @@ struct emu_mr {
     int      dmabuf_fd;     /* -1 for host memory; else the dup'ed fd */
     void    *dmabuf_map;    /* dma-buf MRs: the emulator's own mapping; addr points into it */
     struct emu_pd *pd;
+    /* A memory window (ALLOC_MW; k: hw/mlx5/mr.c mlx5_ib_alloc_mw: a KLM mkey created 'free',
+     * en_rinval for type 2) shares the mkey space of the regions.  It has no lkey (0).  While
+     * bound (mw_free false) rkey is the bound key (its low byte chosen by the bind), iova/length
+     * the window as peers address it, access its REMOTE_* rights, mw_base the window's first
+     * byte as an address of the region mw_mr_key names (looked up again at each access: a
+     * region deregistered meanwhile fails the access), and for type 2 mw_qpn the one QP it may
+     * be used through (emu/nic/nic_mw.c). */
+    uint8_t  mw_type;       /* 0: a memory region; 1 or 2: a window of that type */
+    bool     mw_free;
+    uint32_t mw_qpn;
+    uint32_t mw_mr_key;
+    uint64_t mw_base;
 };
 
 struct emu_comp_channel {
@@ -167,6 +179,9 @@ struct emu_qp {
     volatile uint32_t *dbrec;     /* [0] RCV BE32 (rq head & 0xffff), [1] SND BE32 (sq pi & 0xffff) */
     struct emu_uar *uar;          /* send doorbell / BlueFlame page */
     uint32_t bf_off;              /* the QP's bfreg in it: 0x800 + 0x200 * k (two 256-B halves) */
+    bool     page_bfregs;         /* created with MLX5_QP_FLAG_UAR_PAGE_INDEX: the kernel knows the
+                                     page only, and libmlx5 rings from either bfreg of it (rdma-core
+                                     providers/mlx5/verbs.c mlx5_insert_dyn_uuars: two per UAR) */
     uint32_t uidx;                /* cqe_version 1: echoed in CQE srqn_uidx; else 0xffffff */
     bool     sq_sig_all, scatter_to_cqe;
     uint32_t max_inline, max_send_sge, max_recv_sge, max_send_wr, max_recv_wr;
@@ -206,6 +221,8 @@ struct emu_device {
     /* lookups the engine needs (kernel half maintains them under dev->lock) */
     struct emu_qp *(*qp_by_qpn)(struct emu_device *dev, uint32_t qpn);
     struct emu_mr *(*mr_by_key)(struct emu_device *dev, uint32_t key);   /* lkey or rkey */
+    struct emu_mr *(*mkey_by_index)(struct emu_device *dev, uint32_t key); /* key >> 8 only: a UMR
+                                                                              names its mkey so */
 };
 
 /* ---- hooks: the kernel half calls these (with dev->lock held); the NIC half implements them.

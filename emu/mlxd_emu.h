@@ -44,6 +44,7 @@ struct mlxd_emu_counts {
     unsigned long long kernel_calls;  /* ioctl + write + mmap calls on uverbs fds so far */
     unsigned srq;                /* live shared receive queues */
     unsigned ah;                 /* live address handles (CREATE_AH) */
+    unsigned mw;                 /* live memory windows (ALLOC_MW) */
 };
 
 /* Fills *c (c->sz must be set; fields past c->sz are not written).

@@ -52,6 +52,33 @@ enum mlxd_op {
                                   into local (8 bytes) */
     MLXD_OP_FETCH_ADD,         /* MLX5_OPCODE_ATOMIC_FA 0x12 (RC only): add `swap_add` to the 8
                                   bytes at remote; the original value goes into local */
+    MLXD_OP_SEND_INV,          /* MLX5_OPCODE_SEND_INVAL 0x01 (RC only): a SEND whose peer, once
+                                  it lands, invalidates the type 2 memory window invalidate_rkey
+                                  bound to its QP (IB spec 9.4.1.1.3); the receive completes with
+                                  MLXD_WC_WITH_INV and that rkey in imm */
+    MLXD_OP_BIND_MW,           /* MLX5_OPCODE_UMR 0x25 (RC/UC): bind (or, length 0, unbind a
+                                  type 1) the memory window bind->mw; no packet; completes as
+                                  MLXD_WC_BIND_MW.  See mlxd_mw_alloc (uverbs/mlxd_uverbs.h) */
+    MLXD_OP_LOCAL_INV,         /* MLX5_OPCODE_UMR 0x25 (RC/UC): unbind the type 2 window
+                                  invalidate_rkey bound to this QP; completes as
+                                  MLXD_WC_LOCAL_INV */
+};
+
+enum mlxd_mw_bind_flags {
+    MLXD_MW_ZERO_BASED = 1,    /* type 2 only: peers address the window's first byte as 0
+                                  (IBV_ACCESS_ZERO_BASED) */
+};
+
+/* What MLXD_OP_BIND_MW binds (rdma-core's struct ibv_mw_bind_info). */
+struct mlxd_mw_bind {
+    struct mlxd_mw *mw;        /* the window (of the QP's NIC) */
+    const struct mlxd_region *region;   /* bound into this region (MLXD_ACCESS_MW_BIND); unused
+                                  for an unbind */
+    uint64_t addr;             /* the region's IOVA of the window's first byte */
+    uint64_t length;           /* bytes, at most 2^31 (one KLM, as libmlx5: else -EOPNOTSUPP);
+                                  0 = unbind (type 1) */
+    uint32_t access;           /* OR of MLXD_ACCESS_REMOTE_READ / _WRITE / _ATOMIC */
+    uint32_t flags;            /* OR of enum mlxd_mw_bind_flags */
 };
 
 enum mlxd_entry_flags {
@@ -85,6 +112,9 @@ struct mlxd_entry {
     uint32_t remote_qpn;       /* destination QP (24 bits) */
     uint32_t remote_qkey;      /* Q_Key sent in the DETH; with the high bit set the QP's own
                                   Q_Key (mlxd_qp_ud_ready) is sent instead (IB spec 10.2.5) */
+    /* memory windows (read for MLXD_OP_BIND_MW, MLXD_OP_LOCAL_INV and MLXD_OP_SEND_INV only) */
+    const struct mlxd_mw_bind *bind;  /* BIND_MW: what to bind; read only during mlxd_qp_post */
+    uint32_t invalidate_rkey;  /* LOCAL_INV / SEND_INV: the window's rkey */
 };
 
 /* Writes one WQE into qp's send ring (at the producer index, wrapping) without telling the NIC;
@@ -107,11 +137,24 @@ struct mlxd_entry {
  * with the device in host-endianness mode).  What the NIC reports, not refused here: a remote
  * address not 8-byte aligned completes with IBV_WC_REM_INV_REQ_ERR (syndrome 0x12), a region
  * without REMOTE_ATOMIC with IBV_WC_REM_ACCESS_ERR (0x13).  Masked (extended) atomics are not
- * offered: the emulated device does not advertise them.  The state (RTS) is not checked: the NIC ignores entries of a QP
+ * offered: the emulated device does not advertise them.
+ * Memory windows (MLXD_OP_BIND_MW, MLXD_OP_LOCAL_INV; uverbs/mlxd_uverbs.h mlxd_mw_alloc): a bind
+ * takes 3 WQEBBs, an unbind/invalidation 2, and the entry after either carries the initiator
+ * small fence (libmlx5's next_fence).  Refused with -EINVAL: a UD QP, bind NULL, a freed window
+ * or region or one of another NIC, access other than REMOTE_READ/WRITE/ATOMIC, a zero-based type 1
+ * window, a zero-length bind of a type 2 window, flags other than SIGNALED/FENCE, SEND_INV on UC;
+ * -EOPNOTSUPP: a window over 2 GiB.  What the NIC refuses completes with IBV_WC_MW_BIND_ERR
+ * (syndrome 0x06).  The state (RTS) is not checked: the NIC ignores entries of a QP
  * that is not in RTS until it gets there, and flushes them in ERR.
  * Thread rules: one mlxd_qp_post/mlxd_qp_ring of qp at a time; may run while another thread
  * polls the CQ. */
 int mlxd_qp_post(struct mlxd_qp *qp, const struct mlxd_entry *e);
+
+/* A memory window bind the way ibv_bind_mw makes one (rdma-core providers/mlx5/qp.c
+ * mlx5_bind_mw): one signaled MLXD_OP_BIND_MW entry with wr_id, posted and rung.  Any window
+ * type (ibv_bind_mw takes type 1 only; type 2 is the same entry).  Errors as mlxd_qp_post.
+ * Thread rules: as mlxd_qp_post. */
+int mlxd_mw_bind(struct mlxd_qp *qp, const struct mlxd_mw_bind *b, uint64_t wr_id);
 
 /* Tells the NIC about the WQEs posted since the last ring: doorbell record, then UAR doorbell
  * or BlueFlame (see the top of this file).  Nothing posted: does nothing, returns 0.
@@ -174,6 +217,8 @@ enum mlxd_wc_opcode {
     MLXD_WC_RDMA_READ = 2,
     MLXD_WC_COMP_SWAP = 3,     /* byte_len 8 */
     MLXD_WC_FETCH_ADD = 4,     /* byte_len 8 */
+    MLXD_WC_BIND_MW = 5,       /* MLXD_OP_BIND_MW */
+    MLXD_WC_LOCAL_INV = 6,     /* MLXD_OP_LOCAL_INV */
     MLXD_WC_NOP = 0x7f,        /* (not in ibv_wc_opcode; IBV_WC_DRIVER* use other numbers) */
     MLXD_WC_RECV = 128,        /* a SEND / SEND_IMM landed in a receive */
     MLXD_WC_RECV_RDMA_WITH_IMM = 129, /* a WRITE_IMM consumed a receive */
@@ -190,6 +235,8 @@ enum mlxd_wc_flags {
                                   on RoCE v2 over IPv4 its bytes 20..39 are the IPv4 header):
                                   the CQE's flags_rqpn bits 29:28 are not 0, as libmlx5 decides
                                   IBV_WC_GRH (rdma-core providers/mlx5/cq.c handle_responder) */
+    MLXD_WC_WITH_INV = 8,      /* a SEND with Invalidate landed (MLX5_CQE_RESP_SEND_INV): imm
+                                  holds the rkey it invalidated (ibv_wc.invalidated_rkey) */
 };
 /* Receives: bits 31:8 of flags hold the CQE's source QPN (flags_rqpn bits 23:0, struct
  * mlx5_cqe64 in mlx5dv.h), the sender's QP of a UD datagram (ibv_wc.src_qp); read it with

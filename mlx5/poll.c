@@ -99,6 +99,7 @@ static const uint8_t req_wc_opcode[256] = {
     [0x0a] = MLXD_WC_SEND, [0x0b] = MLXD_WC_SEND, [0x01] = MLXD_WC_SEND, /* SEND, SEND_IMM, SEND_INVAL */
     [0x10] = MLXD_WC_RDMA_READ,
     [0x11] = MLXD_WC_COMP_SWAP, [0x12] = MLXD_WC_FETCH_ADD,        /* ATOMIC_CS, ATOMIC_FA */
+    [0x25] = MLXD_WC_BIND_MW,                                      /* UMR: see umr_wc_opcode */
 };
 #pragma GCC diagnostic pop
 
@@ -172,6 +173,18 @@ static __attribute__((noinline, cold)) enum side decode_rare(struct mlxd_complet
     return SIDE_NONE;
 }
 
+/* A UMR's completion opcode: libmlx5 keeps IBV_WC_BIND_MW or IBV_WC_LOCAL_INV per WQE
+ * (sq.wr_data); we read it from the WQE itself, still in the ring until this completion frees
+ * it: an invalidation is the UMR that frees a type 2 window (UMR control flags CHECK_QPN, bit 3,
+ * and the mkey context's free bit 6: mlx5/post_mw.c). */
+static __attribute__((noinline, cold)) uint32_t umr_wc_opcode(const struct mlxd_qp *qp, uint32_t wc)
+{
+    if (!qp || !qp->sq_wqebbs) return MLXD_WC_BIND_MW;
+    const volatile uint8_t *w = qp->sq + ((size_t)(wc & (qp->sq_wqebbs - 1)) << MLXD_SEND_WQE_SHIFT);
+    const volatile uint8_t *mkey = qp->sq + ((size_t)((wc + 1) & (qp->sq_wqebbs - 1)) << MLXD_SEND_WQE_SHIFT);
+    return (w[MLXD_WQE_CTRL_SIZE] & (1 << 3)) && (mkey[0] & (1 << 6)) ? MLXD_WC_LOCAL_INV : MLXD_WC_BIND_MW;
+}
+
 /* A requester CQE (or a requester error's accounting): the wr_id of the WQE; the send ring is
  * freed up to the WQE's end when the run is released (see struct release). */
 static inline uint64_t send_done(struct mlxd_qp *qp, uint32_t wc, const uint64_t **sq_next)
@@ -223,7 +236,7 @@ static __attribute__((noinline)) void release_mid_batch(const struct mlxd_cq *cq
  * depends on op_own alone (each twice: the owner bit changes nothing).  Four arrays, not an
  * array of structs: an entry's words are then loaded from the table's address plus the index
  * times 8 and a constant, with no shift or add per CQE to find the entry.  WR_IMM and SEND_IMM
- * carry an immediate. */
+ * carry an immediate, SEND_INV the rkey it invalidated in the same place. */
 struct resp_table {
     uint64_t status_opcode[64]; /* status (0) and opcode: the 8 bytes at offsetof(status) */
     uint64_t flags_hi[64];      /* flags (SOLICITED, WITH_IMM) in the qpn/flags word */
@@ -232,9 +245,11 @@ struct resp_table {
 };
 #define R_OP(j)   (1 + ((j) >> 4))                                   /* CQE opcode of entry j */
 #define R_IMM(j)  (R_OP(j) == MLXD_CQE_RESP_WR_IMM || R_OP(j) == MLXD_CQE_RESP_SEND_IMM)
+#define R_INV(j)  (R_OP(j) == MLXD_CQE_RESP_SEND_INV)    /* imm: the invalidated rkey */
 #define R_WC(j)   (R_OP(j) == MLXD_CQE_RESP_WR_IMM ? MLXD_WC_RECV_RDMA_WITH_IMM : MLXD_WC_RECV)
-#define R_FLAGS(j) (((j) & 2 ? MLXD_WC_SOLICITED : 0) | (R_IMM(j) ? MLXD_WC_WITH_IMM : 0))
-#define R_MASK(j) (R_IMM(j) ? 0xffffffffull : 0)
+#define R_FLAGS(j) (((j) & 2 ? MLXD_WC_SOLICITED : 0) | (R_IMM(j) ? MLXD_WC_WITH_IMM : 0) | \
+                    (R_INV(j) ? MLXD_WC_WITH_INV : 0))
+#define R_MASK(j) (R_IMM(j) || R_INV(j) ? 0xffffffffull : 0)
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define R_SO(j)   ((uint64_t)R_WC(j) << 32)
 #define R_FL(j)   ((uint64_t)R_FLAGS(j) << 32)
@@ -341,6 +356,7 @@ static inline __attribute__((always_inline)) void decode_run(const struct mlxd_c
             uint32_t opcode = op_own >> MLXD_CQE_OPCODE_SHIFT;
             if (opcode == MLXD_CQE_REQ) {
                 uint32_t top = (uint32_t)(tail >> 56), wop = req_wc_opcode[top];
+                if (mlxd_unlikely(top == MLXD_WQE_UMR)) wop = umr_wc_opcode(qp, (uint16_t)(tail >> 16));
                 put_2x32(w, offsetof(struct mlxd_completion, status), MLXD_WC_SUCCESS, wop);
                 /* READ: the bytes read; atomics: 8 (libmlx5 handle_good_req); else 0 */
                 put_2x32(w, offsetof(struct mlxd_completion, byte_len),

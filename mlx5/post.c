@@ -10,7 +10,7 @@
 #include "mlxd_error.h"
 #include "wqe.h"
 
-const uint8_t mlxd__wqe_opcode[8] = {
+const uint8_t mlxd__wqe_opcode[MLXD_OP_LOCAL_INV + 1] = {
     [MLXD_OP_NOP] = 0x00,        /* MLX5_OPCODE_NOP */
     [MLXD_OP_WRITE] = 0x08,      /* MLX5_OPCODE_RDMA_WRITE */
     [MLXD_OP_WRITE_IMM] = 0x09,  /* MLX5_OPCODE_RDMA_WRITE_IMM */
@@ -19,7 +19,16 @@ const uint8_t mlxd__wqe_opcode[8] = {
     [MLXD_OP_READ] = 0x10,       /* MLX5_OPCODE_RDMA_READ */
     [MLXD_OP_CMP_SWAP] = 0x11,   /* MLX5_OPCODE_ATOMIC_CS */
     [MLXD_OP_FETCH_ADD] = 0x12,  /* MLX5_OPCODE_ATOMIC_FA */
+    [MLXD_OP_SEND_INV] = 0x01,   /* MLX5_OPCODE_SEND_INVAL */
+    [MLXD_OP_BIND_MW] = 0x25,    /* MLX5_OPCODE_UMR (mlx5/post_mw.c) */
+    [MLXD_OP_LOCAL_INV] = 0x25,  /* MLX5_OPCODE_UMR */
 };
+
+static inline bool op_is_atomic(uint32_t op) { return op == MLXD_OP_CMP_SWAP || op == MLXD_OP_FETCH_ADD; }
+static inline bool op_has_raddr(uint32_t op)
+{
+    return op == MLXD_OP_WRITE || op == MLXD_OP_WRITE_IMM || op == MLXD_OP_READ || op_is_atomic(op);
+}
 
 #define KNOWN_FLAGS (MLXD_SIGNALED | MLXD_SOLICITED | MLXD_FENCE | MLXD_INLINE)
 
@@ -32,10 +41,11 @@ static inline const struct mlxd_local *entry_sges(const struct mlxd_entry *e)
 uint32_t mlxd__wqe_bytes(const struct mlxd_entry *e, uint32_t max_inline, uint32_t max_sge, bool uc)
 {
     uint32_t n = e->num_local;
-    if (e->op > MLXD_OP_FETCH_ADD || (e->flags & ~KNOWN_FLAGS) || n > max_sge || (n > 1 && !e->sgl))
+    if (e->op > MLXD_OP_SEND_INV || (e->flags & ~KNOWN_FLAGS) || n > max_sge || (n > 1 && !e->sgl))
         return 0;
+    if (e->op == MLXD_OP_SEND_INV && uc) return 0;      /* RC only (IB spec table 38) */
     const struct mlxd_local *l = entry_sges(e);
-    if (e->op >= MLXD_OP_CMP_SWAP)      /* ctrl, raddr, atomic, one 8-byte data segment */
+    if (op_is_atomic(e->op))            /* ctrl, raddr, atomic, one 8-byte data segment */
         return uc || (e->flags & MLXD_INLINE) || n != 1 || l[0].length != MLXD_ATOMIC_SIZE ? 0
                : MLXD_WQE_CTRL_SIZE + MLXD_WQE_RADDR_SIZE + MLXD_WQE_ATOMIC_SIZE + MLXD_WQE_DATA_SIZE;
     /* a data segment's byte_count has 31 bits: bit 31 marks an inline segment
@@ -48,9 +58,8 @@ uint32_t mlxd__wqe_bytes(const struct mlxd_entry *e, uint32_t max_inline, uint32
     }
     uint32_t bytes = MLXD_WQE_CTRL_SIZE;
     if (e->op == MLXD_OP_NOP) return bytes;
-    bool rdma = e->op == MLXD_OP_WRITE || e->op == MLXD_OP_WRITE_IMM || e->op == MLXD_OP_READ;
     if (e->op == MLXD_OP_READ && (uc || (e->flags & MLXD_INLINE) || segs == 0)) return 0;
-    if (rdma) bytes += MLXD_WQE_RADDR_SIZE;
+    if (op_has_raddr(e->op)) bytes += MLXD_WQE_RADDR_SIZE;
     if (e->flags & MLXD_INLINE) {
         if (n > 1 || e->local.length > max_inline || (e->local.length && !e->local.addr)) return 0;
         if (n && e->local.length)
@@ -80,22 +89,22 @@ uint32_t mlxd__wqe_build(volatile uint8_t *sqv, uint32_t sq_wqebbs, uint32_t pi,
     ctrl[MLXD_WQE_CTRL_OFF_FM_CE_SE] = (uint8_t)(((e->flags & MLXD_SIGNALED) ? MLXD_WQE_CTRL_CQ_UPDATE : 0) |
                                                  ((e->flags & MLXD_SOLICITED) ? MLXD_WQE_CTRL_SOLICITED : 0) |
                                                  ((e->flags & MLXD_FENCE) ? MLXD_WQE_CTRL_FENCE : 0));
-    st32(ctrl + MLXD_WQE_CTRL_OFF_IMM,
-         (e->op == MLXD_OP_WRITE_IMM || e->op == MLXD_OP_SEND_IMM) ? e->imm : 0);
+    st32(ctrl + MLXD_WQE_CTRL_OFF_IMM, (e->op == MLXD_OP_WRITE_IMM || e->op == MLXD_OP_SEND_IMM) ? e->imm
+                                       : e->op == MLXD_OP_SEND_INV ? e->invalidate_rkey : 0);
     uint32_t off = MLXD_WQE_CTRL_SIZE;
     if (e->op == MLXD_OP_NOP) return nbb;
     if (av) {                                            /* UD: the datagram segment */
         mlxd__ud_put_av(sq, ring_mask, base + off, e, av);
         off += MLXD_WQE_AV_SIZE;
     }
-    if (e->op == MLXD_OP_WRITE || e->op == MLXD_OP_WRITE_IMM || e->op >= MLXD_OP_READ) {
+    if (op_has_raddr(e->op)) {
         uint8_t *r = sq + ((base + off) & ring_mask);   /* 16-B segments never straddle the end */
         st64(r + MLXD_WQE_RADDR_OFF_RADDR, e->remote.addr);
         st32(r + MLXD_WQE_RADDR_OFF_RKEY, e->remote.rkey);
         st32(r + 12, 0);
         off += MLXD_WQE_RADDR_SIZE;
     }
-    if (e->op >= MLXD_OP_CMP_SWAP) {
+    if (op_is_atomic(e->op)) {
         uint8_t *a = sq + ((base + off) & ring_mask);
         st64(a + MLXD_WQE_ATOMIC_OFF_SWAP_ADD, e->swap_add);
         st64(a + MLXD_WQE_ATOMIC_OFF_COMPARE, e->op == MLXD_OP_CMP_SWAP ? e->compare : 0);
@@ -139,17 +148,57 @@ uint32_t mlxd__wqe_build(volatile uint8_t *sqv, uint32_t sq_wqebbs, uint32_t pi,
     return nbb;
 }
 
+/* Full when the WQEBBs run out, or when send_depth entries are outstanding: the CQ was sized
+ * for send_depth completions, and small WQEs would fit more into the ring. */
+static inline bool ring_full(const struct mlxd_qp *qp, uint32_t nbb)
+{
+    uint64_t ci = atomic_load_explicit(&qp->sq_ci, memory_order_acquire);
+    return qp->sq_pi + nbb - (uint32_t)ci > qp->sq_wqebbs || qp->sq_posted - (uint32_t)(ci >> 32) >= qp->sq_depth;
+}
+
+/* The bookkeeping of a WQE written at pi: its wr_id and where the ring is free up to after it;
+ * the initiator small fence the WQE after a memory window bind carries (libmlx5 next_fence). */
+static inline void posted(struct mlxd_qp *qp, const struct mlxd_entry *e, uint32_t pi, uint32_t nbb)
+{
+    uint32_t idx = pi & (qp->sq_wqebbs - 1);
+    if (mlxd_unlikely(qp->next_fence)) {
+        qp->sq[((size_t)idx << MLXD_SEND_WQE_SHIFT) + MLXD_WQE_CTRL_OFF_FM_CE_SE] |= qp->next_fence;
+        qp->next_fence = 0;
+    }
+    qp->sq_wrid[idx] = e->wr_id;
+    qp->sq_posted++;
+    qp->sq_next[idx] = (uint64_t)qp->sq_posted << 32 | (uint32_t)(pi + nbb);
+    qp->last_pi = pi;
+    qp->last_nbb = nbb;
+    qp->pending++;
+    qp->sq_pi = pi + nbb;
+}
+
+static __attribute__((noinline)) int post_umr(struct mlxd_qp *qp, const struct mlxd_entry *e)
+{
+    int bytes = mlxd__umr_bytes(qp, e);
+    if (bytes < 0) return bytes;
+    uint32_t nbb = (uint32_t)bytes >> MLXD_SEND_WQE_SHIFT, pi = qp->sq_pi;
+    if (ring_full(qp, nbb)) return -EAGAIN;
+    mlxd__umr_build(qp, pi, e, (uint32_t)bytes);
+    posted(qp, e, pi, nbb);
+    mlxd__umr_posted(e);
+    qp->next_fence = MLXD_WQE_CTRL_INITIATOR_SMALL_FENCE;
+    return 0;
+}
+
 int mlxd_qp_post(struct mlxd_qp *qp, const struct mlxd_entry *e)
 {
     if (mlxd_unlikely(!qp || qp->state != OBJ_LIVE || !qp->sq_wqebbs || !e))
         return mlxd_err(EINVAL, "mlxd_qp_post: invalid/destroyed QP, a QP without a send ring, or entry NULL");
+    if (mlxd_unlikely(e->op == MLXD_OP_BIND_MW || e->op == MLXD_OP_LOCAL_INV)) return post_umr(qp, e);
     uint32_t bytes = mlxd__wqe_bytes(e, qp->max_inline, qp->max_send_sge, qp->type == MLXD_QP_UC);
     if (mlxd_unlikely(!bytes))
         return mlxd_err(EINVAL, "mlxd_qp_post: QP 0x%x: malformed entry (op %u, flags 0x%x, num_local %u "
                         "of max_send_sge %u%s, length %u, max_inline %u%s)", qp->qpn, e->op, e->flags,
                         e->num_local, qp->max_send_sge, e->num_local > 1 && !e->sgl ? " with sgl NULL" : "",
                         entry_sges(e)->length, qp->max_inline,
-                        qp->type == MLXD_QP_UC ? ", UC has no READ or atomics"
+                        qp->type == MLXD_QP_UC ? ", UC has no READ, atomics or SEND_INV"
                         : e->op >= MLXD_OP_CMP_SWAP ? ", an atomic needs one 8-byte local buffer, not inline" : "");
     const uint8_t *av = NULL;
     if (qp->type == MLXD_QP_UD) {        /* + the datagram segment (mlx5/post_ud.c) */
@@ -159,22 +208,10 @@ int mlxd_qp_post(struct mlxd_qp *qp, const struct mlxd_entry *e)
         av = extra ? e->ah->av : NULL;   /* a NOP carries no datagram segment (and may have no AH) */
     }
     uint32_t nbb = (bytes + MLXD_SEND_WQE_BB - 1) >> MLXD_SEND_WQE_SHIFT;
-    /* full when the WQEBBs run out, or when send_depth entries are outstanding: the CQ was
-     * sized for send_depth completions, and small WQEs would fit more into the ring */
-    uint64_t ci = atomic_load_explicit(&qp->sq_ci, memory_order_acquire);
-    if (mlxd_unlikely(qp->sq_pi + nbb - (uint32_t)ci > qp->sq_wqebbs ||
-                      qp->sq_posted - (uint32_t)(ci >> 32) >= qp->sq_depth))
-        return -EAGAIN;
+    if (mlxd_unlikely(ring_full(qp, nbb))) return -EAGAIN;
     uint32_t pi = qp->sq_pi;
     mlxd__wqe_build(qp->sq, qp->sq_wqebbs, pi, qp->qpn, e, bytes, av);
-    uint32_t idx = pi & (qp->sq_wqebbs - 1);
-    qp->sq_wrid[idx] = e->wr_id;
-    qp->sq_posted++;
-    qp->sq_next[idx] = (uint64_t)qp->sq_posted << 32 | (uint32_t)(pi + nbb);
-    qp->last_pi = pi;
-    qp->last_nbb = nbb;
-    qp->pending++;
-    qp->sq_pi = pi + nbb;
+    posted(qp, e, pi, nbb);
     return 0;
 }
 

@@ -8,7 +8,7 @@
 #include "mlxd_mlx5.h"
 
 /* The MLX5_OPCODE_* of each enum mlxd_op. */
-extern const uint8_t mlxd__wqe_opcode[8];
+extern const uint8_t mlxd__wqe_opcode[MLXD_OP_LOCAL_INV + 1];
 
 /* Bytes of the WQE e needs (a multiple of 16, at most 63*16), or 0 when e is malformed for a QP
  * of that type/max_inline/max_send_sge (the caller then reports -EINVAL).  No division. */
@@ -28,4 +28,10 @@ int mlxd__ud_entry_check(const struct mlxd_qp *qp, const struct mlxd_entry *e);
 /* Writes the datagram segment at ring offset pos (16-byte aligned; may wrap at ring_mask + 1). */
 void mlxd__ud_put_av(uint8_t *sq, uint32_t ring_mask, uint32_t pos, const struct mlxd_entry *e,
                      const uint8_t *av);
+/* mlx5/post_mw.c: memory window UMR WQEs.  Bytes of e's WQE (128 or 192) or a negative errno
+ * (message set) when e is malformed for qp; the build at WQEBB pi; the window's new rkey once
+ * posted. */
+int  mlxd__umr_bytes(const struct mlxd_qp *qp, const struct mlxd_entry *e);
+void mlxd__umr_build(struct mlxd_qp *qp, uint32_t pi, const struct mlxd_entry *e, uint32_t bytes);
+void mlxd__umr_posted(const struct mlxd_entry *e);
 #endif

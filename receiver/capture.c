@@ -88,14 +88,10 @@ static bool dlt_supported(int dlt)
            dlt == DLT_LOOP || dlt == DLT_LINUX_SLL || dlt == DLT_LINUX_SLL2 || dlt == 14 /* OpenBSD raw */;
 }
 
-static void infer_geometry(struct mlxd_capture *c)
+/* The payload size of the UC WRITE-only packets and the VA span [span_lo, span_hi) every RETH
+ * of the capture writes (0, 0: none). */
+static void infer_span(const struct mlxd_capture *c, struct mlxd_capture_geometry *g)
 {
-    struct mlxd_capture_geometry *g = &c->geo;
-    memset(g, 0, sizeof *g);
-    if (!c->npackets)
-        return;
-    g->qpn = c->pkts[0].hdr.dest_qp;
-    g->rkey = c->pkts[0].hdr.reth_rkey;
     g->span_lo = UINT64_MAX;
     for (size_t i = 0; i < c->npackets; i++) {
         const struct mlxd_roce_pkt *h = &c->pkts[i].hdr;
@@ -112,6 +108,43 @@ static void infer_geometry(struct mlxd_capture *c)
     }
     if (g->span_lo == UINT64_MAX)
         g->span_lo = g->span_hi = 0;
+}
+
+/* The page size the frames' pages and VAs imply (the first pair that divides), 0: none. */
+static uint64_t infer_page_size(const struct mlxd_capture *c)
+{
+    const struct mlxd_capture_frame *f0 = &c->frames[0];
+    for (size_t i = 1; i < c->nframes; i++) {
+        const struct mlxd_capture_frame *f = &c->frames[i];
+        /* page size = VA difference / page difference, both taken in the same direction in
+         * unsigned arithmetic: any two 64-bit VAs of a crafted capture divide without a trap
+         * (INT64_MIN / -1 did, as signed numbers); pages and VAs moving apart in opposite
+         * directions tell nothing */
+        uint64_t dva, dp;
+        if (f->page > f0->page && f->va > f0->va) {
+            dva = f->va - f0->va;
+            dp = f->page - f0->page;
+        } else if (f->page < f0->page && f->va < f0->va) {
+            dva = f0->va - f->va;
+            dp = f0->page - f->page;
+        } else {
+            continue;
+        }
+        if (dva % dp == 0)
+            return dva / dp;
+    }
+    return 0;
+}
+
+static void infer_geometry(struct mlxd_capture *c)
+{
+    struct mlxd_capture_geometry *g = &c->geo;
+    memset(g, 0, sizeof *g);
+    if (!c->npackets)
+        return;
+    g->qpn = c->pkts[0].hdr.dest_qp;
+    g->rkey = c->pkts[0].hdr.reth_rkey;
+    infer_span(c, g);
     g->frames = (unsigned)c->nframes;
     if (c->nframes == 0) {
         /* No completion at all (metadata disabled in NVIDIA's emulator): one "frame" spanning
@@ -147,26 +180,7 @@ static void infer_geometry(struct mlxd_capture *c)
         g->metadata_offset = mlxd_hsb_metadata_offset(bytes);
         g->separate_metadata = false;
     }
-    g->page_size = 0;
-    for (size_t i = 1; i < c->nframes && !g->page_size; i++) {
-        const struct mlxd_capture_frame *f = &c->frames[i];
-        /* page size = VA difference / page difference, both taken in the same direction in
-         * unsigned arithmetic: any two 64-bit VAs of a crafted capture divide without a trap
-         * (INT64_MIN / -1 did, as signed numbers); pages and VAs moving apart in opposite
-         * directions tell nothing */
-        uint64_t dva, dp;
-        if (f->page > f0->page && f->va > f0->va) {
-            dva = f->va - f0->va;
-            dp = f->page - f0->page;
-        } else if (f->page < f0->page && f->va < f0->va) {
-            dva = f0->va - f->va;
-            dp = f0->page - f->page;
-        } else {
-            continue;
-        }
-        if (dva % dp == 0)
-            g->page_size = dva / dp;
-    }
+    g->page_size = infer_page_size(c);
     /* a frame size past the range of mlxd_capture_geometry_check would wrap the sum: leave
      * the page size 0 (the check names the frame size) */
     if (!g->page_size && g->frame_size <= MLXD_CAPTURE_MAX_FRAME_SIZE)

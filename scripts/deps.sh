@@ -9,7 +9,7 @@ set -e
 BUILD_PKGS="gcc g++ make check pkg-config libibverbs-dev libpcap-dev zlib1g-dev"
 TEST_PKGS="tshark ibverbs-utils ibverbs-providers perftest iproute2"
 BENCH_PKGS="ibverbs-providers valgrind gnuplot-nox"
-ALL_PKGS="gcc-aarch64-linux-gnu libc6-dev-arm64-cross clang libclang-rt-14-dev $BENCH_PKGS"
+ALL_PKGS="gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross clang libclang-rt-14-dev $BENCH_PKGS"
 case "${1:-build}" in
   build) want="$BUILD_PKGS" ;;
   test)  want="$BUILD_PKGS $TEST_PKGS" ;;

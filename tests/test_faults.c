@@ -11,7 +11,8 @@
  * methods listed in `must` (the calls rdma-core/the kernel make for it: libibverbs device.c,
  * cmd_*.c, providers/mlx5/mlx5.c and verbs.c).  The SRQ steps: mlxd_srq_create (SRQ_CREATE),
  * mlxd_srq_arm_limit (MODIFY_SRQ), mlxd_qp_create of a QP on an SRQ, mlxd_srq_destroy
- * (SRQ_DESTROY: the SRQ then stays until mlxd_close, which frees it).
+ * (SRQ_DESTROY: the SRQ then stays until mlxd_close, which frees it).  Memory windows:
+ * mlxd_mw_alloc (ALLOC_MW), mlxd_mw_free (MW_DESTROY: the window then stays until mlxd_close).
  *
  * errnos (kernel sources: drivers/infiniband/core/uverbs_*.c, rdma_core.c, umem.c,
  * hw/mlx5/main.c, qp.c, cq.c, mr.c; mlx5_cmd_status_to_err): every call can give EINVAL (bad
@@ -39,7 +40,7 @@ static const char *const methods[] = {
     "CQ_CREATE", "QP_CREATE", "REG_DMABUF_MR", "ASYNC_EVENT_ALLOC", "UAR_OBJ_ALLOC",
     "QUERY_DEVICE", "ALLOC_PD", "REG_MR", "CREATE_COMP_CHANNEL", "CREATE_CQ", "CREATE_QP",
     "QUERY_QP", "MODIFY_QP", "EX_QUERY_DEVICE", "EX_MODIFY_QP", "MMAP", "CREATE_AH",
-    "SRQ_CREATE", "SRQ_DESTROY", "MODIFY_SRQ",
+    "SRQ_CREATE", "SRQ_DESTROY", "MODIFY_SRQ", "ALLOC_MW", "MW_DESTROY", "DEALLOC_MW",
 };
 
 static int errnos_of(const char *m, int *out)
@@ -59,11 +60,12 @@ static int errnos_of(const char *m, int *out)
 }
 
 enum step { S_OPEN, S_REGISTER, S_CQ, S_QP, S_CONNECT, S_RECEIVER, S_AH, S_UD_READY, S_SRQ, S_SRQ_ARM,
-            S_SRQ_QP, S_SRQ_DESTROY, S__N };
+            S_SRQ_QP, S_SRQ_DESTROY, S_MW, S_MW_FREE, S__N };
 static const char *const step_names[] = { "mlxd_open", "mlxd_region_register", "mlxd_cq_create",
                                           "mlxd_qp_create", "mlxd_qp_connect", "mlxd_receiver_start",
                                           "mlxd_ah_create", "mlxd_qp_ud_ready", "mlxd_srq_create",
-                                          "mlxd_srq_arm_limit", "mlxd_qp_create", "mlxd_srq_destroy" };
+                                          "mlxd_srq_arm_limit", "mlxd_qp_create", "mlxd_srq_destroy",
+                                          "mlxd_mw_alloc", "mlxd_mw_free" };
 
 static unsigned net_a, net_b;
 
@@ -97,6 +99,7 @@ struct ctx {
     struct mlxd_endpoint ep;
     struct mlxd_receiver *r;
     struct mlxd_srq *srq;
+    struct mlxd_mw *mw;
 };
 
 static uint8_t buf[1 << 16] __attribute__((aligned(4096)));
@@ -107,7 +110,8 @@ static void prepare(enum step s, struct ctx *c)
     if (s == S_OPEN) return;
     if (s == S_RECEIVER) { c->r = mlxd_receiver_new(); ck_assert_ptr_nonnull(c->r); return; }
     ck_assert_int_eq(mlxd_open("mlx5_0", NULL, &c->nic), 0);
-    if (s == S_REGISTER || s == S_CQ || s == S_AH || s == S_SRQ) return;
+    if (s == S_REGISTER || s == S_CQ || s == S_AH || s == S_SRQ || s == S_MW) return;
+    if (s == S_MW_FREE) { ck_assert_int_eq(mlxd_mw_alloc(c->nic, MLXD_MW_TYPE_2, &c->mw), 0); return; }
     if (s == S_SRQ_ARM || s == S_SRQ_QP || s == S_SRQ_DESTROY) {
         struct mlxd_srq_opts so = { .sz = sizeof so, .depth = 8 };
         ck_assert_int_eq(mlxd_srq_create(c->nic, &so, &c->srq), 0);
@@ -167,6 +171,8 @@ static int run(enum step s, struct ctx *c)
         return mlxd_qp_create(c->cq, &so, &qp);
     }
     case S_SRQ_DESTROY: return mlxd_srq_destroy(c->srq);
+    case S_MW: return mlxd_mw_alloc(c->nic, MLXD_MW_TYPE_1, &c->mw);
+    case S_MW_FREE: return mlxd_mw_free(c->mw);    /* refused: the window stays until mlxd_close */
     case S__N: break;
     }
     return -ENOSYS;
@@ -294,6 +300,12 @@ END_TEST
 START_TEST(srq_destroy_faults) { faults_in(S_SRQ_DESTROY); }
 END_TEST
 
+START_TEST(mw_alloc_faults) { faults_in(S_MW); }
+END_TEST
+
+START_TEST(mw_free_faults) { faults_in(S_MW_FREE); }
+END_TEST
+
 Suite *faults_suite(void)
 {
     Suite *s = suite_create("faults");
@@ -311,6 +323,8 @@ Suite *faults_suite(void)
     tcase_add_test(tc, srq_arm_faults);
     tcase_add_test(tc, srq_qp_create_faults);
     tcase_add_test(tc, srq_destroy_faults);
+    tcase_add_test(tc, mw_alloc_faults);
+    tcase_add_test(tc, mw_free_faults);
     tcase_add_test(tc, receiver_start_faults);
     tcase_add_test(tc, uar_alloc_enospc_named);
     suite_add_tcase(s, tc);

@@ -283,9 +283,9 @@ START_TEST(responder_opcodes_formats_se)
 {
     /* every responder opcode x CQE format 0..3 (scatter-to-CQE uses 1 and 2) x SE: the opcode
      * table of the loop is indexed by these bits */
-    static const struct { uint8_t op; uint32_t wc_op; bool imm; } ops[] = {
-        { MLX5_CQE_RESP_WR_IMM, 129, true }, { MLX5_CQE_RESP_SEND, 128, false },
-        { MLX5_CQE_RESP_SEND_IMM, 128, true }, { MLX5_CQE_RESP_SEND_INV, 128, false } };
+    static const struct { uint8_t op; uint32_t wc_op; bool imm, inv; } ops[] = {
+        { MLX5_CQE_RESP_WR_IMM, 129, true, false }, { MLX5_CQE_RESP_SEND, 128, false, false },
+        { MLX5_CQE_RESP_SEND_IMM, 128, true, false }, { MLX5_CQE_RESP_SEND_INV, 128, false, true } };
     struct mlxd_cq *cq;
     ck_assert_int_eq(mlxd_cq_create_detached(64, &cq), 0);
     uint32_t pi = 0;
@@ -306,8 +306,10 @@ START_TEST(responder_opcodes_formats_se)
         ck_assert_uint_eq(wc[i].status, 0);
         ck_assert_uint_eq(wc[i].opcode, ops[k].wc_op);
         ck_assert_uint_eq(wc[i].cqe_opcode, ops[k].op);
-        ck_assert_uint_eq(wc[i].flags, (ops[k].imm ? MLXD_WC_WITH_IMM : 0u) | (se ? MLXD_WC_SOLICITED : 0u));
-        ck_assert_uint_eq(wc[i].imm, ops[k].imm ? 0x01020304u + i : 0);   /* SEND_INV: an rkey, not imm */
+        ck_assert_uint_eq(wc[i].flags, (ops[k].imm ? MLXD_WC_WITH_IMM : 0u) | (ops[k].inv ? MLXD_WC_WITH_INV : 0u) |
+                                       (se ? MLXD_WC_SOLICITED : 0u));
+        /* SEND_INV: the invalidated rkey in imm's place (libmlx5 wc->invalidated_rkey, host order) */
+        ck_assert_uint_eq(wc[i].imm, ops[k].imm || ops[k].inv ? 0x01020304u + i : 0);
         ck_assert_uint_eq(wc[i].byte_len, i);
         ck_assert_uint_eq(wc[i].qpn, 0xfedcba);
         ck_assert_uint_eq(wc[i].wqe_counter, 0xff00 + i);
@@ -499,11 +501,13 @@ START_TEST(detached_ring_same_as_general)
                                     i * (i == 9 || i == 17 || i == 26));
         if (i == 9 || i == 17 || i == 26) continue;
         bool imm = ops[i & 3] == MLX5_CQE_RESP_WR_IMM || ops[i & 3] == MLX5_CQE_RESP_SEND_IMM;
+        bool inv = ops[i & 3] == MLX5_CQE_RESP_SEND_INV;
         ck_assert_uint_eq(w->status, 0);
         ck_assert_uint_eq(w->opcode, ops[i & 3] == MLX5_CQE_RESP_WR_IMM ? 129u : 128u);
         ck_assert_uint_eq(w->cqe_opcode, ops[i & 3]);
-        ck_assert_uint_eq(w->flags, (imm ? MLXD_WC_WITH_IMM : 0u) | ((i % 5) == 0 ? MLXD_WC_SOLICITED : 0u));
-        ck_assert_uint_eq(w->imm, imm ? 0xbeef0000u + i : 0);
+        ck_assert_uint_eq(w->flags, (imm ? MLXD_WC_WITH_IMM : 0u) | (inv ? MLXD_WC_WITH_INV : 0u) |
+                                    ((i % 5) == 0 ? MLXD_WC_SOLICITED : 0u));
+        ck_assert_uint_eq(w->imm, imm || inv ? 0xbeef0000u + i : 0);
         ck_assert_uint_eq(w->byte_len, 4096 + i);
         ck_assert_uint_eq(w->qpn, 0x100000u + i / 6);
         ck_assert_uint_eq(w->wqe_counter, (uint16_t)(0xfff0 + i));

@@ -369,9 +369,11 @@ START_TEST(devinfo)
         expect_field(b, "active_mtu", mtu[i]);
         expect_field(b, "max_qp_wr", "32768");
         expect_field(b, "atomic_cap", "ATOMIC_HCA (1)");    /* 8-byte CS/FA, host endianness */
-        /* no memory windows (mlx5_ib without imaicl: max_mw 0, no MEM_WINDOW flags; docs/driver.md) */
-        expect_field(b, "max_mw", "0");
-        ck_assert_msg(!strstr(b, "MEM_WINDOW"), "ibv_devinfo: memory windows advertised:\n%s", b);
+        /* memory windows as mlx5_ib with the imaicl capability: MEM_WINDOW and MEM_WINDOW_TYPE_2B
+         * (not 2A), max_mw the mkey table (65536 slots less the two never used: emu/kernel) */
+        expect_field(b, "max_mw", "65534");
+        ck_assert_msg(strstr(b, "MEM_WINDOW\n") && strstr(b, "MEM_WINDOW_TYPE_2B") && !strstr(b, "MEM_WINDOW_TYPE_2A"),
+                      "ibv_devinfo: memory window capabilities:\n%s", b);
         expect_field(b, "gid_tbl_len", "16");
         /* GID 3: the IPv4-mapped address of the device, RoCE v2 (core/roce_gid_mgmt.c) */
         char g[96];
@@ -571,6 +573,31 @@ START_TEST(srq_limit_rnr)
 }
 END_TEST
 
+/* tests/progs/rdma_core_mw: memory windows through libibverbs + libmlx5: a type 1 window bound
+ * by ibv_bind_mw and unbound by a zero-length bind, a type 2 window bound by IBV_WR_BIND_MW,
+ * invalidated by IBV_WR_LOCAL_INV and by the peer's IBV_WR_SEND_WITH_INV (IBV_WC_WITH_INV,
+ * invalidated_rkey); WRITEs through them land, WRITEs after fail with IBV_WC_REM_ACCESS_ERR.
+ * libmlx5 writes the UMR WQEs here, so this checks the emulated NIC reads them as a ConnectX
+ * does.  The program checks it all and prints OK. */
+START_TEST(mw_libmlx5)
+{
+    char rel[PATH_MAX], exe[PATH_MAX];
+    snprintf(rel, sizeof rel, "%s/tests/progs/rdma_core_mw", mlxd_test_build_dir());
+    ck_assert_msg(realpath(rel, exe) && access(exe, X_OK) == 0, "%s is not built", rel);
+    struct net n;
+    pick_net(&n, NULL, NULL);
+    const char *av[] = {exe, NULL};
+    int k = spawn((char *const *)av, n.devs);
+    int st = reap(k, 60);
+    char *o = output(k);
+    ck_assert_msg(exited0(st), "rdma_core_mw: %s: %s", st_str(st), o);
+    kill_kids();
+    ck_assert_msg(strstr(o, "OK mw: type 1 bind/unbind, type 2 bind/local invalidate/send with invalidate"),
+                  "rdma_core_mw: %s", o);
+    free(o);
+}
+END_TEST
+
 /* ---- perftest ------------------------------------------------------------------------------ */
 
 /* The row under perftest's latency header:
@@ -752,6 +779,7 @@ Suite *rdma_core_suite(void)
     tcase_add_test(tc, srq_pingpong_small);
     tcase_add_test(tc, srq_limit_rnr);
     tcase_add_test(tc, srq_faults);
+    tcase_add_test(tc, mw_libmlx5);
     tcase_add_test(tc, scatter_rc_64);
     tcase_add_test(tc, scatter_uc_64);
     tcase_add_test(tc, scatter_rc_128);

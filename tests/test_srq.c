@@ -5,6 +5,7 @@
  * RNR NAK on RC when no receive is posted; UC: dropped) and the driver's documented errors. */
 #include <check.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,8 @@ static void rig_open(struct rig *r, uint32_t type)
         struct mlxd_endpoint ea, eb;
         ck_assert_int_eq(mlxd_qp_endpoint(r->aqp[i], &ea), 0);
         ck_assert_int_eq(mlxd_qp_endpoint(r->bqp[i], &eb), 0);
-        struct mlxd_connect_opts co = { .sz = sizeof co, .min_rnr_timer = 1 };
+        /* 1024-byte path MTU: a 2000-byte SEND is two packets (uc_unfinished_message_flushed) */
+        struct mlxd_connect_opts co = { .sz = sizeof co, .min_rnr_timer = 1, .path_mtu = 3 };
         ck_assert_msg(mlxd_qp_connect(r->aqp[i], &eb, &co) == 0, "%s", mlxd_errmsg());
         ck_assert_msg(mlxd_qp_connect(r->bqp[i], &ea, &co) == 0, "%s", mlxd_errmsg());
     }
@@ -187,6 +189,172 @@ START_TEST(empty_uc_dropped_counted)
     post_one(&r, 0, 5);
     exchange(&r, 0, 30, 2, 5, 0);
     rig_close(&r);
+}
+END_TEST
+
+static void wait_stat(unsigned dev, size_t field, uint64_t want)
+{
+    struct mlxd_emu_nic_stats st = { .sz = sizeof st };
+    for (int i = 0; i < 5000; i++) {
+        ck_assert_int_eq(mlxd_emu_nic_stats(dev, &st), 0);
+        if (*(uint64_t *)((char *)&st + field) >= want) return;
+        usleep(1000);
+    }
+    ck_assert_msg(0, "device %u: counter at %zu stays %llu < %llu", dev, field,
+                  (unsigned long long)*(uint64_t *)((char *)&st + field), (unsigned long long)want);
+}
+
+static uint64_t stat_of(unsigned dev, size_t field)
+{
+    struct mlxd_emu_nic_stats st = { .sz = sizeof st };
+    ck_assert_int_eq(mlxd_emu_nic_stats(dev, &st), 0);
+    return *(uint64_t *)((char *)&st + field);
+}
+
+/* Waits for one async event on nic; fails after 5 s. */
+static struct mlxd_event one_event(struct mlxd_nic *nic)
+{
+    struct mlxd_event ev[2];
+    int n = mlxd_wait(nic, 5000, ev, 2);
+    ck_assert_msg(n == 1, "%d events (%s)", n, n < 0 ? mlxd_errmsg() : "");
+    return ev[0];
+}
+
+/* A QP attached to the SRQ goes to ERR (IB spec 10.2.9.5, 11.6.3.1): the SRQ's posted WQEs are
+ * not flushed to it (no completion), IB_EVENT_QP_LAST_WQE_REACHED (16) names it, and the other
+ * QPs still take those WQEs in order.  A QP without an SRQ raises no such event. */
+START_TEST(qp_error_last_wqe_srq_kept)
+{
+    struct rig r;
+    rig_open(&r, MLXD_QP_RC);
+    post_one(&r, 0, 300);
+    post_one(&r, 1, 301);
+    struct mlxd_event ev[2];
+    ck_assert_int_eq(mlxd_wait(r.a, 0, ev, 2), 0);
+    ck_assert_int_eq(mlxd_qp_to_error(r.aqp[0]), 0);
+    struct mlxd_event e = one_event(r.a);
+    ck_assert_uint_eq(e.kind, MLXD_EVENT_QP_LAST_WQE);
+    ck_assert_uint_eq(e.kernel_type, 16);
+    ck_assert_ptr_eq(e.qp, r.aqp[0]);
+    struct mlxd_completion w;
+    ck_assert_int_eq(mlxd_cq_poll(r.acq, &w, 1), 0);
+    ck_assert_int_eq(mlxd_srq_recv_room(r.srq), DEPTH - 2);
+    exchange(&r, 1, 100, 5, 300, 0);
+    exchange(&r, 2, 200, 6, 301, 1);
+    ck_assert_int_eq(mlxd_qp_to_error(r.bqp[0]), 0);       /* own receive ring: no event */
+    ck_assert_int_eq(mlxd_wait(r.b, 200, ev, 2), 0);
+    ck_assert_int_eq(mlxd_wait(r.a, 0, ev, 2), 0);          /* and only one for aqp[0] */
+    rig_close(&r);
+}
+END_TEST
+
+/* UC, the LAST packet of a two-packet SEND lost on the wire: the SRQ WQE the FIRST took stays
+ * bound to the QP; when the QP goes to ERR that WQE completes on it with IBV_WC_WR_FLUSH_ERR (5)
+ * (it has left the SRQ: no other QP may take it, and nothing is lost silently), then the
+ * LAST_WQE_REACHED event. */
+START_TEST(uc_unfinished_message_flushed)
+{
+    struct rig r;
+    rig_open(&r, MLXD_QP_UC);
+    post_one(&r, 0, 400);
+    post_one(&r, 1, 401);
+    struct mlxd_emu_fault f = { .sz = sizeof f, .drop_idx = { 1 }, .n_drop_idx = 1 };
+    ck_assert_int_eq(mlxd_emu_fault_set(1, &f), 0);
+    uint64_t rx0 = stat_of(0, offsetof(struct mlxd_emu_nic_stats, rx_pkts));
+    send_one(&r, 0, 2000, 9);
+    struct mlxd_completion w;
+    mlxd_test_wait_one(r.bcq, 5, &w);
+    ck_assert_uint_eq(w.status, 0);
+    wait_stat(0, offsetof(struct mlxd_emu_nic_stats, rx_pkts), rx0 + 1);
+    ck_assert_int_eq(mlxd_emu_fault_set(1, &(struct mlxd_emu_fault){ .sz = sizeof f }), 0);
+    ck_assert_int_eq(mlxd_cq_poll(r.acq, &w, 1), 0);
+    ck_assert_int_eq(mlxd_qp_to_error(r.aqp[0]), 0);
+    mlxd_test_wait_one(r.acq, 5, &w);
+    ck_assert_uint_eq(w.status, 5);
+    ck_assert_uint_eq(w.wr_id, 400);
+    ck_assert_ptr_eq(w.qp, r.aqp[0]);
+    struct mlxd_event e = one_event(r.a);
+    ck_assert_uint_eq(e.kind, MLXD_EVENT_QP_LAST_WQE);
+    ck_assert_ptr_eq(e.qp, r.aqp[0]);
+    ck_assert_int_eq(mlxd_cq_poll(r.acq, &w, 1), 0);
+    exchange(&r, 1, 100, 7, 401, 1);                       /* the other WQE went to QP 1 */
+    rig_close(&r);
+}
+END_TEST
+
+/* UD QPs on an SRQ (ConnectX and libmlx5 allow it): each datagram takes the SRQ's next receive,
+ * whichever QP it arrives on, with the 40-byte GRH in front (IB spec 11.4.1.1; RoCE v2 over IPv4:
+ * the IPv4 header at bytes 20..39), byte_len 40 + the payload, the sender's QPN; an empty SRQ
+ * drops the datagram (IB spec 9.8.3.2.2, counted rx_ud_no_recv), no error. */
+START_TEST(ud_on_srq)
+{
+    struct mlxd_nic *a, *b;
+    unsigned char *abuf, *bbuf;
+    struct mlxd_region *areg, *breg;
+    struct mlxd_cq *acq, *bcq;
+    struct mlxd_srq *srq;
+    struct mlxd_qp *aq[2], *bq;
+    struct mlxd_endpoint ea[2], eb;
+    mlxd_test_open_region("mlx5_0", 16 * SLOT, &a, &abuf, &areg);
+    mlxd_test_open_region("mlx5_1", 16 * SLOT, &b, &bbuf, &breg);
+    ck_assert_int_eq(mlxd_cq_create(a, 64, NULL, &acq), 0);
+    ck_assert_int_eq(mlxd_cq_create(b, 64, NULL, &bcq), 0);
+    struct mlxd_srq_opts so = { .sz = sizeof so, .depth = DEPTH };
+    ck_assert_msg(mlxd_srq_create(a, &so, &srq) == 0, "%s", mlxd_errmsg());
+    for (int i = 0; i < 2; i++) {
+        struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_UD, .send_depth = 4, .srq = srq };
+        ck_assert_msg(mlxd_qp_create(acq, &qo, &aq[i]) == 0, "%s", mlxd_errmsg());
+        ck_assert_msg(mlxd_qp_ud_ready(aq[i], 0x1234) == 0, "%s", mlxd_errmsg());
+        ck_assert_int_eq(mlxd_qp_endpoint(aq[i], &ea[i]), 0);
+    }
+    struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_UD, .send_depth = 8, .recv_depth = 1 };
+    ck_assert_int_eq(mlxd_qp_create(bcq, &qo, &bq), 0);
+    ck_assert_int_eq(mlxd_qp_ud_ready(bq, 0x1234), 0);
+    ck_assert_int_eq(mlxd_qp_endpoint(bq, &eb), 0);
+    struct mlxd_ah *ah;
+    ck_assert_int_eq(mlxd_ah_create(b, ea[0].gid, NULL, &ah), 0);
+    for (unsigned i = 0; i < 3; i++) {
+        struct mlxd_local l = mlxd_region_local(areg);
+        l.addr += (uint64_t)i * SLOT;
+        l.length = SLOT;
+        struct mlxd_recv rv = { .wr_id = 500 + i, .num_local = 1, .local = &l };
+        ck_assert_int_eq(mlxd_srq_receive(srq, &rv, 1), 1);
+    }
+    uint64_t no_recv = stat_of(0, offsetof(struct mlxd_emu_nic_stats, rx_ud_no_recv));
+    static const unsigned to[4] = { 0, 1, 0, 1 }, len[4] = { 100, 200, 300, 50 };
+    for (unsigned m = 0; m < 4; m++) {
+        for (unsigned i = 0; i < len[m]; i++) bbuf[m * SLOT + i] = (unsigned char)(m * 31 + i);
+        struct mlxd_local l = mlxd_region_local(breg);
+        struct mlxd_entry e = { .wr_id = m, .op = MLXD_OP_SEND, .flags = MLXD_SIGNALED, .num_local = 1,
+                                .local = { l.addr + m * SLOT, len[m], l.lkey }, .ah = ah,
+                                .remote_qpn = ea[to[m]].qpn, .remote_qkey = 0x1234 };
+        ck_assert_int_eq(mlxd_qp_post(bq, &e), 0);
+        ck_assert_int_eq(mlxd_qp_ring(bq), 0);
+        struct mlxd_completion w;
+        mlxd_test_wait_one(bcq, 5, &w);
+        ck_assert_uint_eq(w.status, 0);
+        if (m == 3) break;
+        mlxd_test_wait_one(acq, 5, &w);
+        ck_assert_msg(w.status == 0, "status %u syndrome 0x%x", w.status, w.syndrome);
+        ck_assert_uint_eq(w.wr_id, 500 + m);
+        ck_assert_ptr_eq(w.qp, aq[to[m]]);
+        ck_assert_uint_eq(w.byte_len, 40 + len[m]);
+        ck_assert_uint_eq(w.flags & MLXD_WC_GRH, MLXD_WC_GRH);
+        ck_assert_uint_eq(mlxd_completion_src_qp(&w), eb.qpn);
+        const unsigned char *got = abuf + m * SLOT;
+        ck_assert_uint_eq(got[20], 0x45);                  /* IPv4 header, IHL 5 */
+        ck_assert_mem_eq(got + 20 + 12, eb.gid + 12, 4);
+        ck_assert_mem_eq(got + 40, bbuf + m * SLOT, len[m]);
+    }
+    wait_stat(0, offsetof(struct mlxd_emu_nic_stats, rx_ud_no_recv), no_recv + 1);
+    struct mlxd_completion w;
+    ck_assert_int_eq(mlxd_cq_poll(acq, &w, 1), 0);
+    ck_assert_int_eq(mlxd_qp_state(aq[1]), 3);
+    ck_assert_int_eq(mlxd_close(a), 0);
+    ck_assert_int_eq(mlxd_close(b), 0);
+    free(abuf);
+    free(bbuf);
+    ck_assert_uint_eq(mlxd_emu_live_total(), 0);
 }
 END_TEST
 
@@ -349,6 +517,9 @@ Suite *srq_suite(void)
     tcase_add_test(tc, misuse_changes_nothing);
     tcase_add_test(tc, faults_leave_nothing);
     tcase_add_test(tc, srq_depth_counts_on_recv_cq);
+    tcase_add_test(tc, qp_error_last_wqe_srq_kept);
+    tcase_add_test(tc, uc_unfinished_message_flushed);
+    tcase_add_test(tc, ud_on_srq);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -167,6 +167,52 @@ static void print_status(const char *name, const struct mlxd_dump_status *st)
     printf("\n");
 }
 
+/* The fields of an error CQE (text output). */
+static void print_error_fields(const struct mlxd_cqe_decoded *d)
+{
+    printf("  syndrome        0x%02x  %s (%s)\n", d->syndrome,
+           or_unknown(mlxd_syndrome_name(d->syndrome)), or_unknown(mlxd_syndrome_text(d->syndrome)));
+    printf("  ibv_wc_status   %d     %s (\"%s\")\n", d->wc_status,
+           or_unknown(mlxd_wc_status_name(d->wc_status)), or_unknown(mlxd_wc_status_text(d->wc_status)));
+    printf("  vendor syndrome 0x%02x\n", d->vendor_syndrome);
+    printf("  hw_err_synd     0x%02x  (byte 52; named by MLNX_OFED/UCX/SPDK, reserved upstream)\n",
+           d->hw_err_synd);
+    printf("  hw_synd_type    0x%02x  (byte 53; named by MLNX_OFED/UCX/SPDK, reserved upstream)\n",
+           d->hw_synd_type);
+    printf("  WQE opcode      0x%02x  %s (%s)%s\n", d->wqe_opcode,
+           or_unknown(mlxd_wqe_opcode_name(d->wqe_opcode)),
+           or_unknown(mlxd_wqe_opcode_text(d->wqe_opcode)),
+           d->is_requester ? "" : "  [responder: byte 56 is not a send opcode]");
+    printf("  QPN             0x%06x\n", d->qpn);
+    printf("  wqe_counter     %u (0x%04x)\n", d->wqe_counter, d->wqe_counter);
+    printf("  srqn            0x%06x\n", d->srqn_uidx);
+    printf("  signature       0x%02x\n", d->signature);
+    if (d->syndrome == MLXD_SYND_REMOTE_ABORTED_ERR && d->vendor_syndrome == MLXD_VENDOR_SYND_ODP_PFAULT)
+        printf("  explanation     on-demand-paging page fault abort (vendor syndrome 0x93)\n");
+    const char *ex = mlxd_syndrome_explain(d->syndrome);
+    printf("  explanation     %s\n", ex ? ex : "syndrome not in the public tables; verbs reports general error");
+}
+
+/* The fields of a successful CQE (text output). */
+static void print_success_fields(const struct mlxd_cqe_decoded *d)
+{
+    printf("  byte count      %u\n", d->byte_cnt);
+    printf("  imm/inval key   0x%08x (network-order bytes %02x %02x %02x %02x)\n", d->imm,
+           d->imm >> 24, (d->imm >> 16) & 0xff, (d->imm >> 8) & 0xff, d->imm & 0xff);
+    printf("  srqn/uidx       0x%06x\n", d->srqn_uidx);
+    printf("  timestamp       %" PRIu64 " (HCA clock ticks)\n", d->timestamp);
+    if (d->is_requester)
+        printf("  WQE opcode      0x%02x  %s (%s)\n", d->wqe_opcode,
+               or_unknown(mlxd_wqe_opcode_name(d->wqe_opcode)),
+               or_unknown(mlxd_wqe_opcode_text(d->wqe_opcode)));
+    else
+        printf("  drop counter    %u\n", d->drop_counter);
+    printf("  QPN             0x%06x\n", d->qpn);
+    printf("  wqe_counter     %u (0x%04x)\n", d->wqe_counter, d->wqe_counter);
+    printf("  signature       0x%02x\n", d->signature);
+    printf("  source QPN      0x%06x (UD only)\n", d->src_qpn);
+}
+
 /* Returns 0, or ENOMEM (nothing printed). */
 static int print_text(const char *name, const struct mlxd_dump_result *r)
 {
@@ -193,45 +239,8 @@ static int print_text(const char *name, const struct mlxd_dump_result *r)
         printf("  owner           %u\n", d.owner);
         printf("  solicited       %u\n", d.solicited);
         printf("  format          %u\n", d.format);
-        if (d.is_error) {
-            printf("  syndrome        0x%02x  %s (%s)\n", d.syndrome,
-                   or_unknown(mlxd_syndrome_name(d.syndrome)), or_unknown(mlxd_syndrome_text(d.syndrome)));
-            printf("  ibv_wc_status   %d     %s (\"%s\")\n", d.wc_status,
-                   or_unknown(mlxd_wc_status_name(d.wc_status)), or_unknown(mlxd_wc_status_text(d.wc_status)));
-            printf("  vendor syndrome 0x%02x\n", d.vendor_syndrome);
-            printf("  hw_err_synd     0x%02x  (byte 52; named by MLNX_OFED/UCX/SPDK, reserved upstream)\n",
-                   d.hw_err_synd);
-            printf("  hw_synd_type    0x%02x  (byte 53; named by MLNX_OFED/UCX/SPDK, reserved upstream)\n",
-                   d.hw_synd_type);
-            printf("  WQE opcode      0x%02x  %s (%s)%s\n", d.wqe_opcode,
-                   or_unknown(mlxd_wqe_opcode_name(d.wqe_opcode)),
-                   or_unknown(mlxd_wqe_opcode_text(d.wqe_opcode)),
-                   d.is_requester ? "" : "  [responder: byte 56 is not a send opcode]");
-            printf("  QPN             0x%06x\n", d.qpn);
-            printf("  wqe_counter     %u (0x%04x)\n", d.wqe_counter, d.wqe_counter);
-            printf("  srqn            0x%06x\n", d.srqn_uidx);
-            printf("  signature       0x%02x\n", d.signature);
-            if (d.syndrome == MLXD_SYND_REMOTE_ABORTED_ERR && d.vendor_syndrome == MLXD_VENDOR_SYND_ODP_PFAULT)
-                printf("  explanation     on-demand-paging page fault abort (vendor syndrome 0x93)\n");
-            const char *ex = mlxd_syndrome_explain(d.syndrome);
-            printf("  explanation     %s\n", ex ? ex : "syndrome not in the public tables; verbs reports general error");
-        } else {
-            printf("  byte count      %u\n", d.byte_cnt);
-            printf("  imm/inval key   0x%08x (network-order bytes %02x %02x %02x %02x)\n", d.imm,
-                   d.imm >> 24, (d.imm >> 16) & 0xff, (d.imm >> 8) & 0xff, d.imm & 0xff);
-            printf("  srqn/uidx       0x%06x\n", d.srqn_uidx);
-            printf("  timestamp       %" PRIu64 " (HCA clock ticks)\n", d.timestamp);
-            if (d.is_requester)
-                printf("  WQE opcode      0x%02x  %s (%s)\n", d.wqe_opcode,
-                       or_unknown(mlxd_wqe_opcode_name(d.wqe_opcode)),
-                       or_unknown(mlxd_wqe_opcode_text(d.wqe_opcode)));
-            else
-                printf("  drop counter    %u\n", d.drop_counter);
-            printf("  QPN             0x%06x\n", d.qpn);
-            printf("  wqe_counter     %u (0x%04x)\n", d.wqe_counter, d.wqe_counter);
-            printf("  signature       0x%02x\n", d.signature);
-            printf("  source QPN      0x%06x (UD only)\n", d.src_qpn);
-        }
+        if (d.is_error) print_error_fields(&d);
+        else print_success_fields(&d);
         if (c->has_mlx5e_hdr)
             printf("  mlx5e header    cqn 0x%x, ci 0x%x, qn 0x%x, opcode 0x%x, syndrome 0x%x, vendor syndrome 0x%x\n",
                    c->hdr_cqn, c->hdr_ci, c->hdr_qn, c->hdr_opcode, c->hdr_syndrome, c->hdr_vendor_syndrome);
@@ -276,81 +285,89 @@ static void jhex(const uint8_t *b, unsigned n)
     putchar('"');
 }
 
+/* One CQE (index i) of the "cqes" array. */
+static void json_cqe(const struct mlxd_dump_cqe *c, size_t i)
+{
+    struct mlxd_cqe_decoded d;
+    mlxd_cqe_decode(c->bytes, c->size, &d);
+    printf("%s\n    {\"index\": %zu, \"first_line\": %u, \"last_line\": %u", i ? "," : "", i,
+           c->first_line, c->last_line);
+    jname("format", mlxd_dump_format_name(c->format));
+    printf(", \"size\": %u, \"bytes\": ", c->size);
+    jhex(c->bytes, c->size);
+    printf(", \"opcode\": %u", d.opcode);
+    jname("opcode_name", mlxd_cqe_opcode_name(d.opcode));
+    jname("opcode_text", mlxd_cqe_opcode_text(d.opcode));
+    printf(", \"owner\": %u, \"solicited\": %u, \"format_bits\": %u, \"is_error\": %s",
+           d.owner, d.solicited, d.format, d.is_error ? "true" : "false");
+    printf(", \"qpn\": %u, \"wqe_counter\": %u, \"signature\": %u", d.qpn, d.wqe_counter,
+           d.signature);
+    if (d.is_error) {
+        printf(", \"syndrome\": %u", d.syndrome);
+        jname("syndrome_name", mlxd_syndrome_name(d.syndrome));
+        jname("syndrome_text", mlxd_syndrome_text(d.syndrome));
+        jname("explanation", mlxd_syndrome_explain(d.syndrome));
+        printf(", \"wc_status\": %d", d.wc_status);
+        jname("wc_status_name", mlxd_wc_status_name(d.wc_status));
+        printf(", \"vendor_syndrome\": %u, \"hw_err_synd\": %u, \"hw_synd_type\": %u, "
+               "\"wqe_opcode\": %u, \"srqn\": %u", d.vendor_syndrome, d.hw_err_synd,
+               d.hw_synd_type, d.wqe_opcode, d.srqn_uidx);
+        jname("wqe_opcode_name", mlxd_wqe_opcode_name(d.wqe_opcode));
+    } else {
+        printf(", \"byte_cnt\": %u, \"imm\": %u, \"srqn_uidx\": %u, \"timestamp\": %" PRIu64
+               ", \"src_qpn\": %u", d.byte_cnt, d.imm, d.srqn_uidx, d.timestamp, d.src_qpn);
+        if (d.is_requester) {
+            printf(", \"wqe_opcode\": %u", d.wqe_opcode);
+            jname("wqe_opcode_name", mlxd_wqe_opcode_name(d.wqe_opcode));
+        } else {
+            printf(", \"drop_counter\": %u", d.drop_counter);
+        }
+    }
+    if (c->has_mlx5e_hdr)
+        printf(", \"mlx5e_header\": {\"cqn\": %u, \"ci\": %u, \"qn\": %u, \"opcode\": %u, "
+               "\"syndrome\": %u, \"vendor_syndrome\": %u}", c->hdr_cqn, c->hdr_ci, c->hdr_qn,
+               c->hdr_opcode, c->hdr_syndrome, c->hdr_vendor_syndrome);
+    if (c->has_wqe) {
+        const uint8_t *w = c->wqe;
+        uint32_t oio = mlxd_load_be32(w), qd = mlxd_load_be32(w + 4);
+        printf(", \"wqe\": {\"index\": %u, \"wq_size\": %u, \"len\": %u, \"bytes\": ",
+               c->wqe_index, c->wq_size, c->wqe_len);
+        jhex(w, c->wqe_len > 256 ? 256 : c->wqe_len);
+        printf(", \"ctrl\": {\"opcode\": %u", oio & 0xff);
+        jname("opcode_name", mlxd_wqe_opcode_name(oio & 0xff));
+        printf(", \"opmod\": %u, \"wqe_index\": %u, \"qpn\": %u, \"ds\": %u, \"signature\": %u, "
+               "\"fm_ce_se\": %u, \"imm\": %u}}", oio >> 24, (oio >> 8) & 0xffff, qd >> 8,
+               qd & MLXD_WQE_DS_MASK, w[8], w[11], mlxd_load_be32(w + 12));
+    }
+    printf("}");
+}
+
+/* One status line (index k) of the "status_lines" array. */
+static void json_status(const struct mlxd_dump_status *st, size_t k)
+{
+    printf("%s\n    {\"line\": %u", k ? "," : "", st->line);
+    jname("source", mlxd_status_source_name(st->source));
+    printf(", \"status\": %d", st->status);
+    jname("status_name", mlxd_wc_status_name(st->status));
+    printf(", \"status_from_syndrome\": %s, \"syndrome\": %d, \"syndrome_printed\": %s, "
+           "\"vendor_syndrome\": %d, \"hw_err_synd\": %d, \"hw_synd_type_hi\": %d",
+           st->status_from_syndrome ? "true" : "false", st->syndrome,
+           st->syndrome_printed ? "true" : "false", st->vendor_syndrome, st->hw_err_synd,
+           st->hw_synd_type_hi);
+    jname("explanation", st->syndrome >= 0 ? mlxd_syndrome_explain((unsigned)st->syndrome) : NULL);
+    printf(", \"cqe\": %d, \"mismatches\": %u}", st->cqe, st->mismatches);
+}
+
 static void print_json(const char *name, const struct mlxd_dump_result *r, bool first)
 {
     printf("%s\n  {\"name\": ", first ? "" : ",");
     jstr(name);
     printf(", \"cqes\": [");
-    for (size_t i = 0; i < r->ncqes; i++) {
-        const struct mlxd_dump_cqe *c = &r->cqes[i];
-        struct mlxd_cqe_decoded d;
-        mlxd_cqe_decode(c->bytes, c->size, &d);
-        printf("%s\n    {\"index\": %zu, \"first_line\": %u, \"last_line\": %u", i ? "," : "", i,
-               c->first_line, c->last_line);
-        jname("format", mlxd_dump_format_name(c->format));
-        printf(", \"size\": %u, \"bytes\": ", c->size);
-        jhex(c->bytes, c->size);
-        printf(", \"opcode\": %u", d.opcode);
-        jname("opcode_name", mlxd_cqe_opcode_name(d.opcode));
-        jname("opcode_text", mlxd_cqe_opcode_text(d.opcode));
-        printf(", \"owner\": %u, \"solicited\": %u, \"format_bits\": %u, \"is_error\": %s",
-               d.owner, d.solicited, d.format, d.is_error ? "true" : "false");
-        printf(", \"qpn\": %u, \"wqe_counter\": %u, \"signature\": %u", d.qpn, d.wqe_counter,
-               d.signature);
-        if (d.is_error) {
-            printf(", \"syndrome\": %u", d.syndrome);
-            jname("syndrome_name", mlxd_syndrome_name(d.syndrome));
-            jname("syndrome_text", mlxd_syndrome_text(d.syndrome));
-            jname("explanation", mlxd_syndrome_explain(d.syndrome));
-            printf(", \"wc_status\": %d", d.wc_status);
-            jname("wc_status_name", mlxd_wc_status_name(d.wc_status));
-            printf(", \"vendor_syndrome\": %u, \"hw_err_synd\": %u, \"hw_synd_type\": %u, "
-                   "\"wqe_opcode\": %u, \"srqn\": %u", d.vendor_syndrome, d.hw_err_synd,
-                   d.hw_synd_type, d.wqe_opcode, d.srqn_uidx);
-            jname("wqe_opcode_name", mlxd_wqe_opcode_name(d.wqe_opcode));
-        } else {
-            printf(", \"byte_cnt\": %u, \"imm\": %u, \"srqn_uidx\": %u, \"timestamp\": %" PRIu64
-                   ", \"src_qpn\": %u", d.byte_cnt, d.imm, d.srqn_uidx, d.timestamp, d.src_qpn);
-            if (d.is_requester) {
-                printf(", \"wqe_opcode\": %u", d.wqe_opcode);
-                jname("wqe_opcode_name", mlxd_wqe_opcode_name(d.wqe_opcode));
-            } else {
-                printf(", \"drop_counter\": %u", d.drop_counter);
-            }
-        }
-        if (c->has_mlx5e_hdr)
-            printf(", \"mlx5e_header\": {\"cqn\": %u, \"ci\": %u, \"qn\": %u, \"opcode\": %u, "
-                   "\"syndrome\": %u, \"vendor_syndrome\": %u}", c->hdr_cqn, c->hdr_ci, c->hdr_qn,
-                   c->hdr_opcode, c->hdr_syndrome, c->hdr_vendor_syndrome);
-        if (c->has_wqe) {
-            const uint8_t *w = c->wqe;
-            uint32_t oio = mlxd_load_be32(w), qd = mlxd_load_be32(w + 4);
-            printf(", \"wqe\": {\"index\": %u, \"wq_size\": %u, \"len\": %u, \"bytes\": ",
-                   c->wqe_index, c->wq_size, c->wqe_len);
-            jhex(w, c->wqe_len > 256 ? 256 : c->wqe_len);
-            printf(", \"ctrl\": {\"opcode\": %u", oio & 0xff);
-            jname("opcode_name", mlxd_wqe_opcode_name(oio & 0xff));
-            printf(", \"opmod\": %u, \"wqe_index\": %u, \"qpn\": %u, \"ds\": %u, \"signature\": %u, "
-                   "\"fm_ce_se\": %u, \"imm\": %u}}", oio >> 24, (oio >> 8) & 0xffff, qd >> 8,
-                   qd & MLXD_WQE_DS_MASK, w[8], w[11], mlxd_load_be32(w + 12));
-        }
-        printf("}");
-    }
+    for (size_t i = 0; i < r->ncqes; i++)
+        json_cqe(&r->cqes[i], i);
     printf("%s], \"status_lines\": [", r->ncqes ? "\n  " : "");
-    for (size_t k = 0; k < r->nstatuses; k++) {
-        const struct mlxd_dump_status *st = &r->statuses[k];
-        printf("%s\n    {\"line\": %u", k ? "," : "", st->line);
-        jname("source", mlxd_status_source_name(st->source));
-        printf(", \"status\": %d", st->status);
-        jname("status_name", mlxd_wc_status_name(st->status));
-        printf(", \"status_from_syndrome\": %s, \"syndrome\": %d, \"syndrome_printed\": %s, "
-               "\"vendor_syndrome\": %d, \"hw_err_synd\": %d, \"hw_synd_type_hi\": %d",
-               st->status_from_syndrome ? "true" : "false", st->syndrome,
-               st->syndrome_printed ? "true" : "false", st->vendor_syndrome, st->hw_err_synd,
-               st->hw_synd_type_hi);
-        jname("explanation", st->syndrome >= 0 ? mlxd_syndrome_explain((unsigned)st->syndrome) : NULL);
-        printf(", \"cqe\": %d, \"mismatches\": %u}", st->cqe, st->mismatches);
-    }
+    for (size_t k = 0; k < r->nstatuses; k++)
+        json_status(&r->statuses[k], k);
     printf("%s], \"diagnostics\": [", r->nstatuses ? "\n  " : "");
     for (size_t k = 0; k < r->ndiags; k++) {
         printf("%s\n    {\"line\": %u, \"severity\": \"%s\", \"cqe\": %d, \"message\": ", k ? "," : "",

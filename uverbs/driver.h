@@ -120,6 +120,7 @@ struct mlxd_qp {
     uint32_t bf_offset;             /* 0 or bf_buf_size, toggled per ring */
     uint32_t bf_buf_size;           /* half of bf_reg_size for a WC UAR; 0 = doorbell only */
     uint32_t pending;               /* WQEs posted since the last ring */
+    uint8_t  next_fence;            /* fm_ce_se bits for the next WQE (small fence after a bind) */
     uint32_t last_pi;               /* sq_pi of the last posted WQE */
     uint32_t last_nbb;              /* its WQEBBs */
     uint32_t max_inline;
@@ -180,6 +181,17 @@ struct mlxd_ah {
     struct mlxd_ah *next;
 };
 
+/* A memory window (uverbs/mw.c). */
+struct mlxd_mw {
+    uint32_t state;                 /* enum obj_state */
+    uint32_t type;                  /* 1 or 2 */
+    uint32_t rkey;                  /* as of the last bind posted */
+    uint32_t handle;
+    struct mlxd_nic *nic;
+    int      destroy_result;
+    struct mlxd_mw *next;
+};
+
 struct mlxd_nic {
     uint32_t state;                 /* enum obj_state (DEAD after close) */
     unsigned fork_gen;              /* mlxd__fork_gen at open: a child of fork may not use it */
@@ -208,6 +220,7 @@ struct mlxd_nic {
     struct mlxd_qp *qps;
     struct mlxd_srq *srqs;
     struct mlxd_ah *ahs;
+    struct mlxd_mw *mws;
     struct mlxd_qp *qp_table[MLXD_MAX_QPS];
     struct mlxd_nic *next_closed;
     /* clocks (uverbs/clock.c) */
@@ -265,5 +278,6 @@ uint32_t mlxd__send_wqe_size(uint32_t max_inline, uint32_t max_send_sge);
  * destroys the live address handles (their memory stays with the closed NIC, as the QPs'). */
 uint32_t mlxd__ud_send_wqe_size(uint32_t max_inline, uint32_t max_send_sge);
 int  mlxd__ah_destroy_all(struct mlxd_nic *nic);
+int  mlxd__mw_free_all(struct mlxd_nic *nic);
 
 #endif

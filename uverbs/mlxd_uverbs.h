@@ -223,6 +223,7 @@ enum mlxd_access {
     MLXD_ACCESS_REMOTE_WRITE  = 2,     /* peers may WRITE into it (needs LOCAL_WRITE) */
     MLXD_ACCESS_REMOTE_READ   = 4,     /* peers may READ it */
     MLXD_ACCESS_REMOTE_ATOMIC = 8,     /* peers may do atomics on it (needs LOCAL_WRITE) */
+    MLXD_ACCESS_MW_BIND       = 16,    /* memory windows may be bound to it (mlxd_mw_alloc) */
 };
 
 enum mlxd_order {
@@ -399,7 +400,8 @@ struct mlxd_qp_opts {
     struct mlxd_srq *srq;      /* receives come from this shared receive queue (of the same
                                   NIC; recv_depth and max_recv_sge must then be 0); NULL = the
                                   QP's own receive ring.  The SRQ must outlive the QP.
-                                  RC and UC only (UD: -EOPNOTSUPP) */
+                                  RC, UC and UD (each datagram takes one SRQ receive, GRH
+                                  first, as on a UD QP's own ring) */
 };
 
 /* BlueFlame: mlxd_qp_ring of a single WQE that fits half the BlueFlame register (bf_reg_size/2,
@@ -529,6 +531,51 @@ int mlxd_ah_create(struct mlxd_nic *nic, const uint8_t gid[16], const struct mlx
  * errno (message "DESTROY_AH").  Thread rules: after every mlxd_qp_post that uses it returned. */
 int mlxd_ah_destroy(struct mlxd_ah *ah);
 
+/* ---------------------------------------------------------------------------------------- */
+/* Memory windows                                                                             */
+
+/* A memory window: an rkey of its own through which peers reach part of a region (one with
+ * MLXD_ACCESS_MW_BIND), with rights of its own, bound and unbound through a send queue without
+ * a system call (IB spec vol. 1 10.6.7; kernel drivers/infiniband/hw/mlx5/mr.c
+ * mlx5_ib_alloc_mw; rdma-core providers/mlx5/qp.c set_bind_wr, verbs.c mlx5_alloc_mw).
+ *   Type 1: bound by MLXD_OP_BIND_MW through any RC/UC QP of the NIC (mlxd_mw_bind posts and
+ *     rings one, as ibv_bind_mw does); any QP of the NIC may then use its rkey; a new bind
+ *     moves it, a zero-length bind unbinds it.  It cannot be zero-based.
+ *   Type 2 (2B): bound by MLXD_OP_BIND_MW to the one QP that posts the bind, usable only through
+ *     that QP; it must be unbound to be bound again: MLXD_OP_LOCAL_INV on that QP, or a peer's
+ *     SEND with Invalidate (MLXD_OP_SEND_INV) arriving on it.
+ * Every bind gives the window a new rkey (the key byte, bits 7:0, moves on by one, as libibverbs'
+ * ibv_inc_rkey), so the rkey of an earlier binding stops working: read the new one with
+ * mlxd_mw_rkey() after posting the bind.  What the NIC checks when the bind runs (and completes
+ * with IBV_WC_MW_BIND_ERR, syndrome 0x06, the QP going to ERR, when one fails): the window, the
+ * QP and the region are of one PD (a NIC has one), the region has MLXD_ACCESS_MW_BIND and holds
+ * [addr, addr + length), remote write or atomic rights need the region's local write, a type 2
+ * window is free, a local invalidation names a type 2 window bound to that QP.  A peer's access
+ * through a window the NIC checks as for a region (rkey, range, rights, and type 2: the QP):
+ * IBV_WC_REM_ACCESS_ERR (0x13) at the peer otherwise.  Deregistering the region leaves the
+ * window bound to nothing: accesses fail.  Not offered: type 2A windows (mlx5_ib advertises
+ * IB_DEVICE_MEM_WINDOW_TYPE_2B only), a window over several regions (libmlx5 binds one KLM). */
+struct mlxd_mw;
+
+enum mlxd_mw_type { MLXD_MW_TYPE_1 = 1, MLXD_MW_TYPE_2 = 2 };
+
+/* ALLOC_MW (legacy write command 14 through INVOKE_WRITE, as libibverbs' ibv_cmd_alloc_mw; the
+ * kernel has no ioctl method to create one) on the NIC's PD.  The window starts unbound: its rkey
+ * (mlxd_mw_rkey) reaches nothing.  Errors: -EINVAL nic closed, out NULL, type not 1 or 2; -ENOMEM;
+ * the kernel's errno (message "ALLOC_MW").  Any thread. */
+int mlxd_mw_alloc(struct mlxd_nic *nic, uint32_t type, struct mlxd_mw **out);
+
+/* MW_DESTROY (ioctl, as libibverbs 44 sends it; a bound window is destroyed with its binding).
+ * A second call returns the first one's result; mlxd_close frees the windows still live.
+ * Errors: -EINVAL mw NULL or its NIC closed; the kernel's errno (message "MW_DESTROY").
+ * Thread rules: no bind or invalidation of it posted and not completed. */
+int mlxd_mw_free(struct mlxd_mw *mw);
+
+/* The window's rkey as of the last bind posted (the one to give peers); 0 for NULL. */
+uint32_t mlxd_mw_rkey(const struct mlxd_mw *mw);
+/* MLXD_MW_TYPE_1 or _2; 0 for NULL. */
+uint32_t mlxd_mw_type(const struct mlxd_mw *mw);
+
 /* Moves qp to ERR (MODIFY_QP, mask STATE): the NIC flushes posted entries with
  * IBV_WC_WR_FLUSH_ERR completions.  Errors: -EINVAL misuse; the kernel's errno.  Any thread. */
 int mlxd_qp_to_error(struct mlxd_qp *qp);
@@ -554,7 +601,9 @@ int mlxd_qp_destroy(struct mlxd_qp *qp);
  * kernel drivers/infiniband/hw/mlx5/srq.c; rdma-core providers/mlx5/srq.c).  A completion of a
  * receive taken from it comes on the QP's receive CQ with the QP's qpn and the wr_id given to
  * mlxd_srq_receive (mlx5/mlxd_mlx5.h).  An RC message finding it empty is NAKed with RNR (the
- * sender retries rnr_retry times); a UC one is dropped by the NIC. */
+ * sender retries rnr_retry times); a UC message or a UD datagram is dropped by the NIC.  A QP of
+ * the SRQ that goes to ERR leaves the SRQ's receives to the other QPs (they are not flushed to
+ * it) and raises MLXD_EVENT_QP_LAST_WQE once its last receive has completed (IB spec 10.2.9.5). */
 struct mlxd_srq;
 
 struct mlxd_srq_opts {
@@ -599,6 +648,11 @@ enum mlxd_event_kind {
     MLXD_EVENT_DEVICE_FATAL,   /* IB_EVENT_DEVICE_FATAL (8) */
     MLXD_EVENT_OTHER,          /* any other async event: see kernel_type */
     MLXD_EVENT_SRQ_LIMIT,      /* IB_EVENT_SRQ_LIMIT_REACHED (15): srq fell below its armed limit */
+    MLXD_EVENT_QP_LAST_WQE,    /* IB_EVENT_QP_LAST_WQE_REACHED (16): qp, attached to an SRQ, is in
+                                  ERR and its last receive has completed (IB spec 10.2.9.5,
+                                  11.6.3.1): the SRQ's WQEs stay for the other QPs, and once its
+                                  CQs are polled past this point qp may be destroyed without
+                                  losing a receive */
 };
 
 struct mlxd_event {

@@ -395,6 +395,7 @@ int mlxd_close(struct mlxd_nic *nic)
         if (s->state == OBJ_LIVE && s->qps == 0)
             result = first_err(result, mlxd_srq_destroy(s) < 0 ? s->destroy_result : 0);
     result = first_err(result, mlxd__ah_destroy_all(nic));
+    result = first_err(result, mlxd__mw_free_all(nic));
     for (struct mlxd_cq *cq = nic->cqs; cq; cq = cq->next)
         if (cq->state == OBJ_LIVE) result = first_err(result, mlxd_cq_destroy(cq) < 0 ? cq->destroy_result : 0);
     for (struct mlxd_region *r = nic->regions; r; r = r->next)
@@ -407,6 +408,7 @@ int mlxd_close(struct mlxd_nic *nic)
     for (struct mlxd_cq *cq = nic->cqs; cq; cq = cq->next) leftovers |= cq->destroy_result != 0;
     for (struct mlxd_region *r = nic->regions; r; r = r->next) leftovers |= r->deregister_result != 0;
     for (struct mlxd_ah *ah = nic->ahs; ah; ah = ah->next) leftovers |= ah->destroy_result != 0;
+    for (struct mlxd_mw *mw = nic->mws; mw; mw = mw->next) leftovers |= mw->destroy_result != 0;
     if (!leftovers) {
         int rc = pd_destroy(nic);
         if (rc) result = first_err(result, mlxd_err(-rc, "mlxd_close %s: the kernel refused PD_DESTROY: %s", nic->name, strerror(-rc)));
@@ -594,7 +596,8 @@ static int read_event(struct mlxd_nic *nic, int fd, bool comp, struct mlxd_event
         break;
     case 1: case 2: case 3: case 4: case 5: case 16:  /* QP events */
         ev->kind = d.event_type == 1 ? MLXD_EVENT_QP_FATAL : d.event_type == 2 ? MLXD_EVENT_QP_REQ_ERROR
-                 : d.event_type == 3 ? MLXD_EVENT_QP_ACCESS_ERROR : MLXD_EVENT_OTHER;
+                 : d.event_type == 3 ? MLXD_EVENT_QP_ACCESS_ERROR
+                 : d.event_type == 16 ? MLXD_EVENT_QP_LAST_WQE : MLXD_EVENT_OTHER;
         if (!(ev->qp = find_qp(nic, d.element))) keep = 0; else ev->user_data = ev->qp->user_data;
         break;
     case 15: ev->kind = MLXD_EVENT_SRQ_LIMIT;      /* IB_EVENT_SRQ_LIMIT_REACHED */

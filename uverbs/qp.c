@@ -234,8 +234,6 @@ static int create_plan(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, stru
     struct mlxd_srq *srq = opts->sz >= offsetof(struct mlxd_qp_opts, srq) + sizeof opts->srq ? opts->srq : NULL;
     if (srq && (srq->state != OBJ_LIVE || srq->nic != nic))
         return mlxd_err(EINVAL, "%s: srq is destroyed or of another NIC", fn);
-    if (srq && p->type == MLXD_QP_UD)     /* the emulated NIC delivers SRQ receives on RC/UC only */
-        return mlxd_err(EOPNOTSUPP, "%s: a UD QP with an SRQ is not supported (RC and UC are)", fn);
     if (srq && (opts->recv_depth || opts->max_recv_sge))
         return mlxd_err(EINVAL, "%s: recv_depth %u / max_recv_sge %u with an SRQ (its receives come from the SRQ: "
                         "both must be 0)", fn, opts->recv_depth, opts->max_recv_sge);

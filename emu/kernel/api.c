@@ -24,6 +24,7 @@ EMU_API int mlxd_emu_get_counts(struct mlxd_emu_counts *c)
     t.async_event = emu_g.live[EMU_OBJ_ASYNC_EVENT];
     t.srq = emu_g.live[EMU_OBJ_SRQ];
     t.ah = emu_g.live_ah;
+    t.mw = emu_g.live_mw;
     pthread_mutex_unlock(&emu_g.ev_lock);
     t.event_fds = t.comp_channel + t.async_event;
     t.kernel_calls = emu_g.kernel_calls;
@@ -39,7 +40,7 @@ EMU_API unsigned mlxd_emu_live_total(void)
     struct mlxd_emu_counts c = { .sz = sizeof c };
     if (mlxd_emu_get_counts(&c)) return 0;
     return c.files + c.mappings + c.pd + c.mr + c.cq + c.qp + c.uar + c.comp_channel + c.async_event + c.srq +
-           c.ah;
+           c.ah + c.mw;
 }
 
 EMU_API bool mlxd_emu_active(void) { emu_init(); return emu_g.active; }

@@ -98,6 +98,65 @@ void emu_config_defaults(struct emu_device_cfg *out, unsigned *n)
     *n = 2;
 }
 
+/* One option=value of a device entry (name: the device's, for messages).  Returns 0, or -EINVAL
+ * with the reason in err. */
+static int parse_option(struct emu_device_cfg *c, const char *name, const char *opt, const char *v,
+                        char *err, size_t errlen)
+{
+    char *end;
+    if (!strcmp(opt, "mtu")) {
+        unsigned long m = strtoul(v, &end, 10);
+        if (*end || (m != 256 && m != 512 && m != 1024 && m != 2048 && m != 4096)) {
+            snprintf(err, errlen, "%s: mtu must be 256, 512, 1024, 2048 or 4096", name);
+            return -EINVAL;
+        }
+        c->mtu = (unsigned)m;
+    } else if (!strcmp(opt, "port") || !strcmp(opt, "dport")) {
+        unsigned long p = strtoul(v, &end, 10);
+        if (*end || !p || p > 65535) {
+            snprintf(err, errlen, "%s: bad UDP port '%s'", name, v);
+            return -EINVAL;
+        }
+        if (opt[0] == 'p') c->udp_port = (uint16_t)p; else c->dst_udp_port = (uint16_t)p;
+    } else if (!strcmp(opt, "link")) {
+        if (!strcmp(v, "up")) c->link_up = true;
+        else if (!strcmp(v, "down")) c->link_up = false;
+        else { snprintf(err, errlen, "%s: link must be up or down", name); return -EINVAL; }
+    } else if (!strcmp(opt, "pcap")) {
+        if (strlen(v) >= sizeof c->pcap_path) {
+            snprintf(err, errlen, "%s: pcap path too long", name);
+            return -EINVAL;
+        }
+        snprintf(c->pcap_path, sizeof c->pcap_path, "%s", v);
+    } else if (!strcmp(opt, "gids")) {
+        if (!strcmp(v, "v1")) c->gid_types = 1;
+        else if (!strcmp(v, "v2")) c->gid_types = 2;
+        else if (!strcmp(v, "v1v2")) c->gid_types = 3;
+        else { snprintf(err, errlen, "%s: gids must be v1, v2 or v1v2", name); return -EINVAL; }
+    } else if (!strcmp(opt, "uars_per_page")) {
+        unsigned long u = strtoul(v, &end, 10);
+        if (!*v || *end || u > 256) {
+            snprintf(err, errlen, "%s: uars_per_page must be 0..256", name);
+            return -EINVAL;
+        }
+        c->uars_per_page = (unsigned)u;
+    } else if (!strcmp(opt, "link_layer")) {
+        if (!strcmp(v, "eth")) c->ethernet = true;
+        else if (!strcmp(v, "ib")) c->ethernet = false;
+        else { snprintf(err, errlen, "%s: link_layer must be eth or ib", name); return -EINVAL; }
+    } else if (!strcmp(opt, "sf")) {
+        if (strcmp(v, "0") && strcmp(v, "1")) { snprintf(err, errlen, "%s: sf must be 0 or 1", name); return -EINVAL; }
+        c->sf = v[0] == '1';
+    } else if (!strcmp(opt, "guid")) {
+        c->node_guid = strtoull(v, &end, 16);
+        if (*end || !c->node_guid) { snprintf(err, errlen, "%s: bad guid", name); return -EINVAL; }
+    } else {
+        snprintf(err, errlen, "%s: unknown option '%s'", name, opt);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 static int parse_entry(char *ent, struct emu_device_cfg *c, unsigned index, char *err, size_t errlen)
 {
     cfg_init(c, index);
@@ -124,58 +183,8 @@ static int parse_entry(char *ent, struct emu_device_cfg *c, unsigned index, char
         char *eq = strchr(opt, '=');
         if (!eq) { snprintf(err, errlen, "%s: option '%s' lacks '='", name, opt); return -EINVAL; }
         *eq = 0;
-        const char *v = eq + 1;
-        char *end;
-        if (!strcmp(opt, "mtu")) {
-            unsigned long m = strtoul(v, &end, 10);
-            if (*end || (m != 256 && m != 512 && m != 1024 && m != 2048 && m != 4096)) {
-                snprintf(err, errlen, "%s: mtu must be 256, 512, 1024, 2048 or 4096", name);
-                return -EINVAL;
-            }
-            c->mtu = (unsigned)m;
-        } else if (!strcmp(opt, "port") || !strcmp(opt, "dport")) {
-            unsigned long p = strtoul(v, &end, 10);
-            if (*end || !p || p > 65535) {
-                snprintf(err, errlen, "%s: bad UDP port '%s'", name, v);
-                return -EINVAL;
-            }
-            if (opt[0] == 'p') c->udp_port = (uint16_t)p; else c->dst_udp_port = (uint16_t)p;
-        } else if (!strcmp(opt, "link")) {
-            if (!strcmp(v, "up")) c->link_up = true;
-            else if (!strcmp(v, "down")) c->link_up = false;
-            else { snprintf(err, errlen, "%s: link must be up or down", name); return -EINVAL; }
-        } else if (!strcmp(opt, "pcap")) {
-            if (strlen(v) >= sizeof c->pcap_path) {
-                snprintf(err, errlen, "%s: pcap path too long", name);
-                return -EINVAL;
-            }
-            snprintf(c->pcap_path, sizeof c->pcap_path, "%s", v);
-        } else if (!strcmp(opt, "gids")) {
-            if (!strcmp(v, "v1")) c->gid_types = 1;
-            else if (!strcmp(v, "v2")) c->gid_types = 2;
-            else if (!strcmp(v, "v1v2")) c->gid_types = 3;
-            else { snprintf(err, errlen, "%s: gids must be v1, v2 or v1v2", name); return -EINVAL; }
-        } else if (!strcmp(opt, "uars_per_page")) {
-            unsigned long u = strtoul(v, &end, 10);
-            if (!*v || *end || u > 256) {
-                snprintf(err, errlen, "%s: uars_per_page must be 0..256", name);
-                return -EINVAL;
-            }
-            c->uars_per_page = (unsigned)u;
-        } else if (!strcmp(opt, "link_layer")) {
-            if (!strcmp(v, "eth")) c->ethernet = true;
-            else if (!strcmp(v, "ib")) c->ethernet = false;
-            else { snprintf(err, errlen, "%s: link_layer must be eth or ib", name); return -EINVAL; }
-        } else if (!strcmp(opt, "sf")) {
-            if (strcmp(v, "0") && strcmp(v, "1")) { snprintf(err, errlen, "%s: sf must be 0 or 1", name); return -EINVAL; }
-            c->sf = v[0] == '1';
-        } else if (!strcmp(opt, "guid")) {
-            c->node_guid = strtoull(v, &end, 16);
-            if (*end || !c->node_guid) { snprintf(err, errlen, "%s: bad guid", name); return -EINVAL; }
-        } else {
-            snprintf(err, errlen, "%s: unknown option '%s'", name, opt);
-            return -EINVAL;
-        }
+        int rc = parse_option(c, name, opt, eq + 1, err, errlen);
+        if (rc < 0) return rc;
     }
     cfg_finish(c);
     return 0;
@@ -262,6 +271,14 @@ static struct emu_mr *lookup_mr(struct emu_device *dev, uint32_t key)
     return m && (m->pub.lkey == key || m->pub.rkey == key) ? &m->pub : NULL;
 }
 
+static struct emu_mr *lookup_mkey(struct emu_device *dev, uint32_t key)
+{
+    struct emu_devstate *ds = (struct emu_devstate *)dev;
+    if (!ds->mr_tab) return NULL;
+    struct k_mr *m = ds->mr_tab[(key >> 8) & (EMU_MR_SLOTS - 1)];
+    return m ? &m->pub : NULL;
+}
+
 /* Installs a configuration.  Refused (-EBUSY) while any emulated file is open. */
 int emu_config_apply(const struct emu_device_cfg *c, unsigned n)
 {
@@ -280,6 +297,7 @@ int emu_config_apply(const struct emu_device_cfg *c, unsigned n)
         pthread_mutex_init(&ds->dev.lock, NULL);
         ds->dev.qp_by_qpn = lookup_qp;
         ds->dev.mr_by_key = lookup_mr;
+        ds->dev.mkey_by_index = lookup_mkey;
         ds->qp_cursor = 2;
         ds->mr_cursor = 2;
         ds->next_cqn = 0x400;

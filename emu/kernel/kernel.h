@@ -117,7 +117,7 @@ struct k_evq {
     struct k_evq *next;             /* emu_g.evqs */
 };
 
-enum uobj_kind { UO_NONE, UO_PD, UO_MR, UO_CQ, UO_QP, UO_UAR, UO_COMP_CHANNEL, UO_ASYNC, UO_AH, UO_SRQ };
+enum uobj_kind { UO_NONE, UO_PD, UO_MR, UO_CQ, UO_QP, UO_UAR, UO_COMP_CHANNEL, UO_ASYNC, UO_AH, UO_SRQ, UO_MW };
 
 struct k_uobj { uint8_t kind; void *obj; };
 
@@ -198,6 +198,7 @@ struct emu_global {
     struct emu_file *files;         /* every open uverbs file */
     unsigned live[EMU_OBJ__COUNT];
     unsigned live_ah;               /* address handles (ah.c) */
+    unsigned live_mw;               /* memory windows (mw.c) */
     unsigned nfiles, ncontexts, nmaps;
     uint64_t pinned_pages;          /* the process's pinned_vm from verbs objects (umem.c) */
     unsigned long long kernel_calls;
@@ -293,6 +294,11 @@ int emu_k_reg_mr(struct emu_file *f, struct k_pd *pd, uint64_t start, uint64_t l
                  uint64_t iova, uint32_t access, int dmabuf_fd, uint64_t dmabuf_off,
                  uint32_t *handle, uint32_t *lkey, uint32_t *rkey);
 int emu_k_dereg_mr(struct emu_file *f, struct k_mr *mr);
+uint32_t emu_mkey_take(struct emu_devstate *ds, struct k_mr *mr);
+/* mw.c: memory windows (a k_mr whose pub.mw_type is 1 or 2) */
+int emu_k_alloc_mw(struct emu_file *f, struct k_pd *pd, uint8_t type, const void *udata, size_t ulen,
+                   uint32_t *handle, uint32_t *rkey);
+int emu_k_dealloc_mw(struct emu_file *f, struct k_mr *mw);
 int emu_k_create_cq(struct emu_file *f, const struct emu_cq_args *a, uint32_t *handle,
                     uint32_t *resp_cqe, uint32_t *cqn);
 int emu_k_destroy_cq(struct emu_file *f, struct k_cq *cq, uint32_t *comp_rep, uint32_t *async_rep);

@@ -345,6 +345,10 @@ void emu_k_fill_device_attr(struct emu_file *f, void *respv)
     r->max_qp = EMU_MAX_QP;
     r->max_qp_wr = EMU_MAX_QP_WR;
     r->device_cap_flags = (1u << 10) | (1u << 11) | (1u << 12); /* PORT_ACTIVE_EVENT, SYS_IMAGE_GUID, RC_RNR_NAK_GEN */
+    /* memory windows: k: hw/mlx5/main.c mlx5_ib_query_device, with the imaicl capability:
+     * IB_DEVICE_MEM_WINDOW | IB_DEVICE_MEM_WINDOW_TYPE_2B, max_mw = the mkey table (emu/kernel/mw.c) */
+    r->device_cap_flags |= IB_UVERBS_DEVICE_MEM_WINDOW | IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2B;
+    r->max_mw = EMU_MAX_MR;
     r->max_sge = EMU_MAX_SGE;
     r->max_sge_rd = EMU_MAX_SGE;
     r->max_cq = EMU_MAX_CQ;
@@ -449,6 +453,23 @@ static bool is_kernel_dmabuf(int fd)
     return !strncmp(link, "/dmabuf:", 8) || !strcmp(link, "anon_inode:dmabuf");
 }
 
+/* A free mkey slot for mr (with the device lock held): the key (slot << 8 | a tag byte that
+ * changes with every allocation), or 0 when the table is full.  Regions and windows share it
+ * (k: both are mlx5 mkeys, mlx5_ib_create_mkey). */
+uint32_t emu_mkey_take(struct emu_devstate *ds, struct k_mr *mr)
+{
+    for (uint32_t i = 0; i < EMU_MR_SLOTS; i++) {
+        uint32_t s = (ds->mr_cursor + i) & (EMU_MR_SLOTS - 1);
+        /* slots 0 and 1 never: key 0x100 is MLX5_INVALID_LKEY, the receive-list terminator */
+        if (s < 2 || ds->mr_tab[s]) continue;
+        ds->mr_cursor = s + 1;
+        mr->slot = s;
+        ds->mr_tab[s] = mr;
+        return (s << 8) | (ds->mr_gen++ & 0xff);
+    }
+    return 0;
+}
+
 int emu_k_reg_mr(struct emu_file *f, struct k_pd *pd, uint64_t start, uint64_t length,
                  uint64_t iova, uint32_t access, int dmabuf_fd, uint64_t dmabuf_off,
                  uint32_t *handle, uint32_t *lkey, uint32_t *rkey)
@@ -504,16 +525,8 @@ int emu_k_reg_mr(struct emu_file *f, struct k_pd *pd, uint64_t start, uint64_t l
     r = emu_uobj_alloc(f, UO_MR, mr, handle);
     if (r) goto fail;
     LOCK(f);
-    uint32_t slot = 0;
-    for (uint32_t i = 0; i < EMU_MR_SLOTS; i++) {
-        uint32_t s = (ds->mr_cursor + i) & (EMU_MR_SLOTS - 1);
-        /* slots 0 and 1 never: key 0x100 is MLX5_INVALID_LKEY, the receive-list terminator */
-        if (s >= 2 && !ds->mr_tab[s]) { slot = s; break; }
-    }
-    if (!slot) { UNLOCK(f); emu_uobj_free(f, *handle); r = -ENOMEM; goto fail; }
-    ds->mr_cursor = slot + 1;
-    uint32_t key = (slot << 8) | (ds->mr_gen++ & 0xff);
-    mr->slot = slot;
+    uint32_t key = emu_mkey_take(ds, mr);
+    if (!key) { UNLOCK(f); emu_uobj_free(f, *handle); r = -ENOMEM; goto fail; }
     mr->pub.handle = *handle;
     mr->pub.lkey = mr->pub.rkey = key;
     mr->pub.addr = start;
@@ -523,7 +536,6 @@ int emu_k_reg_mr(struct emu_file *f, struct k_pd *pd, uint64_t start, uint64_t l
     mr->pub.dmabuf_fd = dupfd;
     mr->pub.dmabuf_map = map;
     mr->pub.pd = &pd->pub;
-    ds->mr_tab[slot] = mr;
     ds->nmr++;
     pd->usecnt++;
     UNLOCK(f);
@@ -852,6 +864,7 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
         qp->pub.qpn = ((ds->qp_gen++ & 0xff) << 16) | slot;
         qp->pub.uar = &uar->pub;
         qp->pub.bf_off = bf_off;
+        qp->pub.page_bfregs = ucmd.flags & MLX5_QP_FLAG_UAR_PAGE_INDEX;
         qp->pub.async_fd = async ? async->chan.fd : -1;
         ds->qp_tab[slot] = qp;
         r = emu_nic_qp_create(&qp->pub);
@@ -1080,7 +1093,7 @@ int emu_k_query_qp(struct emu_file *f, struct k_qp *qp, void *respv)
 void emu_file_destroy(struct emu_file *f)
 {
     f->closing = true;
-    static const uint8_t order[] = { UO_QP, UO_SRQ, UO_AH, UO_CQ, UO_MR, UO_PD, UO_UAR };
+    static const uint8_t order[] = { UO_QP, UO_SRQ, UO_AH, UO_CQ, UO_MW, UO_MR, UO_PD, UO_UAR };
     for (unsigned k = 0; k < sizeof order; k++)
         for (uint32_t h = 0; h < f->nobjs; h++) {
             if (f->objs[h].kind != order[k]) continue;
@@ -1090,6 +1103,7 @@ void emu_file_destroy(struct emu_file *f)
             case UO_SRQ: emu_k_destroy_srq(f, o, NULL); break;
             case UO_CQ: emu_k_destroy_cq(f, o, NULL, NULL); break;
             case UO_MR: emu_k_dereg_mr(f, o); break;
+            case UO_MW: emu_k_dealloc_mw(f, o); break;
             case UO_PD: emu_k_dealloc_pd(f, o); break;
             case UO_AH: emu_k_destroy_ah(f, o); break;
             case UO_UAR: emu_k_uar_destroy(f, o); break;

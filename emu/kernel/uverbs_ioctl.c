@@ -294,6 +294,10 @@ static int h_pd_destroy(struct bundle *b)
 static int h_mr_destroy(struct bundle *b)
 { return emu_k_dereg_mr(F(b), b_obj(b, UVERBS_ATTR_DESTROY_MR_HANDLE)); }
 
+/* MW/MW_DESTROY (k: uverbs_std_types_mw.c) */
+static int h_mw_destroy(struct bundle *b)
+{ return emu_k_dealloc_mw(F(b), b_obj(b, UVERBS_ATTR_DESTROY_MW_HANDLE)); }
+
 /* MR/REG_DMABUF_MR (k: uverbs_std_types_mr.c) */
 static int h_reg_dmabuf_mr(struct bundle *b)
 {
@@ -541,6 +545,8 @@ static const struct mspec methods[] = {
         IDR(UVERBS_ATTR_DESTROY_PD_HANDLE, UO_PD, ACC_DESTROY, MAND) } },
     { UVERBS_OBJECT_MR, UVERBS_METHOD_MR_DESTROY, "MR_DESTROY", h_mr_destroy, false, {
         IDR(UVERBS_ATTR_DESTROY_MR_HANDLE, UO_MR, ACC_DESTROY, MAND) } },
+    { UVERBS_OBJECT_MW, UVERBS_METHOD_MW_DESTROY, "MW_DESTROY", h_mw_destroy, false, {
+        IDR(UVERBS_ATTR_DESTROY_MW_HANDLE, UO_MW, ACC_DESTROY, MAND) } },
     { UVERBS_OBJECT_MR, UVERBS_METHOD_REG_DMABUF_MR, "REG_DMABUF_MR", h_reg_dmabuf_mr, false, {
         IDR(UVERBS_ATTR_REG_DMABUF_MR_HANDLE, UO_MR, ACC_NEW, MAND),
         IDR(UVERBS_ATTR_REG_DMABUF_MR_PD_HANDLE, UO_PD, ACC_READ, MAND),

@@ -33,6 +33,8 @@ static const struct wdesc wtab[] = {
     { IB_USER_VERBS_CMD_DEALLOC_PD, 0, "DEALLOC_PD", 4, 0, 0, 0 },
     { IB_USER_VERBS_CMD_REG_MR, 0, "REG_MR", sizeof(struct ib_uverbs_reg_mr), sizeof(struct ib_uverbs_reg_mr_resp), 1, 1 },
     { IB_USER_VERBS_CMD_DEREG_MR, 0, "DEREG_MR", 4, 0, 0, 0 },
+    { IB_USER_VERBS_CMD_ALLOC_MW, 0, "ALLOC_MW", sizeof(struct ib_uverbs_alloc_mw), sizeof(struct ib_uverbs_alloc_mw_resp), 1, 1 },
+    { IB_USER_VERBS_CMD_DEALLOC_MW, 0, "DEALLOC_MW", sizeof(struct ib_uverbs_dealloc_mw), 0, 0, 0 },
     { IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL, 0, "CREATE_COMP_CHANNEL", 8, 4, 1, 0 },
     { IB_USER_VERBS_CMD_CREATE_CQ, 0, "CREATE_CQ", sizeof(struct ib_uverbs_create_cq), sizeof(struct ib_uverbs_create_cq_resp), 1, 1 },
     { IB_USER_VERBS_CMD_DESTROY_CQ, 0, "DESTROY_CQ", sizeof(struct ib_uverbs_destroy_cq), sizeof(struct ib_uverbs_destroy_cq_resp), 1, 0 },
@@ -208,6 +210,36 @@ static int cmd_dereg_mr(struct emu_file *f, const struct emu_wcmd *w)
     void *o;
     if (!r) r = emu_uobj_get(f, cmd.mr_handle, UO_MR, &o);
     return r ? r : emu_k_dereg_mr(f, o);
+}
+
+/* ALLOC_MW (k: uverbs_cmd.c ib_uverbs_alloc_mw; the mlx5 response, comp_mask and
+ * response_length, is written as far as the caller's driver buffer reaches) */
+static int cmd_alloc_mw(struct emu_file *f, const struct emu_wcmd *w)
+{
+    if (!f->ctx.has_ucontext) return -EINVAL;
+    struct ib_uverbs_alloc_mw cmd;
+    int r = request(w, &cmd, sizeof cmd);
+    if (r) return r;
+    void *pd = NULL;
+    if (emu_uobj_get(f, cmd.pd_handle, UO_PD, &pd)) pd = NULL;
+    uint32_t h, rkey;
+    r = emu_k_alloc_mw(f, pd, cmd.mw_type, w->uhw_in, w->uhw_inlen, &h, &rkey);
+    if (r) return r;
+    uint32_t mresp[2] = { 0, w->uhw_outlen < 8 ? (uint32_t)w->uhw_outlen : 8 };
+    r = udata_out(w, mresp, sizeof mresp, true);
+    struct ib_uverbs_alloc_mw_resp resp = { .mw_handle = h, .rkey = rkey };
+    if (!r) r = respond(w, &resp, sizeof resp);
+    if (r) { void *o; if (!emu_uobj_get(f, h, UO_MW, &o)) emu_k_dealloc_mw(f, o); }
+    return r;
+}
+
+static int cmd_dealloc_mw(struct emu_file *f, const struct emu_wcmd *w)
+{
+    struct ib_uverbs_dealloc_mw cmd;
+    int r = request(w, &cmd, sizeof cmd);
+    void *o;
+    if (!r) r = emu_uobj_get(f, cmd.mw_handle, UO_MW, &o);
+    return r ? r : emu_k_dealloc_mw(f, o);
 }
 
 static int cmd_create_comp_channel(struct emu_file *f, const struct emu_wcmd *w)
@@ -421,6 +453,8 @@ int emu_run_write_cmd(struct emu_file *f, struct emu_wcmd *w)
         case IB_USER_VERBS_CMD_DEALLOC_PD: return cmd_dealloc_pd(f, w);
         case IB_USER_VERBS_CMD_REG_MR: return cmd_reg_mr(f, w);
         case IB_USER_VERBS_CMD_DEREG_MR: return cmd_dereg_mr(f, w);
+        case IB_USER_VERBS_CMD_ALLOC_MW: return cmd_alloc_mw(f, w);
+        case IB_USER_VERBS_CMD_DEALLOC_MW: return cmd_dealloc_mw(f, w);
         case IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL: return cmd_create_comp_channel(f, w);
         case IB_USER_VERBS_CMD_CREATE_CQ: return cmd_create_cq(f, w);
         case IB_USER_VERBS_CMD_DESTROY_CQ: return cmd_destroy_cq(f, w);

@@ -26,22 +26,23 @@
 /* mlx5 WQE opcodes (mlx5dv.h MLX5_OPCODE_*) */
 enum { NIC_OP_NOP = 0x00, NIC_OP_RDMA_WRITE = 0x08, NIC_OP_RDMA_WRITE_IMM = 0x09,
        NIC_OP_SEND = 0x0a, NIC_OP_SEND_IMM = 0x0b, NIC_OP_RDMA_READ = 0x10,
-       NIC_OP_ATOMIC_CS = 0x11, NIC_OP_ATOMIC_FA = 0x12 };
+       NIC_OP_ATOMIC_CS = 0x11, NIC_OP_ATOMIC_FA = 0x12, NIC_OP_SEND_INV = 0x01, NIC_OP_UMR = 0x25 };
 static inline bool nic_op_is_atomic(uint8_t op) { return op == NIC_OP_ATOMIC_CS || op == NIC_OP_ATOMIC_FA; }
 /* A READ or an atomic: the requester waits for response data, not only an ACK */
 static inline bool nic_op_has_response(uint8_t op) { return op == NIC_OP_RDMA_READ || nic_op_is_atomic(op); }
 /* CQE opcodes (mlx5dv.h MLX5_CQE_*) */
 enum { NIC_CQE_REQ = 0, NIC_CQE_RESP_WR_IMM = 1, NIC_CQE_RESP_SEND = 2, NIC_CQE_RESP_SEND_IMM = 3,
+       NIC_CQE_RESP_SEND_INV = 4,
        NIC_CQE_REQ_ERR = 13, NIC_CQE_RESP_ERR = 14 };
 /* syndromes (mlx5dv.h MLX5_CQE_SYNDROME_*) and the vendor syndromes ConnectX reports with them */
 enum { NIC_SYND_LOCAL_LENGTH = 0x01, NIC_SYND_LOCAL_QP_OP = 0x02, NIC_SYND_LOCAL_PROT = 0x04,
        NIC_SYND_WR_FLUSH = 0x05, NIC_SYND_BAD_RESP = 0x10, NIC_SYND_REMOTE_INVAL_REQ = 0x12,
        NIC_SYND_REMOTE_ACCESS = 0x13, NIC_SYND_REMOTE_OP = 0x14, NIC_SYND_RETRY_EXC = 0x15,
-       NIC_SYND_RNR_RETRY_EXC = 0x16 };
+       NIC_SYND_RNR_RETRY_EXC = 0x16, NIC_SYND_MW_BIND = 0x06 };
 /* async event types (ib_user_verbs.h IB_UVERBS ... / ib_event_type) */
 enum { NIC_EV_CQ_ERR = 0, NIC_EV_QP_FATAL = 1, NIC_EV_QP_REQ_ERR = 2, NIC_EV_QP_ACCESS_ERR = 3,
        NIC_EV_DEVICE_FATAL = 8, NIC_EV_PORT_ACTIVE = 9, NIC_EV_PORT_ERR = 10,
-       NIC_EV_SRQ_LIMIT_REACHED = 15 };
+       NIC_EV_SRQ_LIMIT_REACHED = 15, NIC_EV_QP_LAST_WQE_REACHED = 16 };
 /* QP states (IB_QPS_*) */
 enum { NIC_QPS_RESET = 0, NIC_QPS_INIT = 1, NIC_QPS_RTR = 2, NIC_QPS_RTS = 3, NIC_QPS_SQD = 4,
        NIC_QPS_SQE = 5, NIC_QPS_ERR = 6 };
@@ -65,6 +66,12 @@ struct nic_msg {
     uint32_t ud_qkey, ud_dqpn; /* UD: the datagram segment's Q_Key and destination QP */
     uint32_t ud_dip;           /* UD: destination IPv4 (network order, from the AV's rgid) */
     uint8_t  ud_tclass, ud_hop;
+    struct {                   /* UMR (memory window bind / invalidation, nic_mw.c) */
+        uint8_t  flags, free, access;
+        bool     has_klm, done;
+        uint32_t qpn_mkey, klm_len, klm_key;
+        uint64_t start, len, klm_addr;
+    } umr;
     uint32_t first_psn, npsn;  /* PSNs the message uses (READ: its responses) */
     uint32_t read_rcvd;        /* READ: response bytes received */
     bool     read_done;
@@ -108,6 +115,8 @@ struct nic_qp {
      * 9.7.5.1.3: a duplicate atomic is not executed again; its saved response is resent) */
     struct { uint32_t psn; bool valid; uint64_t orig; } atomic_saved[NIC_ATOMIC_SAVED];
     unsigned atomic_next;
+    struct emu_mr mw_view;      /* responder: the access being served through a memory window,
+                                   as a region (nic_mw_translate) */
     /* statistics */
     uint64_t retransmits;
 };
@@ -214,6 +223,13 @@ void nic_resp_flush_rq(struct nic_qp *q);
 bool nic_srq_take(struct nic_qp *q);
 volatile uint8_t *nic_srq_wqe_data(const struct nic_qp *q, uint32_t *nseg);
 void nic_resp_reset(struct nic_qp *q);
+/* nic_mw.c: memory windows */
+void nic_mw_parse(struct nic_msg *m, const uint8_t b[144], uint32_t end);
+uint8_t nic_mw_umr(struct nic_qp *q, const struct nic_msg *m);     /* 0 or a syndrome */
+struct emu_mr *nic_mw_translate(struct nic_qp *q, const struct emu_mr *w, uint64_t va, uint32_t len,
+                                uint32_t acc);
+bool nic_mw_remote_inv(struct nic_qp *q, uint32_t rkey);
+
 /* nic_atomic.c: the responder's compare-and-swap and fetch-and-add */
 void nic_resp_atomic(struct nic_qp *q, const struct mlxd_roce_pkt *p);
 /* nic_resp.c, for nic_atomic.c */

@@ -18,14 +18,17 @@
 #include <string.h>
 #include "nic.h"
 
-static volatile uint64_t *bf_half(const struct emu_qp *qp, unsigned half)
+/* Half h of the QP's bfreg; for a QP the kernel knows by UAR page only (page_bfregs), halves 2
+ * and 3 are those of the page's other bfreg, where libmlx5 may have put it. */
+static volatile uint64_t *bf_half(const struct emu_qp *qp, unsigned h)
 {
-    return (volatile uint64_t *)(qp->uar->page + qp->bf_off + half * 0x100);
+    return (volatile uint64_t *)(qp->uar->page + ((qp->bf_off + (h >> 1) * 0x200 - 0x800) & 0x200) + 0x800 +
+                                 (h & 1) * 0x100);
 }
 
 static bool same_bfreg(const struct emu_qp *a, const struct emu_qp *b)
 {
-    return a->uar == b->uar && a->bf_off == b->bf_off;
+    return a->uar == b->uar && (a->bf_off == b->bf_off || a->page_bfregs || b->page_bfregs);
 }
 
 static void rung_to(struct nic_qp *q, uint16_t pi)
@@ -64,7 +67,7 @@ int nic_doorbell_scan(struct nic_qp *q)
     struct emu_qp *qp = q->qp;
     if (!qp->uar || !qp->uar->page || !qp->sq_wqe_cnt) return 0;
     int rings = 0;
-    for (unsigned h = 0; h < 2; h++) {
+    for (unsigned h = 0; h < (qp->page_bfregs ? 4u : 2u); h++) {
         volatile uint64_t *r = bf_half(qp, h);
         /* load first: no store into the driver's cache line unless it rang */
         if (!__atomic_load_n(r, __ATOMIC_RELAXED)) continue;

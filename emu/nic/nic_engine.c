@@ -68,6 +68,14 @@ void nic_qp_to_err(struct nic_qp *q, int event)
     }
     nic_req_flush(q);
     nic_resp_flush_rq(q);
+    /* a QP attached to an SRQ: the SRQ's WQEs are not flushed (only the one bound to an
+     * unfinished message, by nic_resp_flush_rq); once its last WQE has completed, the QP raises
+     * IB_EVENT_QP_LAST_WQE_REACHED (IB spec 10.2.9.5, 11.6.3.1; kernel hw/mlx5/qp.c maps
+     * MLX5_EVENT_TYPE_SRQ_LAST_WQE to it), whatever moved it to ERR */
+    if (qp->srq) {
+        q->nd->st.async_events++;
+        emu_async_event(qp->async_fd, qp->user_handle, NIC_EV_QP_LAST_WQE_REACHED);
+    }
 }
 
 void nic_count_out_of_seq(struct nic_dev *nd)

@@ -129,7 +129,7 @@ static void ack_through(struct nic_qp *q, uint32_t psn)
     bool progress = false;
     while (q->head != q->send) {
         struct nic_msg *m = M(q, q->head);
-        if (m->opcode != NIC_OP_NOP) {
+        if (m->opcode != NIC_OP_NOP && m->opcode != NIC_OP_UMR) {
             if (nic_op_has_response(m->opcode)) {
                 if (!m->read_done) break;
             } else if (mlxd_roce_psn_diff(psn, m->first_psn + m->npsn - 1) < 0) {
@@ -216,10 +216,18 @@ static void fetch(struct nic_qp *q, struct nic_msg *m)
     case NIC_OP_NOP: return;
     case NIC_OP_RDMA_WRITE: case NIC_OP_RDMA_WRITE_IMM: case NIC_OP_SEND: case NIC_OP_SEND_IMM:
         break;
-    case NIC_OP_RDMA_READ: case NIC_OP_ATOMIC_CS: case NIC_OP_ATOMIC_FA:
+    case NIC_OP_RDMA_READ: case NIC_OP_ATOMIC_CS: case NIC_OP_ATOMIC_FA: case NIC_OP_SEND_INV:
         if (is_rc(q)) break;
-        m->err_synd = NIC_SYND_LOCAL_QP_OP;    /* UC has no READ or atomics (IB spec table 38) */
+        /* UC has no READ, atomics or SEND with Invalidate (IB spec table 38) */
+        m->err_synd = NIC_SYND_LOCAL_QP_OP;
         return;
+    case NIC_OP_UMR: {          /* memory window bind / invalidation (nic_mw.c), run in order */
+        uint8_t b[144] = { 0 };
+        if (nic_qp_is_ud(q) || end < 128) { m->err_synd = NIC_SYND_LOCAL_QP_OP; return; }
+        for (uint32_t i = 0; i + 16 < end && i < sizeof b; i++) b[i] = *sq_at(qp, m->wqe_idx, 16 + i);
+        nic_mw_parse(m, b, end);
+        return;
+    }
     default:
         m->err_synd = NIC_SYND_LOCAL_QP_OP;
         return;
@@ -311,8 +319,10 @@ static uint8_t pkt_opcode(const struct nic_msg *m, uint32_t i, uint32_t n, bool 
     uint8_t t = rc ? MLXD_ROCE_TRANSPORT_RC : MLXD_ROCE_TRANSPORT_UC;
     bool first = i == 0, last = i == n - 1, imm;
     switch (m->opcode) {
-    case NIC_OP_SEND: case NIC_OP_SEND_IMM:
+    case NIC_OP_SEND: case NIC_OP_SEND_IMM: case NIC_OP_SEND_INV:
         imm = m->opcode == NIC_OP_SEND_IMM;
+        if (last && m->opcode == NIC_OP_SEND_INV)   /* the IETH rides on the last packet */
+            return t | (first ? MLXD_ROCE_OP_SEND_ONLY_INV : MLXD_ROCE_OP_SEND_LAST_INV);
         if (first && last) return t | (imm ? MLXD_ROCE_OP_SEND_ONLY_IMM : MLXD_ROCE_OP_SEND_ONLY);
         if (first) return t | MLXD_ROCE_OP_SEND_FIRST;
         if (last) return t | (imm ? MLXD_ROCE_OP_SEND_LAST_IMM : MLXD_ROCE_OP_SEND_LAST);
@@ -392,6 +402,7 @@ static unsigned send_msg(struct nic_qp *q, struct nic_msg *m, unsigned budget)
         p.reth_rkey = m->rkey;
         p.reth_len = m->len;
         p.imm = m->imm;
+        p.ieth_rkey = __builtin_bswap32(m->imm);   /* SEND with Invalidate: the ctrl's imm */
         uint32_t hl = nic_pkt_hdrs(q, s->buf, &p, plen);
         gather(m, off, s->buf + hl, plen);
         nic_pkt_send(q, s, hl, plen);
@@ -495,7 +506,13 @@ int nic_req_progress(struct nic_qp *q)
         if (rc && q->send_pkt == 0 && nic_op_has_response(m->opcode) &&
             rd_outstanding(q) >= (q->qp->attr.max_rd_atomic ? q->qp->attr.max_rd_atomic : 1u))
             break;
-        if (m->opcode == NIC_OP_NOP) {
+        if (m->opcode == NIC_OP_UMR && !m->umr.done) {   /* runs once, in its turn: no packet */
+            uint8_t e = nic_mw_umr(q, m);
+            if (e && q->send != q->head) { m->err_synd = e; break; }
+            if (e) { fail_head(q, e, 0x68); return 1; }
+            m->umr.done = true;                  /* a go-back (retransmission) passes over it */
+        }
+        if (m->opcode == NIC_OP_NOP || m->opcode == NIC_OP_UMR) {
             m->first_psn = q->next_psn;
             m->npsn = 0;
             q->send++;
@@ -519,7 +536,7 @@ int nic_req_progress(struct nic_qp *q)
             q->head++;
             complete(q, m, 0, 0);
         }
-    } else if (q->head != q->send && M(q, q->head)->opcode == NIC_OP_NOP) {
+    } else if (q->head != q->send && (M(q, q->head)->opcode == NIC_OP_NOP || M(q, q->head)->opcode == NIC_OP_UMR)) {
         ack_through(q, (M(q, q->head)->first_psn - 1) & MLXD_ROCE_PSN_MASK);
     }
     if (rc && !timeout_ns(q)) q->deadline_ns = 0;

@@ -62,6 +62,9 @@ void nic_resp_flush_rq(struct nic_qp *q)
 {
     uint16_t pi = rq_pi(q);
     q->in_msg = false;
+    /* an SRQ WQE taken by a message that never finished completes here, on this QP */
+    if (q->qp->srq && q->srq_bound)
+        resp_cqe(q, NIC_CQE_RESP_ERR, NIC_SYND_WR_FLUSH, 0xf9, 0, 0, false);
     while (q->rq_ci != pi) resp_cqe(q, NIC_CQE_RESP_ERR, NIC_SYND_WR_FLUSH, 0xf9, 0, 0, false);
 }
 
@@ -109,14 +112,16 @@ static void resp_fatal(struct nic_qp *q, uint32_t psn, uint8_t nak_code, int eve
 }
 
 /* ---- memory -------------------------------------------------------------------------------- */
-/* R_Key check for a remote access of len bytes at va (IB spec 10.6.3.2 / C10-?): the MR must
- * exist under that rkey, belong to the QP's PD, grant `acc`, and contain [va, va + len). */
+/* R_Key check for a remote access of len bytes at va (IB spec 10.6.3.2): the MR must exist
+ * under that rkey, belong to the QP's PD, grant `acc`, and contain [va, va + len); a memory
+ * window's rules are nic_mw.c's.  The result is valid until the engine drops the device lock. */
 static struct emu_mr *rkey_check(struct nic_qp *q, uint32_t rkey, uint64_t va, uint32_t len,
                                  uint32_t acc)
 {
     struct emu_device *dev = nic_qp_dev(q);
     struct emu_mr *mr = dev->mr_by_key ? dev->mr_by_key(dev, rkey) : NULL;
     if (!mr || mr->rkey != rkey || (q->qp->pd && mr->pd != q->qp->pd)) return NULL;
+    if (mr->mw_type) return nic_mw_translate(q, mr, va, len, acc);    /* a memory window */
     if (!(mr->access & acc) || !(q->qp->attr.access_flags & acc)) return NULL;
     if (va < mr->iova || len > mr->length || va - mr->iova > mr->length - len) return NULL;
     return mr;
@@ -192,205 +197,247 @@ static void drop_uc(struct nic_qp *q)
     q->nd->st.rx_dropped_uc++;
 }
 
+/* The message kind and position of a request opcode; false for one the responder does not take
+ * (IB spec vol. 1 9.2, table 38). */
+static bool classify(uint8_t op, int *kind, bool *first, bool *last)
+{
+    static const struct { uint8_t kind, first, last; } t[32] = {
+        [MLXD_ROCE_OP_SEND_FIRST] = { K_SEND, 1, 0 },      [MLXD_ROCE_OP_SEND_MIDDLE] = { K_SEND, 0, 0 },
+        [MLXD_ROCE_OP_SEND_LAST] = { K_SEND, 0, 1 },       [MLXD_ROCE_OP_SEND_LAST_IMM] = { K_SEND, 0, 1 },
+        [MLXD_ROCE_OP_SEND_ONLY] = { K_SEND, 1, 1 },       [MLXD_ROCE_OP_SEND_ONLY_IMM] = { K_SEND, 1, 1 },
+        [MLXD_ROCE_OP_SEND_LAST_INV] = { K_SEND, 0, 1 },   [MLXD_ROCE_OP_SEND_ONLY_INV] = { K_SEND, 1, 1 },
+        [MLXD_ROCE_OP_WRITE_FIRST] = { K_WRITE, 1, 0 },    [MLXD_ROCE_OP_WRITE_MIDDLE] = { K_WRITE, 0, 0 },
+        [MLXD_ROCE_OP_WRITE_LAST] = { K_WRITE, 0, 1 },     [MLXD_ROCE_OP_WRITE_LAST_IMM] = { K_WRITE, 0, 1 },
+        [MLXD_ROCE_OP_WRITE_ONLY] = { K_WRITE, 1, 1 },     [MLXD_ROCE_OP_WRITE_ONLY_IMM] = { K_WRITE, 1, 1 },
+        [MLXD_ROCE_OP_READ_REQUEST] = { K_READ, 1, 1 },
+    };
+    if (op >= 32 || !t[op].kind) return false;
+    *kind = t[op].kind;
+    *first = t[op].first;
+    *last = t[op].last;
+    return true;
+}
+
+/* A request the responder refuses: RC NAKs it (invalid request or remote access error) and
+ * goes to ERR; UC drops the message silently. */
+static void refuse(struct nic_qp *q, const struct mlxd_roce_pkt *p, bool access)
+{
+    if (resp_is_rc(q))
+        resp_fatal(q, p->psn, access ? MLXD_ROCE_NAK_REM_ACCESS : MLXD_ROCE_NAK_INV_REQ,
+                   access ? NIC_EV_QP_ACCESS_ERR : NIC_EV_QP_REQ_ERR);
+    else { q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK; drop_uc(q); }
+}
+
+/* RC PSN check: a duplicate is re-acknowledged (a READ served again), a PSN ahead gets one
+ * NAK-PSN-sequence; true only for the expected PSN. */
+static bool rc_psn_ok(struct nic_qp *q, const struct mlxd_roce_pkt *p, int kind)
+{
+    int32_t d = mlxd_roce_psn_diff(p->psn, q->epsn);
+    if (d < 0) {
+        q->nd->st.rx_dup++;
+        if (kind == K_READ) {
+            struct emu_mr *mr = p->reth_len ? rkey_check(q, p->reth_rkey, p->reth_va, p->reth_len,
+                                                         NIC_ACC_REMOTE_READ)
+                                            : NULL;
+            if (mr || !p->reth_len) serve_read(q, p, mr);
+        } else {
+            q->ack_pending = true;
+            q->ack_psn = (q->epsn - 1) & MLXD_ROCE_PSN_MASK;
+        }
+        return false;
+    }
+    if (d > 0) {
+        nic_count_out_of_seq(q->nd);
+        if (!q->nak_sent) { q->nak_sent = true; nak(q, q->epsn, MLXD_ROCE_NAK_PSN_SEQ); }
+        return false;
+    }
+    q->nak_sent = false;
+    return true;
+}
+
+/* UC PSN check: a packet up to 64 PSNs behind the expected one is a duplicate (dropped, never
+ * delivered twice); one further behind or ahead means packets were lost or the sender
+ * restarted: a FIRST/ONLY starts a new message there (resynchronisation, as soft-RoCE does),
+ * anything else is dropped.  True to go on with the packet. */
+static bool uc_psn_ok(struct nic_qp *q, const struct mlxd_roce_pkt *p, bool first)
+{
+    int32_t d = mlxd_roce_psn_diff(p->psn, q->epsn);
+    if (d < 0 && d >= -64) {
+        q->nd->st.rx_dup++;
+        return false;
+    }
+    if (p->psn != q->epsn || q->uc_drop) {
+        if (p->psn != q->epsn) nic_count_out_of_seq(q->nd);
+        if (!first) {
+            q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK;
+            drop_uc(q);
+            return false;
+        }
+        q->uc_drop = false;
+        q->in_msg = false;
+    }
+    if (q->in_msg && first) q->in_msg = false;     /* the previous message lost its end */
+    return true;
+}
+
+static void resp_read(struct nic_qp *q, const struct mlxd_roce_pkt *p, uint32_t mtu)
+{
+    struct emu_mr *mr = NULL;
+    if (p->reth_len &&
+        !(mr = rkey_check(q, p->reth_rkey, p->reth_va, p->reth_len, NIC_ACC_REMOTE_READ))) {
+        resp_fatal(q, p->psn, MLXD_ROCE_NAK_REM_ACCESS, NIC_EV_QP_ACCESS_ERR);
+        return;
+    }
+    uint32_t n = p->reth_len ? (p->reth_len + mtu - 1) / mtu : 1;
+    q->msn++;
+    serve_read(q, p, mr);
+    q->epsn = (p->psn + n) & MLXD_ROCE_PSN_MASK;
+}
+
+/* No receive WQE for a message that needs one: RNR NAK (RC, IB spec 9.7.5.2.8); UC drops and
+ * counts it, as a ConnectX does (the Q counter out_of_buffer and the hw_drops byte of the QP's
+ * next responder CQE). */
+static void no_receive(struct nic_qp *q, const struct mlxd_roce_pkt *p)
+{
+    struct nic_dev *nd = q->nd;
+    if (resp_is_rc(q)) {
+        if (q->ack_pending) nic_resp_flush_acks(q);
+        nd->st.rnr_naks_sent++;
+        send_aeth(q, p->psn, (uint8_t)(MLXD_ROCE_AETH_RNR_NAK | (q->qp->attr.min_rnr_timer & 0x1f)));
+        return;
+    }
+    q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK;
+    q->hw_drops++;
+    atomic_fetch_add_explicit(&nd->dev->out_of_buffer, 1, memory_order_relaxed);
+    drop_uc(q);
+}
+
+/* One packet of a WRITE; false when it was refused. */
+static bool resp_write(struct nic_qp *q, const struct mlxd_roce_pkt *p, bool first, bool last, bool imm)
+{
+    if (first) {
+        if (p->payload_len > p->reth_len || (last && p->payload_len != p->reth_len)) {
+            refuse(q, p, false);
+            return false;
+        }
+        if (p->reth_len && !rkey_check(q, p->reth_rkey, p->reth_va, p->reth_len, NIC_ACC_REMOTE_WRITE)) {
+            refuse(q, p, true);
+            return false;
+        }
+        q->w_va = p->reth_va;
+        q->w_left = p->reth_len;
+        q->w_rkey = p->reth_rkey;
+        q->r_bytes = 0;
+    } else if (p->payload_len > q->w_left || (last && p->payload_len != q->w_left)) {
+        refuse(q, p, false);
+        return false;
+    }
+    if (p->payload_len) {
+        /* looked up again for every packet: the region may have gone since the FIRST */
+        struct emu_mr *mr = rkey_check(q, q->w_rkey, q->w_va, p->payload_len, NIC_ACC_REMOTE_WRITE);
+        if (!mr) {
+            refuse(q, p, true);
+            return false;
+        }
+        memcpy((uint8_t *)(uintptr_t)(mr->addr + (q->w_va - mr->iova)), p->payload, p->payload_len);
+    }
+    q->w_va += p->payload_len;
+    q->w_left -= p->payload_len;
+    q->r_bytes += p->payload_len;
+    /* hw_counters/rx_write_requests: one per accepted WRITE request packet, counted before the
+     * CQE (if any) is released, so a reader that saw the CQE sees the count */
+    atomic_fetch_add_explicit(&q->nd->dev->rx_write_requests, 1, memory_order_relaxed);
+    q->in_msg = !last;
+    q->msg_kind = K_WRITE;
+    if (last) {
+        q->msn++;
+        if (imm) resp_cqe(q, NIC_CQE_RESP_WR_IMM, 0, 0, q->r_bytes, p->imm, p->se);
+    }
+    return true;
+}
+
+/* The last packet of a SEND with Invalidate: the R_Key of its IETH must name a type 2 memory
+ * window bound to this QP, which is invalidated before the completion (IB spec 9.4.1.1.3,
+ * 10.6.7.2.5; nic_mw.c); the CQE is MLX5_CQE_RESP_SEND_INV with the R_Key where an immediate
+ * goes (rdma-core providers/mlx5/cq.c: IBV_WC_WITH_INV, invalidated_rkey).  An R_Key that does
+ * not qualify is a remote access error (the emulator's choice; the data already placed stays). */
+static bool remote_invalidate(struct nic_qp *q, const struct mlxd_roce_pkt *p)
+{
+    if (nic_mw_remote_inv(q, p->ieth_rkey)) return true;
+    q->in_msg = false;
+    refuse(q, p, true);
+    return false;
+}
+
+/* One packet of a SEND; false when it was refused. */
+static bool resp_send(struct nic_qp *q, const struct mlxd_roce_pkt *p, bool first, bool last, bool imm)
+{
+    bool inv = p->hdrs & MLXD_ROCE_HAS_IETH;
+    uint8_t op = imm ? NIC_CQE_RESP_SEND_IMM : inv ? NIC_CQE_RESP_SEND_INV : NIC_CQE_RESP_SEND;
+    uint32_t cimm = imm ? p->imm : inv ? __builtin_bswap32(p->ieth_rkey) : 0;
+    if (first) q->r_bytes = 0;
+    /* scatter-to-CQE (kernel cs_res = 32 B / 64 B by the receive CQ's CQE size): a whole
+     * message that fits goes into the CQE, the receive buffers are not touched */
+    uint32_t inl_max = qp_scatter_cqe_max(q);
+    if (first && last && p->payload_len && p->payload_len <= inl_max) {
+        if (inv && !remote_invalidate(q, p)) return false;
+        q->msn++;
+        q->msg_kind = K_SEND;
+        q->in_msg = false;
+        resp_cqe_inl(q, op, 0, 0, p->payload_len, cimm, p->se, p->payload);
+        return true;
+    }
+    uint8_t e = scatter(q, q->r_bytes, p->payload, p->payload_len, true);
+    if (e) {
+        if (!resp_is_rc(q)) { q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK; drop_uc(q); return false; }
+        /* RC: error CQE on the receive WQE, NAK to the requester, QP to ERR */
+        resp_cqe(q, NIC_CQE_RESP_ERR, e, e == NIC_SYND_LOCAL_LENGTH ? 0x69 : 0x52, 0, 0, false);
+        q->in_msg = false;
+        resp_fatal(q, p->psn, e == NIC_SYND_LOCAL_LENGTH ? MLXD_ROCE_NAK_INV_REQ : MLXD_ROCE_NAK_REM_OP, -1);
+        return false;
+    }
+    if (inv && !remote_invalidate(q, p)) return false;
+    scatter(q, q->r_bytes, p->payload, p->payload_len, false);
+    q->r_bytes += p->payload_len;
+    q->in_msg = !last;
+    q->msg_kind = K_SEND;
+    if (last) {
+        q->msn++;
+        resp_cqe(q, op, 0, 0, q->r_bytes, cimm, p->se);
+    }
+    return true;
+}
+
 static void responder(struct nic_qp *q, const struct mlxd_roce_pkt *p)
 {
     struct emu_qp *qp = q->qp;
-    struct nic_dev *nd = q->nd;
     bool rc = resp_is_rc(q);
-    uint8_t op = p->opcode & 0x1f;
     int kind;
     bool first, last;
-    switch (op) {
-    case MLXD_ROCE_OP_SEND_FIRST: kind = K_SEND; first = true; last = false; break;
-    case MLXD_ROCE_OP_SEND_MIDDLE: kind = K_SEND; first = last = false; break;
-    case MLXD_ROCE_OP_SEND_LAST: case MLXD_ROCE_OP_SEND_LAST_IMM:
-        kind = K_SEND; first = false; last = true; break;
-    case MLXD_ROCE_OP_SEND_ONLY: case MLXD_ROCE_OP_SEND_ONLY_IMM:
-        kind = K_SEND; first = last = true; break;
-    case MLXD_ROCE_OP_WRITE_FIRST: kind = K_WRITE; first = true; last = false; break;
-    case MLXD_ROCE_OP_WRITE_MIDDLE: kind = K_WRITE; first = last = false; break;
-    case MLXD_ROCE_OP_WRITE_LAST: case MLXD_ROCE_OP_WRITE_LAST_IMM:
-        kind = K_WRITE; first = false; last = true; break;
-    case MLXD_ROCE_OP_WRITE_ONLY: case MLXD_ROCE_OP_WRITE_ONLY_IMM:
-        kind = K_WRITE; first = last = true; break;
-    case MLXD_ROCE_OP_READ_REQUEST: kind = K_READ; first = last = true; break;
-    default:
-        nd->st.rx_malformed++;
+    if (!classify(p->opcode & 0x1f, &kind, &first, &last)) {
+        q->nd->st.rx_malformed++;
         return;
     }
     bool imm = p->hdrs & MLXD_ROCE_HAS_IMMDT;
-
-    /* PSN */
-    if (rc) {
-        int32_t d = mlxd_roce_psn_diff(p->psn, q->epsn);
-        if (d < 0) {
-            nd->st.rx_dup++;
-            if (kind == K_READ) {
-                struct emu_mr *mr = p->reth_len ? rkey_check(q, p->reth_rkey, p->reth_va,
-                                                             p->reth_len, NIC_ACC_REMOTE_READ)
-                                                : NULL;
-                if (mr || !p->reth_len) serve_read(q, p, mr);
-            } else {
-                q->ack_pending = true;
-                q->ack_psn = (q->epsn - 1) & MLXD_ROCE_PSN_MASK;
-            }
-            return;
-        }
-        if (d > 0) {
-            nic_count_out_of_seq(nd);
-            if (!q->nak_sent) { q->nak_sent = true; nak(q, q->epsn, MLXD_ROCE_NAK_PSN_SEQ); }
-            return;
-        }
-        q->nak_sent = false;
-    } else {
-        /* a packet up to 64 PSNs behind the expected one is a duplicate (dropped, never
-         * delivered twice); one further behind or ahead means packets were lost or the sender
-         * restarted: a FIRST/ONLY starts a new message there (resynchronisation, as soft-RoCE
-         * does), anything else is dropped */
-        int32_t d = mlxd_roce_psn_diff(p->psn, q->epsn);
-        if (d < 0 && d >= -64) {
-            nd->st.rx_dup++;
-            return;
-        }
-        if (p->psn != q->epsn || q->uc_drop) {
-            /* packets were lost before this one (or the sender restarted) */
-            if (p->psn != q->epsn) nic_count_out_of_seq(nd);
-            if (!first) {
-                q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK;
-                drop_uc(q);
-                return;
-            }
-            q->uc_drop = false;
-            q->in_msg = false;
-        }
-        if (q->in_msg && first) q->in_msg = false;     /* the previous message lost its end */
-    }
-
-    /* opcode sequence (IB spec 9.8.3.1 / C9-?) */
+    if (rc ? !rc_psn_ok(q, p, kind) : !uc_psn_ok(q, p, first)) return;
+    /* opcode sequence and packet lengths (IB spec 9.8.3.1) */
     bool seq_ok = q->in_msg ? (!first && kind == q->msg_kind) : first;
     uint32_t mtu = q->mtu ? q->mtu : 1024;
     bool len_ok = (first && last) ? p->payload_len <= mtu
                 : last ? (p->payload_len >= 1 && p->payload_len <= mtu)
                 : p->payload_len == mtu;
     if (!seq_ok || !len_ok) {
-        nd->st.rx_malformed++;
-        if (rc) resp_fatal(q, p->psn, MLXD_ROCE_NAK_INV_REQ, NIC_EV_QP_REQ_ERR);
-        else { q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK; drop_uc(q); }
+        q->nd->st.rx_malformed++;
+        refuse(q, p, false);
         return;
     }
-
-    if (kind == K_READ) {
-        struct emu_mr *mr = NULL;
-        if (p->reth_len &&
-            !(mr = rkey_check(q, p->reth_rkey, p->reth_va, p->reth_len, NIC_ACC_REMOTE_READ))) {
-            resp_fatal(q, p->psn, MLXD_ROCE_NAK_REM_ACCESS, NIC_EV_QP_ACCESS_ERR);
-            return;
-        }
-        uint32_t n = p->reth_len ? (p->reth_len + mtu - 1) / mtu : 1;
-        q->msn++;
-        serve_read(q, p, mr);
-        q->epsn = (p->psn + n) & MLXD_ROCE_PSN_MASK;
-        return;
-    }
-
+    if (kind == K_READ) { resp_read(q, p, mtu); return; }
     bool need_wqe = (kind == K_SEND && first) || (kind == K_WRITE && last && imm);
     if (need_wqe && (qp->srq ? !nic_srq_take(q) : rq_pi(q) == q->rq_ci)) {
-        /* no receive WQE: RNR NAK (RC, IB spec 9.7.5.2.8) or a silent drop (UC) */
-        if (rc) {
-            if (q->ack_pending) nic_resp_flush_acks(q);
-            nd->st.rnr_naks_sent++;
-            send_aeth(q, p->psn, (uint8_t)(MLXD_ROCE_AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1f)));
-        } else {
-            /* UC: dropped and counted, as a ConnectX does: the Q counter out_of_buffer and the
-             * hw_drops byte of the QP's next responder CQE */
-            q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK;
-            q->hw_drops++;
-            atomic_fetch_add_explicit(&nd->dev->out_of_buffer, 1, memory_order_relaxed);
-            drop_uc(q);
-        }
+        no_receive(q, p);
         return;
     }
-
-    if (kind == K_WRITE) {
-        if (first) {
-            if (p->payload_len > p->reth_len || (last && p->payload_len != p->reth_len)) {
-                if (rc) resp_fatal(q, p->psn, MLXD_ROCE_NAK_INV_REQ, NIC_EV_QP_REQ_ERR);
-                else { q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK; drop_uc(q); }
-                return;
-            }
-            if (p->reth_len &&
-                !rkey_check(q, p->reth_rkey, p->reth_va, p->reth_len, NIC_ACC_REMOTE_WRITE)) {
-                if (rc) resp_fatal(q, p->psn, MLXD_ROCE_NAK_REM_ACCESS, NIC_EV_QP_ACCESS_ERR);
-                else { q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK; drop_uc(q); }
-                return;
-            }
-            q->w_va = p->reth_va;
-            q->w_left = p->reth_len;
-            q->w_rkey = p->reth_rkey;
-            q->r_bytes = 0;
-        } else if (p->payload_len > q->w_left || (last && p->payload_len != q->w_left)) {
-            if (rc) resp_fatal(q, p->psn, MLXD_ROCE_NAK_INV_REQ, NIC_EV_QP_REQ_ERR);
-            else { q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK; drop_uc(q); }
-            return;
-        }
-        if (p->payload_len) {
-            /* looked up again for every packet: the region may have gone since the FIRST */
-            struct emu_mr *mr = rkey_check(q, q->w_rkey, q->w_va, p->payload_len,
-                                           NIC_ACC_REMOTE_WRITE);
-            if (!mr) {
-                if (rc) resp_fatal(q, p->psn, MLXD_ROCE_NAK_REM_ACCESS, NIC_EV_QP_ACCESS_ERR);
-                else { q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK; drop_uc(q); }
-                return;
-            }
-            memcpy((uint8_t *)(uintptr_t)(mr->addr + (q->w_va - mr->iova)), p->payload,
-                   p->payload_len);
-        }
-        q->w_va += p->payload_len;
-        q->w_left -= p->payload_len;
-        q->r_bytes += p->payload_len;
-        /* hw_counters/rx_write_requests: one per accepted WRITE request packet, counted before
-         * the CQE (if any) is released, so a reader that saw the CQE sees the count */
-        atomic_fetch_add_explicit(&nd->dev->rx_write_requests, 1, memory_order_relaxed);
-        q->in_msg = !last;
-        q->msg_kind = K_WRITE;
-        if (last) {
-            q->msn++;
-            if (imm) resp_cqe(q, NIC_CQE_RESP_WR_IMM, 0, 0, q->r_bytes, p->imm, p->se);
-        }
-    } else {   /* SEND */
-        if (first) { q->r_bytes = 0; }
-        /* scatter-to-CQE (kernel cs_res = 32 B / 64 B by the receive CQ's CQE size): a whole
-         * message that fits goes into the CQE, the receive buffers are not touched */
-        uint32_t inl_max = qp_scatter_cqe_max(q);
-        if (first && last && p->payload_len && p->payload_len <= inl_max) {
-            q->msn++;
-            q->msg_kind = K_SEND;
-            q->in_msg = false;
-            resp_cqe_inl(q, imm ? NIC_CQE_RESP_SEND_IMM : NIC_CQE_RESP_SEND, 0, 0, p->payload_len,
-                         imm ? p->imm : 0, p->se, p->payload);
-            goto done;
-        }
-        uint8_t e = scatter(q, q->r_bytes, p->payload, p->payload_len, true);
-        if (e) {
-            if (!rc) { q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK; drop_uc(q); return; }
-            /* RC: error CQE on the receive WQE, NAK to the requester, QP to ERR */
-            resp_cqe(q, NIC_CQE_RESP_ERR, e, e == NIC_SYND_LOCAL_LENGTH ? 0x69 : 0x52, 0, 0, false);
-            q->in_msg = false;
-            resp_fatal(q, p->psn, e == NIC_SYND_LOCAL_LENGTH ? MLXD_ROCE_NAK_INV_REQ
-                                                               : MLXD_ROCE_NAK_REM_OP, -1);
-            return;
-        }
-        scatter(q, q->r_bytes, p->payload, p->payload_len, false);
-        q->r_bytes += p->payload_len;
-        q->in_msg = !last;
-        q->msg_kind = K_SEND;
-        if (last) {
-            q->msn++;
-            resp_cqe(q, imm ? NIC_CQE_RESP_SEND_IMM : NIC_CQE_RESP_SEND, 0, 0, q->r_bytes,
-                     imm ? p->imm : 0, p->se);
-        }
-    }
-done:
+    if (!(kind == K_WRITE ? resp_write(q, p, first, last, imm) : resp_send(q, p, first, last, imm))) return;
     q->epsn = (p->psn + 1) & MLXD_ROCE_PSN_MASK;
     if (rc && p->ackreq) {
         q->ack_pending = true;
@@ -440,14 +487,6 @@ void nic_resp_packet(struct nic_dev *nd, const struct mlxd_roce_pkt *p)
         return;
     case MLXD_ROCE_OP_COMPARE_SWAP: case MLXD_ROCE_OP_FETCH_ADD:
         nic_resp_atomic(q, p);
-        return;
-    case MLXD_ROCE_OP_SEND_LAST_INV: case MLXD_ROCE_OP_SEND_ONLY_INV:
-        /* not supported by this device: invalid request */
-        if (qp->type == 2) {
-            int32_t d = mlxd_roce_psn_diff(p->psn, q->epsn);
-            if (d == 0) resp_fatal(q, p->psn, MLXD_ROCE_NAK_INV_REQ, NIC_EV_QP_REQ_ERR);
-        }
-        nd->st.rx_malformed++;
         return;
     default:
         responder(q, p);

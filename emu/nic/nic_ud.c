@@ -10,7 +10,10 @@
  * bit set (IB spec 10.2.5, "controlled Q_Keys").
  * Receive: the Q_Key of the DETH must be the QP's, else the packet is dropped silently (IB spec
  * 9.6.1.1.1; counted rx_ud_bad_qkey).  A datagram that finds no posted receive WQE is dropped
- * (IB spec 9.8.3.2.2; counted rx_ud_no_recv).  The receive buffer gets 40 bytes of GRH first:
+ * (IB spec 9.8.3.2.2; counted rx_ud_no_recv).  A UD QP attached to a shared receive queue takes
+ * the SRQ's next WQE for each datagram (nic_srq.c; ConnectX supports UD on an SRQ: rdma-core
+ * providers/mlx5 accepts an SRQ for IBV_QPT_UD) and its CQE names that WQE in wqe_counter and the
+ * SRQN in srqn_uidx, as for RC.  The receive buffer gets 40 bytes of GRH first:
  * for RoCE v2 over IPv4, bytes 0..19 are zero and 20..39 hold the packet's IPv4 header (what
  * ConnectX writes; applications read it as struct iphdr at offset 20), then the payload.
  * The CQE carries the source QPN and the GRH flag in flags_rqpn (mlx5dv.h struct mlx5_cqe64:
@@ -62,11 +65,12 @@ static void ud_cqe(struct nic_qp *q, uint8_t opcode, uint8_t synd, uint32_t byte
     struct emu_qp *qp = q->qp;
     struct nic_cqe c = {
         .opcode = opcode, .syndrome = synd, .vendor = synd ? 0x68 : 0, .se = p->se,
-        .wqe_counter = q->rq_ci, .byte_cnt = byte_cnt, .imm = p->imm,
-        .qpn = qp->qpn, .uidx = qp->uidx == 0xffffff ? 0 : qp->uidx,
+        .wqe_counter = qp->srq ? q->srq_wqe : q->rq_ci, .byte_cnt = byte_cnt, .imm = p->imm,
+        .qpn = qp->qpn, .uidx = qp->uidx != 0xffffff ? qp->uidx : qp->srq ? qp->srq->srqn : 0,
         .flags_rqpn = 1u << 28 | 2u << 24 | (p->deth_src_qp & 0xffffff),
     };
-    q->rq_ci++;
+    if (qp->srq) q->srq_bound = false;
+    else q->rq_ci++;
     if (qp->recv_cq && nic_cqe_write(q->nd, qp->recv_cq, &c)) nic_qp_to_err(q, NIC_EV_QP_FATAL);
 }
 
@@ -75,7 +79,8 @@ void nic_ud_recv(struct nic_qp *q, const struct mlxd_roce_pkt *p)
     struct nic_dev *nd = q->nd;
     struct emu_qp *qp = q->qp;
     if (p->deth_qkey != qp->attr.qkey) { nd->st.rx_ud_bad_qkey++; return; }
-    if (!qp->rq_wqe_cnt || q->rq_ci == nic_resp_rq_pi(q)) { nd->st.rx_ud_no_recv++; return; }
+    bool have_wqe = qp->srq ? nic_srq_take(q) : qp->rq_wqe_cnt && q->rq_ci != nic_resp_rq_pi(q);
+    if (!have_wqe) { nd->st.rx_ud_no_recv++; return; }
     /* the packet's IPv4 header lies in front of its transport headers in the parsed buffer */
     uint32_t hl = MLXD_ROCE_BTH_OFF + MLXD_ROCE_BTH_LEN + mlxd_roce_ext_len(p->opcode);
     uint8_t grh[UD_GRH_LEN];

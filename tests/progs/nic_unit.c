@@ -16,6 +16,7 @@
 #include "../../emu/nic/nic_atomic.c"
 #include "../../emu/nic/nic_srq.c"
 #include "../../emu/nic/nic_ud.c"
+#include "../../emu/nic/nic_mw.c"
 #include "../../emu/nic/wire_udp.c"
 #include "../../emu/nic/pcap_writer.c"
 #include "../../emu/nic/port_share.c"

@@ -27,6 +27,7 @@
 #include "mlxd_emu.h"
 
 #define FAIL(...) do { fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
+#include "rc_connect.h"
 #define NQP 3
 #define SRQ_WR 8
 
@@ -67,23 +68,6 @@ static void setup(struct side *s, struct ibv_device *d, int with_srq)
         if (ibv_modify_qp(s->qp[i], &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
             FAIL("INIT");
     }
-}
-
-static void connect_to(struct ibv_qp *qp, const struct ibv_qp *peer, const union ibv_gid *gid)
-{
-    struct ibv_qp_attr m = {
-        .qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = peer->qp_num,
-        .max_dest_rd_atomic = 1, .min_rnr_timer = 1,
-        .ah_attr = {.is_global = 1, .port_num = 1, .grh = {.dgid = *gid, .sgid_index = 3, .hop_limit = 1}},
-    };
-    if (ibv_modify_qp(qp, &m, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-        FAIL("RTR");
-    m.qp_state = IBV_QPS_RTS;
-    m.timeout = 20; m.retry_cnt = 7; m.rnr_retry = 7; m.max_rd_atomic = 1;
-    if (ibv_modify_qp(qp, &m, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
-        FAIL("RTS");
 }
 
 static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc, long spins)
