@@ -560,8 +560,14 @@ END_TEST
 /* Two processes: the child opens mlx5_1, the parent mlx5_0; endpoints over a socketpair. */
 struct xchg { struct mlxd_endpoint ep; struct mlxd_remote rm; };
 
-static void two_process(uint32_t type, uint32_t op)
+/* peer: what happens to the child (the responder) once connected, before the parent posts */
+enum peer_fate { PEER_RUNS, PEER_STOPPED, PEER_KILLED };
+
+static void two_process_peer(uint32_t type, uint32_t op, enum peer_fate fate)
 {
+    /* addresses of its own: a port shared with other processes (another copy of the suite) may
+     * hand this flow's packets to a member that is itself stopped (docs/emulator.md) */
+    if (fate != PEER_RUNS) mlxd_test_private_devices();
     int sv[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     pid_t pid = fork();
@@ -602,20 +608,50 @@ static void two_process(uint32_t type, uint32_t op)
     side_connect(&a, &peer.ep, type);
     char go;
     ck_assert_int_eq(read(sv[0], &go, 1), 1);
+    int st;
+    if (fate != PEER_RUNS) {
+        /* connected, its receive posted: stopped (SIGSTOP, as a starved process) or gone */
+        ck_assert_int_eq(kill(pid, fate == PEER_STOPPED ? SIGSTOP : SIGKILL), 0);
+        ck_assert_int_eq(waitpid(pid, &st, WUNTRACED), pid);
+        ck_assert(fate == PEER_STOPPED ? WIFSTOPPED(st) : WIFSIGNALED(st));
+    }
     pattern(a.buf, 30000, 77);
     struct mlxd_local la = mlxd_region_local(a.reg);
     struct mlxd_entry e = { .wr_id = 1, .op = op, .flags = MLXD_SIGNALED, .imm = 5, .num_local = 1,
                             .local = { la.addr, 30000, la.lkey }, .remote = { peer.rm.addr, 0, peer.rm.rkey, 0 } };
     ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
     ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+    if (fate == PEER_STOPPED) {
+        /* 1.2 s: twice the requester's timeout x (retry_cnt + 1) (14 and 7: 8 x 67 ms) */
+        struct mlxd_completion early;
+        usleep(1200000);
+        ck_assert_int_eq(mlxd_cq_poll(a.cq, &early, 1), 0);   /* neither done nor failed */
+        ck_assert_int_eq(kill(pid, SIGCONT), 0);
+    }
     struct mlxd_completion wc = wait_one(a.cq);
+    if (fate == PEER_KILLED) {
+        /* a dead peer still fails the QP, after 8 x 67 ms (wait_one: within 5 s) */
+        ck_assert_uint_eq(wc.status, 12);                 /* IBV_WC_RETRY_EXC_ERR */
+        side_close(&a);
+        close(sv[0]);
+        return;
+    }
     ck_assert_uint_eq(wc.status, 0);
-    int st;
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child failed (status 0x%x)", st);
     side_close(&a);
     close(sv[0]);
 }
+
+static void two_process(uint32_t type, uint32_t op) { two_process_peer(type, op, PEER_RUNS); }
+
+/* The responder's process stopped for 1.2 s (its emulated NIC is a thread of it; a ConnectX's
+ * is not): the WRITE_IMM completes once it runs again, the requester's timer expiries while it
+ * was frozen not counted (emu/nic/nic_peer.c).  Killed instead: TRANSPORT_RETRY_EXC. */
+START_TEST(two_processes_rc_peer_stopped) { two_process_peer(MLXD_QP_RC, MLXD_OP_WRITE_IMM, PEER_STOPPED); }
+END_TEST
+START_TEST(two_processes_rc_peer_killed) { two_process_peer(MLXD_QP_RC, MLXD_OP_WRITE_IMM, PEER_KILLED); }
+END_TEST
 
 START_TEST(two_processes_rc_write_imm) { two_process(MLXD_QP_RC, MLXD_OP_WRITE_IMM); }
 END_TEST
@@ -1036,6 +1072,8 @@ Suite *driver_suite(void)
     tcase_add_test(tc, arm_and_wait_one_event);
     tcase_add_test(tc, qp_to_error_flushes);
     tcase_add_test(tc, dmabuf_region);
+    tcase_add_test(tc, two_processes_rc_peer_stopped);
+    tcase_add_test(tc, two_processes_rc_peer_killed);
     tcase_add_test(tc, cq_overrun_events);
     tcase_add_test(tc, ignore_overrun_cq);
     tcase_add_test(tc, ignore_overrun_wire);

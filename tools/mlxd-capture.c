@@ -389,6 +389,8 @@ struct run {
     uint64_t expected;          /* frames expected (0 = unknown) */
     int link_state;             /* --link-down: 0 not yet, 1 down, 2 back up */
     double link_down_t;
+    uint64_t gen_window;        /* --generate --fps 0: frames in flight (0: not paced) */
+    uint64_t gen_lost;          /* frames the window gave up waiting for: taken as lost */
     uint8_t *buf;               /* the frame buffer (--gpu: the host copy to check frames in) */
     uint64_t dbuf;              /* --gpu: the device memory receiving the frames */
     size_t bufsize;
@@ -453,13 +455,41 @@ static void link_control(struct run *r, uint64_t sent)
     }
 }
 
-/* After each frame sent: the link control, then lock-step pacing when asked for. */
+/* --generate --fps 0 ("as fast as possible") sends as fast as the port completes the frames:
+ * frame k + 1 goes out once the monitor has completed frame k + 1 - gen_window, as a lossless
+ * RoCE network's pause frames (PFC) hold a sender while the receiving port's buffer is full.
+ * Unpaced, the generator (a UDP GSO send per frame) outran the emulated port on a loaded host:
+ * its UDP socket overflowed, or the port ran out of receives while the monitor waited for a
+ * CPU, and frames were lost (issue 18).  The window is on completions, not on the consumer:
+ * a slow consumer is still lapped.  A frame that never completes (lost on the wire: a fault,
+ * the link down) would shrink the window for good: after GEN_WINDOW_WAIT_S without a
+ * completion the frames missing are taken as lost (gen_lost), and taken back as they come. */
+#define GEN_WINDOW_WAIT_S 0.02
+static void gen_window_wait(struct run *r, uint64_t frame)
+{
+    double deadline = 0;
+    uint64_t seen = atomic_load(&g_ready), last = seen;
+    if (r->gen_lost > frame + 1 - seen)      /* some taken as lost came after all */
+        r->gen_lost = seen > frame + 1 ? 0 : frame + 1 - seen;
+    while (seen + r->gen_lost + r->gen_window < frame + 2 && !__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
+        if (seen != last) { last = seen; deadline = 0; }
+        if (!deadline) deadline = now_s() + GEN_WINDOW_WAIT_S;
+        else if (now_s() > deadline) { r->gen_lost = frame + 2 - r->gen_window - seen; break; }
+        struct timespec ts = { 0, 20000 };
+        nanosleep(&ts, NULL);
+        seen = atomic_load(&g_ready);
+    }
+}
+
+/* After each frame sent: the link control, then lock-step pacing or the generator's window. */
 static bool sent_frame(void *ctx, uint64_t frame)
 {
     struct run *r = ctx;
     link_control(r, frame + 1);
     if (r->c->replay && !strcmp(r->c->pace, "lockstep") && r->link_state != 1)
         return lockstep_wait(ctx, frame);
+    if (r->gen_window && r->link_state != 1)
+        gen_window_wait(r, frame);
     return !__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE);
 }
 
@@ -488,6 +518,7 @@ static void *feed_main(void *arg)
     atomic_store(&r->feed_done, true);
     return NULL;
 }
+
 
 /* 0 when buf holds what the capture's packets write (mapped by m), 1 when not, -1 if it cannot
  * tell (a write outside the buffer).  *nbytes: the bytes the capture writes (each counted once,
@@ -1204,6 +1235,12 @@ static int start_feeder(struct run *R, pthread_t *feed, bool *started)
     R->so.ctx = R;
     if (c->replay && !strcmp(c->pace, "recorded"))
         R->so.pacing = MLXD_PACE_RECORDED;
+    if (c->generate && c->fps == 0) {
+        /* gen_window_wait: 4 MiB in flight (3 ms at 10 Gb/s; the port's socket holds more), at
+         * most 64 frames (a quarter of the 256 receives the receiver posts) */
+        uint64_t w = (4u << 20) / c->page_size;
+        R->gen_window = w < 1 ? 1 : w > 64 ? 64 : w;
+    }
     if (pthread_create(feed, NULL, feed_main, R)) {
         fprintf(stderr, "mlxd-capture: cannot start the feeder thread\n");
         return -1;
