@@ -45,7 +45,7 @@ uint32_t mlxd__cq_clean(struct mlxd_cq *cq, uint32_t qpn) { return mlxd__cq_clea
 static uint32_t mark_units(struct mlxd_cq *cq, uint32_t qpn, struct mlxd_srq *srq)
 {
     const uint32_t ci = cq->ci;
-    uint32_t marked = 0;
+    uint32_t marked = 0, srq_freed = 0;
     for (uint32_t i = ci + cq->zip.n; i - ci < cq->ncqe;) {
         uint8_t *c = slot(cq, i);
         if (!mlxd__cqe_sw_owned(c, owner_of(cq, i))) break;
@@ -57,12 +57,16 @@ static uint32_t mark_units(struct mlxd_cq *cq, uint32_t qpn, struct mlxd_srq *sr
         }
         if ((mlxd_cqe_qpn(c) & MLXD_QPN_MASK) == (qpn & MLXD_QPN_MASK)) {
             /* a title's receives never come from an SRQ (mlxd_qp_create refuses it) */
-            if (srq && len == 1 && is_resp(c)) mlxd__srq_complete(srq, mlxd_cqe_wqe_counter(c));
+            if (srq && len == 1 && is_resp(c)) {
+                mlxd__srq_complete(srq, mlxd_cqe_wqe_counter(c));
+                srq_freed++;
+            }
             for (uint32_t b = 1; b < 4; b++) c[MLXD_CQE_OFF_SOP_DROP_QPN + b] = 0xff;
             marked++;
         }
         i += len;
     }
+    if (srq_freed) mlxd__srq_free(srq, srq_freed);
     return marked;
 }
 
@@ -77,11 +81,14 @@ uint32_t mlxd__cq_clean_srq(struct mlxd_cq *cq, uint32_t qpn, struct mlxd_srq *s
     while (pi - ci < cq->ncqe && mlxd__cqe_sw_owned(slot(cq, pi), owner_of(cq, pi)))
         pi++;
     mlxd_rmb();                               /* owner bytes before the QPNs and the copies */
-    uint32_t freed = 0;
+    uint32_t freed = 0, srq_freed = 0;
     for (uint32_t i = pi; i-- != ci;) {       /* from the newest down: a CQE moves up by freed */
         uint8_t *c = slot(cq, i);
         if ((mlxd_cqe_qpn(c) & MLXD_QPN_MASK) == (qpn & MLXD_QPN_MASK)) {
-            if (srq && is_resp(c)) mlxd__srq_complete(srq, mlxd_cqe_wqe_counter(c));
+            if (srq && is_resp(c)) {
+                mlxd__srq_complete(srq, mlxd_cqe_wqe_counter(c));
+                srq_freed++;
+            }
             freed++;
         } else if (freed) {
             uint8_t *d = slot(cq, i + freed);
@@ -95,5 +102,7 @@ uint32_t mlxd__cq_clean_srq(struct mlxd_cq *cq, uint32_t qpn, struct mlxd_srq *s
     cq->ci = ci + freed;
     mlxd_wmb();                               /* the moves before the slots are handed back */
     mlxd_shared_store(&cq->dbrec[MLXD_CQ_SET_CI], htobe32(cq->ci & MLXD_CQ_CI_MASK));
+    if (srq_freed)                            /* after the record, as the poll loop (struct release) */
+        mlxd__srq_free(srq, srq_freed);
     return freed;
 }

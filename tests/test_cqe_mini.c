@@ -692,7 +692,7 @@ START_TEST(e2e_srq_events)
     ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "SRQ QP's recv_cq"));
     ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "cyclic receive queue"));
     struct mlxd_cq *plain;
-    ck_assert_int_eq(mlxd_cq_create(b.nic, 16, NULL, &plain), 0);
+    ck_assert_int_eq(mlxd_cq_create(b.nic, 64, NULL, &plain), 0);
     qo.recv_cq = plain;
     struct mlxd_qp *sq;
     ck_assert_msg(mlxd_qp_create(b.cq, &qo, &sq) == 0, "%s", mlxd_errmsg());
@@ -754,7 +754,7 @@ START_TEST(e2e_srq_never_compressed)
     struct mlxd_cq_opts co = { .sz = sizeof co, .cqe_comp = MLXD_CQE_COMP_HASH };
     ck_assert_msg(mlxd_cq_create(b.nic, 64, &co, &b.cq) == 0, "%s", mlxd_errmsg());
     struct mlxd_srq *srq;
-    struct mlxd_srq_opts so = { .sz = sizeof so, .depth = 64 };
+    struct mlxd_srq_opts so = { .sz = sizeof so, .depth = 32 };
     ck_assert_msg(mlxd_srq_create(b.nic, &so, &srq) == 0, "%s", mlxd_errmsg());
     struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_RC, .send_depth = 4, .srq = srq };
     b.cq->cqe_comp = 0;                       /* past the driver's rule: the kernel allows it */

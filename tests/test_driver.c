@@ -11,6 +11,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -999,6 +1000,61 @@ START_TEST(ignore_overrun_wire)
 }
 END_TEST
 
+
+/* Two mlxd_qp_create calls at once on one CQ, each asking for all of its entries: the overrun
+ * check and the reservation of the depths are one critical section, so exactly one of the two
+ * is created and the other refused (with two sections both could pass the check on the same
+ * room, and the CQ would be promised twice its entries).  Both threads wait on one flag and
+ * start together; the test counts the rounds whose two calls overlapped in time and fails when
+ * too few did (the race did not happen). */
+struct cc_arg { struct mlxd_cq *cq; _Atomic int *go; int round; int rc; struct mlxd_qp *qp; uint64_t t0, t1; };
+
+static uint64_t cc_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void *cc_create(void *p)
+{
+    struct cc_arg *a = p;
+    uint32_t n = mlxd_cq_size(a->cq);
+    struct mlxd_qp_opts o = { .sz = sizeof o, .type = MLXD_QP_RC, .send_depth = n / 2, .recv_depth = n / 2 };
+    while (atomic_load(a->go) != a->round) ;
+    a->t0 = cc_now();
+    a->rc = mlxd_qp_create(a->cq, &o, &a->qp);
+    a->t1 = cc_now();
+    return NULL;
+}
+
+START_TEST(qp_create_concurrent_no_overcommit)
+{
+    struct mlxd_nic *nic;
+    ck_assert_int_eq(mlxd_open("mlx5_0", NULL, &nic), 0);
+    struct mlxd_cq *cq;
+    ck_assert_int_eq(mlxd_cq_create(nic, 64, NULL, &cq), 0);
+    _Atomic int go = 0;
+    unsigned overlapped = 0;
+    for (int round = 1; round <= 600; round++) {
+        struct cc_arg a[2] = { { .cq = cq, .go = &go, .round = round }, { .cq = cq, .go = &go, .round = round } };
+        pthread_t th[2];
+        for (int i = 0; i < 2; i++) ck_assert_int_eq(pthread_create(&th[i], NULL, cc_create, &a[i]), 0);
+        usleep(200);                             /* both spinning on go */
+        atomic_store(&go, round);
+        for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+        ck_assert_msg((a[0].rc == 0) != (a[1].rc == 0), "round %d: mlxd_qp_create gave %d and %d (exactly one of "
+                      "two QPs as deep as the CQ may be created)", round, a[0].rc, a[1].rc);
+        int loser = a[0].rc == 0 ? 1 : 0;
+        ck_assert_int_eq(a[loser].rc, -EINVAL);
+        ck_assert_int_eq(mlxd_qp_destroy(a[1 - loser].qp), 0);
+        overlapped += a[0].t0 < a[1].t1 && a[1].t0 < a[0].t1;
+    }
+    ck_assert_uint_ge(overlapped, 20);           /* 57 of 600 on a host loaded 15 times over */
+    ck_assert_int_eq(mlxd_close(nic), 0);
+}
+END_TEST
+
 Suite *driver_suite(void)
 {
     Suite *s = suite_create("driver");
@@ -1022,6 +1078,7 @@ Suite *driver_suite(void)
     tcase_add_test(tc, ignore_overrun_cq);
     tcase_add_test(tc, ignore_overrun_wire);
     tcase_add_test(tc, post_while_another_thread_polls);
+    tcase_add_test(tc, qp_create_concurrent_no_overcommit);
     tcase_add_test(tc, destroyed_qp_completions_removed);
     tcase_add_test(tc, two_processes_rc_write_imm);
     tcase_add_test(tc, two_processes_uc_send);
