@@ -670,6 +670,32 @@ START_TEST(e2e_requester_sessions)
 }
 END_TEST
 
+/* 16 SENDs of la on qp, the last signaled, one ring. */
+static void send16(struct mlxd_qp *qp, struct mlxd_local la)
+{
+    for (int i = 0; i < 16; i++) {
+        struct mlxd_entry e = { .wr_id = (uint64_t)i, .op = MLXD_OP_SEND, .flags = i == 15 ? MLXD_SIGNALED : 0,
+                                .num_local = 1, .local = la };
+        ck_assert_int_eq(mlxd_qp_post(qp, &e), 0);
+    }
+    ck_assert_int_eq(mlxd_qp_ring(qp), 0);
+}
+
+/* Side a plain; side b on mlx5_1 with a 64-entry CQ of format comp (events as given) and an
+ * SRQ of depth, no QP yet. */
+static void srq_sides(struct side *a, struct side *b, bool events, uint32_t comp, uint32_t depth,
+                      struct mlxd_srq **srq)
+{
+    mlxd_test_emu_two_devices();
+    memset(b, 0, sizeof *b);
+    side_open(a, "mlx5_0", 0);
+    mlxd_test_open_region("mlx5_1", 65536, &b->nic, &b->buf, &b->reg);
+    struct mlxd_cq_opts co = { .sz = sizeof co, .events = events, .cqe_comp = comp };
+    ck_assert_msg(mlxd_cq_create(b->nic, 64, &co, &b->cq) == 0, "%s", mlxd_errmsg());
+    struct mlxd_srq_opts so = { .sz = sizeof so, .depth = depth };
+    ck_assert_msg(mlxd_srq_create(b->nic, &so, srq) == 0, "%s", mlxd_errmsg());
+}
+
 /* An SRQ QP cannot take a compressed CQ as its recv_cq (our rule: a responder mini-CQE has no
  * wqe_counter, and title + i is a cyclic ring's order, not an SRQ's): -EOPNOTSUPP naming why;
  * with an uncompressed recv_cq the compressed CQ may be its send CQ.  Then a compressing CQ with
@@ -677,16 +703,9 @@ END_TEST
  * written), then polls 16 receives whose wr_ids are the ring's entries in order. */
 START_TEST(e2e_srq_events)
 {
-    mlxd_test_emu_two_devices();
     struct side a, b;
-    memset(&b, 0, sizeof b);
-    side_open(&a, "mlx5_0", 0);
-    mlxd_test_open_region("mlx5_1", 65536, &b.nic, &b.buf, &b.reg);
-    struct mlxd_cq_opts co = { .sz = sizeof co, .events = true, .cqe_comp = MLXD_CQE_COMP_CSUM };
-    ck_assert_msg(mlxd_cq_create(b.nic, 64, &co, &b.cq) == 0, "%s", mlxd_errmsg());
     struct mlxd_srq *srq;
-    struct mlxd_srq_opts so = { .sz = sizeof so, .depth = 64 };
-    ck_assert_msg(mlxd_srq_create(b.nic, &so, &srq) == 0, "%s", mlxd_errmsg());
+    srq_sides(&a, &b, true, MLXD_CQE_COMP_CSUM, 64, &srq);
     struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_RC, .send_depth = 4, .srq = srq };
     ck_assert_int_eq(mlxd_qp_create(b.cq, &qo, &b.qp), -EOPNOTSUPP);
     ck_assert_ptr_nonnull(strstr(mlxd_errmsg(), "SRQ QP's recv_cq"));
@@ -711,12 +730,7 @@ START_TEST(e2e_srq_events)
         ck_assert_int_eq(mlxd_qp_receive(b.qp, rv, 16), 16);
         ck_assert_int_eq(mlxd_cq_arm(b.cq, false), 0);
         uint64_t before = cqes_written(1);
-        for (int i = 0; i < 16; i++) {
-            struct mlxd_entry e = { .wr_id = (uint64_t)i, .op = MLXD_OP_SEND, .flags = i == 15 ? MLXD_SIGNALED : 0,
-                                    .num_local = 1, .local = la };
-            ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
-        }
-        ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+        send16(a.qp, la);
         struct mlxd_event ev[4];
         int n = mlxd_wait(b.nic, 5000, ev, 4);
         ck_assert_int_ge(n, 1);
@@ -746,16 +760,9 @@ END_TEST
  * e2e_responder_sessions), whose wr_ids are the SRQ's entries in order. */
 START_TEST(e2e_srq_never_compressed)
 {
-    mlxd_test_emu_two_devices();
     struct side a, b;
-    memset(&b, 0, sizeof b);
-    side_open(&a, "mlx5_0", 0);
-    mlxd_test_open_region("mlx5_1", 65536, &b.nic, &b.buf, &b.reg);
-    struct mlxd_cq_opts co = { .sz = sizeof co, .cqe_comp = MLXD_CQE_COMP_HASH };
-    ck_assert_msg(mlxd_cq_create(b.nic, 64, &co, &b.cq) == 0, "%s", mlxd_errmsg());
     struct mlxd_srq *srq;
-    struct mlxd_srq_opts so = { .sz = sizeof so, .depth = 32 };
-    ck_assert_msg(mlxd_srq_create(b.nic, &so, &srq) == 0, "%s", mlxd_errmsg());
+    srq_sides(&a, &b, false, MLXD_CQE_COMP_HASH, 32, &srq);
     struct mlxd_qp_opts qo = { .sz = sizeof qo, .type = MLXD_QP_RC, .send_depth = 4, .srq = srq };
     b.cq->cqe_comp = 0;                       /* past the driver's rule: the kernel allows it */
     ck_assert_msg(mlxd_qp_create(b.cq, &qo, &b.qp) == 0, "%s", mlxd_errmsg());
@@ -768,12 +775,7 @@ START_TEST(e2e_srq_never_compressed)
     for (int i = 0; i < 16; i++) rv[i] = (struct mlxd_recv){ .wr_id = 500 + (unsigned)i, .num_local = 1, .local = &lb };
     ck_assert_int_eq(mlxd_srq_receive(srq, rv, 16), 16);
     uint64_t before = cqes_written(1);
-    for (int i = 0; i < 16; i++) {
-        struct mlxd_entry e = { .wr_id = (uint64_t)i, .op = MLXD_OP_SEND, .flags = i == 15 ? MLXD_SIGNALED : 0,
-                                .num_local = 1, .local = la };
-        ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
-    }
-    ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+    send16(a.qp, la);
     ck_assert_uint_eq(sessions_ahead(b.cq, 1, before + 16), 0);
     struct mlxd_completion w[16];
     poll_n(b.cq, w, 16, 16);
