@@ -122,6 +122,8 @@ struct emu_cq {
                                      real-time format (emu_nic_cqe_timestamp) */
     bool     ignore_overrun;      /* IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN (k: hw/mlx5/cq.c sets cqc.oi):
                                      the NIC never reads [0] and never stops on an overrun */
+    uint8_t  cqe_comp;            /* cqe_comp_en with this MLX5_IB_CQE_RES_FORMAT_* (1, 2, 4); 0: off
+                                     (the NIC compresses bursts: emu/nic/nic_cqe_comp.c) */
     struct emu_uar *uar;          /* the UAR whose +0x20 takes the arm doorbell */
     struct emu_comp_channel *channel;  /* may be NULL */
     int      async_fd;            /* where CQ errors go (EVENT_FD or the default async fd) */
@@ -253,6 +255,10 @@ uint64_t emu_nic_clock_cycles(void);
 uint32_t emu_nic_clock_khz(void);
 uint64_t emu_nic_clock_mask(void);
 bool     emu_nic_clock_real_time(void);
+/* CQE compression caps (emu/nic/nic_cqe_comp.c): the session's maximum (0: no compression) and
+ * whether the CSUM_STRIDX mini-CQE format is there (mini_cqe_resp_stride_index). */
+uint32_t emu_nic_cqe_comp_max(void);
+bool     emu_nic_cqe_comp_stridx(void);
 uint64_t emu_nic_real_time_ts(void);
 uint64_t emu_nic_cqe_timestamp(const struct emu_cq *cq);
 /* Changes with every mlxd_emu_clock_set (the kernel half restarts its clock-info time base). */

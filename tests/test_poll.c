@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <infiniband/mlx5dv.h>
 #include "driver.h"
+#include "fake_qp.h"
 #include "mlxd_error.h"
 #include "mlxd_mlx5.h"
 
@@ -70,33 +71,6 @@ static uint32_t record_ci(struct mlxd_cq *cq)
     return be32toh(db[0]);                  /* doorbell record [0]: SET_CI (update_cons_index) */
 }
 
-/* A QP made by hand: receive and send wr_id tables of 8, QPN, user index. */
-struct fq {
-    struct mlxd_qp qp;
-    uint64_t rwrid[8], swrid[8];
-    uint64_t snext[8];   /* entries << 32 | WQEBBs after the WQE at each index */
-};
-
-static struct mlxd_qp *table[MLXD_MAX_QPS];
-
-static void fq_init(struct fq *f, uint32_t qpn, uint32_t uidx, uint64_t base)
-{
-    memset(f, 0, sizeof *f);
-    f->qp.qpn = qpn;
-    f->qp.uidx = uidx;
-    f->qp.state = OBJ_LIVE;
-    f->qp.rq_wqe_cnt = 8;
-    f->qp.rq_wrid = f->rwrid;
-    f->qp.sq_wqebbs = 8;
-    f->qp.sq_wrid = f->swrid;
-    f->qp.sq_next = f->snext;
-    for (int i = 0; i < 8; i++) {
-        f->rwrid[i] = base + i;
-        f->swrid[i] = base + 100 + i;
-        f->snext[i] = (uint64_t)(50 + i) << 32 | (1000u + (uint32_t)i);
-    }
-    table[uidx] = &f->qp;
-}
 
 static struct mlxd_cq *cq_with_table(uint32_t entries)
 {

@@ -559,6 +559,127 @@ static void bench_ring_detached(void)
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* 2c. CQE compression (issue 18 item 2): compressed sessions against full CQEs               */
+/* A detached ring of COMP_RING entries filled, one pass at a time, with the same stream of
+ * responder completions (RDMA SEND receives of one QP, byte_cnt 4096, wqe_counter = producer
+ * index) either as full 64-byte CQEs (a ring without compression: the poll loop's hot path) or
+ * as compressed sessions of COMP_SESSION mini-CQEs (a ring created with MLXD_CQE_COMP_HASH):
+ * the title CQE (format 3, byte_cnt = the count) and its mini-CQE arrays in slots 1, 8, 16, ...
+ * (mlx5/cqe_mini.c).  Reported per completion: the poll loop's time, and the CQ bytes it reads
+ * (the 64-byte slots whose bytes it loads: every slot of full CQEs; of a session its title and
+ * its ceil(N/8) array slots; the invalidation byte it stores into each of a session's slots is
+ * counted apart).  scripts/callgrind.sh counts the instructions of bench_comp_drain_B /
+ * bench_full_drain_B.  libmlx5 is not compared: its ibv_poll_cq / ibv_start_poll do not expand
+ * compressed CQEs (rdma-core providers/mlx5/cq.c reads no CQE format 3), although
+ * mlx5dv_create_cq creates such CQs for a DV consumer. */
+#define COMP_RING 4096u
+#define COMP_SESSION 64u           /* the emulated device's cqe_comp_caps.max_num */
+
+static void comp_fill(volatile uint8_t *ring, uint32_t *pi, bool compressed)
+{
+    const uint32_t per = compressed ? COMP_SESSION : 1;
+    for (uint32_t done = 0; done < COMP_RING; done += per, *pi += per) {
+        uint8_t c[64];
+        memset(c, 0, sizeof c);
+        uint32_t v = htonl(compressed ? COMP_SESSION : 4096);
+        memcpy(c + MLXD_CQE_OFF_BYTE_CNT, &v, 4);
+        v = htonl(0x000123);
+        memcpy(c + MLXD_CQE_OFF_SOP_DROP_QPN, &v, 4);
+        uint16_t w = htons((uint16_t)*pi);
+        memcpy(c + MLXD_CQE_OFF_WQE_COUNTER, &w, 2);
+        if (compressed)
+            for (uint32_t k = 0; k * 8 < COMP_SESSION; k++) {
+                uint8_t arr[64];
+                for (uint32_t j = 0; j < 8; j++) {
+                    uint32_t h = htonl(0x5a5a0000u + k * 8 + j), b = htonl(4096);
+                    memcpy(arr + 8 * j, &h, 4);
+                    memcpy(arr + 8 * j + 4, &b, 4);
+                }
+                memcpy((void *)(ring + ((size_t)((*pi + (k ? 8 * k : 1)) & (COMP_RING - 1)) << 6)), arr, 64);
+            }
+        volatile uint8_t *d = ring + ((size_t)(*pi & (COMP_RING - 1)) << 6);
+        memcpy((void *)d, c, 63);
+        uint8_t op = (uint8_t)(MLXD_CQE_RESP_SEND << 4 | (compressed ? 3u << 2 : 0) | ((*pi & COMP_RING) ? 1 : 0));
+        __atomic_store_n((uint8_t *)&d[63], op, __ATOMIC_RELEASE);
+    }
+}
+
+#define COMP_DRAIN(KIND, B)                                                                       \
+    __attribute__((noinline)) unsigned bench_##KIND##_drain_##B(struct mlxd_cq *cq)                \
+    {                                                                                             \
+        unsigned got = 0;                                                                         \
+        while (got < COMP_RING) {                                                                 \
+            int m = mlxd_cq_poll(cq, g_wc, B);                                                    \
+            if (m <= 0) break;                                                                    \
+            got += (unsigned)m;                                                                   \
+        }                                                                                         \
+        return got;                                                                               \
+    }
+COMP_DRAIN(full, 16)
+COMP_DRAIN(full, 64)
+COMP_DRAIN(comp, 16)
+COMP_DRAIN(comp, 64)
+
+static void bench_cqe_comp(void)
+{
+    static const int batches[2] = { 16, 64 };
+    static unsigned (*const drain[2][2])(struct mlxd_cq *) = { { bench_full_drain_16, bench_full_drain_64 },
+                                                               { bench_comp_drain_16, bench_comp_drain_64 } };
+    for (int kind = 0; kind < 2; kind++) {
+        for (int b = 0; b < 2; b++) {
+            char name[48], what[240];
+            snprintf(name, sizeof name, "cqe_%s_batch%d", kind ? "compressed" : "full", batches[b]);
+            snprintf(what, sizeof what, "detached ring of %u, RESP_SEND %s, mlxd_cq_poll(max %d); per completion",
+                     COMP_RING, kind ? "in sessions of 64 mini-CQEs (HASH)" : "as full CQEs", batches[b]);
+            struct result *r = result_new(name, "ns/CQE", what);
+            struct mlxd_detached_cq_opts o = { .sz = sizeof o, .cqe_comp = kind ? MLXD_CQE_COMP_HASH : 0 };
+            struct mlxd_cq *cq = NULL;
+            volatile void *ringv;
+            uint32_t n;
+            volatile uint32_t *dbrec;
+            if (mlxd_cq_create_detached_opts(COMP_RING, &o, &cq) < 0 || mlxd_cq_ring(cq, &ringv, &n, &dbrec) < 0) {
+                result_unavailable(r, "detached CQ: %s", mlxd_errmsg());
+                continue;
+            }
+            size_t P = C.ring_passes;
+            double *v = malloc(P * sizeof *v);
+            uint32_t pi = 0;
+            for (size_t pass = 0; pass < P + 5; pass++) {
+                comp_fill((volatile uint8_t *)ringv, &pi, kind);
+                uint64_t t0 = mlxd__tsc();
+                unsigned got = drain[kind][b](cq);
+                uint64_t t1 = mlxd__tsc();
+                if (got != COMP_RING || g_wc[0].byte_len != 4096) {
+                    result_unavailable(r, "poll returned %u of %u completions (byte_len %u)", got, COMP_RING,
+                                       g_wc[0].byte_len);
+                    break;
+                }
+                if (pass >= 5) v[pass - 5] = ticks_ns((double)(t1 - t0)) / COMP_RING;
+                r->available = true;
+            }
+            if (r->available) {
+                r->s = bench_stats_of(v, P);
+                r->iters = P * COMP_RING;
+            }
+            free(v);
+            mlxd_cq_destroy(cq);
+        }
+        /* CQ bytes read per completion, from the layout the pass was written in */
+        char name[48], what[240];
+        snprintf(name, sizeof name, "cqe_%s_bytes", kind ? "compressed" : "full");
+        const double lines = kind ? 1.0 + (COMP_SESSION + 7) / 8 : COMP_SESSION;
+        snprintf(what, sizeof what, "CQ bytes the poll loop reads per completion (%s)%s",
+                 kind ? "title + 8 array slots per 64" : "one slot each",
+                 kind ? "; plus 1 invalidation byte stored per slot" : "");
+        struct result *r = result_new(name, "B/CQE", what);
+        double bytes[1] = { lines * 64.0 / COMP_SESSION };
+        r->s = bench_stats_of(bytes, 1);
+        r->iters = 1;
+        r->available = true;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* 2b. rings of the emulated NIC filled by the emulator (what libmlx5 is compared on)         */
 
 static write_imm_fn g_write_imm;
@@ -1406,13 +1527,13 @@ static bool make_dir(const char *opt, const char *path)
     return true;
 }
 
-#define TEST_NAMES "empty,ring,replay,emu-ring,handoff,handoff-event,e2e,compare"
+#define TEST_NAMES "empty,ring,replay,emu-ring,cqe-comp,handoff,handoff-event,e2e,compare"
 
 static void usage(FILE *f)
 {
     fprintf(f,
 "usage: mlxd-bench [options]\n"
-"  --tests LIST         comma list of: empty,ring,replay,emu-ring,handoff,handoff-event,e2e,compare (default all)\n"
+"  --tests LIST         comma list of: empty,ring,replay,emu-ring,cqe-comp,handoff,handoff-event,e2e,compare (default all)\n"
 "  --quick              fewer iterations (a smoke run)\n"
 "  --json | --csv       machine-readable output on stdout instead of the table\n"
 "  --json-out FILE, --csv-out FILE   also write them to files\n"
@@ -1579,6 +1700,7 @@ static void run_tests(void)
     if (want("ring")) { say("mlxd-bench: detached ring...\n"); bench_ring_detached(); }
     if (want("replay")) { say("mlxd-bench: replay feeder...\n"); bench_replay(); }
     if (want("emu-ring")) { say("mlxd-bench: emulated ring...\n"); bench_ring_emu(); }
+    if (want("cqe-comp")) { say("mlxd-bench: CQE compression...\n"); bench_cqe_comp(); }
     if (want("handoff")) { say("mlxd-bench: hand-off busy-poll...\n"); bench_handoff(false); }
     if (want("handoff-event")) { say("mlxd-bench: hand-off event...\n"); bench_handoff(true); }
     if (want("e2e")) bench_e2e();

@@ -564,6 +564,8 @@ int mlxd_qp_destroy(struct mlxd_qp *qp)
     if (nic->qp_table[qp->uidx] == qp) table_set(nic, qp->uidx, NULL);
     if (qp->send_cq->hot_qp == qp) qp->send_cq->hot_qp = NULL;
     if (qp->recv_cq->hot_qp == qp) qp->recv_cq->hot_qp = NULL;
+    mlxd__cq_mini_forget_qp(qp->send_cq, qp);
+    mlxd__cq_mini_forget_qp(qp->recv_cq, qp);
     qp->send_cq->qps--;
     if (qp->recv_cq != qp->send_cq) qp->recv_cq->qps--;
     if (qp->srq && !rc) qp->srq->qps--;       /* a QP the kernel kept still holds its SRQ */

@@ -130,6 +130,7 @@ struct nic_cq {
     uint8_t  fired_sn;          /* sn of the arm that produced the last event */
     bool     overrun;
     bool     failed;            /* a CQ error was raised (mlxd_emu_inject_event): no more CQEs */
+    struct nic_zip *zip;        /* CQE compression: the burst being collected (nic_cqe_comp.c) */
 };
 
 struct nic_txslot { uint8_t buf[NIC_PKT_MAX]; uint32_t len; struct sockaddr_in to; };
@@ -203,6 +204,13 @@ struct nic_cqe {
     uint8_t  inl_len;
 };
 int  nic_cqe_write(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c);
+int  nic_cq_room(struct nic_dev *nd, struct emu_cq *cq, uint32_t idx);
+void nic_cqe_put(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c, uint32_t byte_cnt,
+                 uint8_t format, uint32_t n);
+/* nic_cqe_comp.c: a compressing CQ's CQEs are held while they can join one session, written
+ * when one cannot, at the session's maximum, and at the end of every engine pass (the burst) */
+int  nic_cqe_comp_write(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c);
+void nic_cqe_comp_flush(struct nic_dev *nd, struct nic_cq *c);
 int  nic_cq_poll_arm(struct nic_dev *nd, struct nic_cq *c);
 
 /* nic_req.c: requester */

@@ -128,6 +128,12 @@ void emu_nic_qp_destroy(struct emu_qp *qp)
     if (!q) return;
     for (struct nic_qp **pp = &q->nd->qps; *pp; pp = &(*pp)->next)
         if (*pp == q) { *pp = q->next; break; }
+    /* CQEs a compressing CQ still holds reach the ring before QP_DESTROY returns, as a
+     * ConnectX's do: after it, the driver cleans the QP's CQEs from the CQ (nic_cqe_comp.c) */
+    struct emu_cq *cqs[2] = { qp->send_cq, qp->recv_cq };
+    for (int i = 0; i < 2; i++)
+        if (cqs[i] && cqs[i]->nic && ((struct nic_cq *)cqs[i]->nic)->zip)
+            nic_cqe_comp_flush(q->nd, cqs[i]->nic);
     qp->nic = NULL;
     free(q->msgs);
     free(q);
@@ -192,6 +198,7 @@ void emu_nic_cq_destroy(struct emu_cq *cq)
         for (struct nic_cq **pp = &nd->cqs; *pp; pp = &(*pp)->next)
             if (*pp == c) { *pp = c->next; break; }
     cq->nic = NULL;
+    free(c->zip);
     free(c);
 }
 
@@ -275,6 +282,8 @@ static int engine_pass(struct nic_dev *nd)
         if (q->ack_pending) nic_resp_flush_acks(q);
         work += nic_req_progress(q);    /* ACKs may have opened the window */
     }
+    /* the pass's burst of CQEs ends: a compressing CQ writes what it held (nic_cqe_comp.c) */
+    for (struct nic_cq *c = nd->cqs; c; c = c->next) if (c->zip) nic_cqe_comp_flush(nd, c);
     for (struct nic_cq *c = nd->cqs; c; c = c->next) work += nic_cq_poll_arm(nd, c);
     wire_tx_flush(nd);
     return work;

@@ -10,6 +10,7 @@
 #include "../../emu/nic/nic_engine.c"
 #include "../../emu/nic/nic_clock.c"
 #include "../../emu/nic/nic_cq.c"
+#include "../../emu/nic/nic_cqe_comp.c"
 #include "../../emu/nic/nic_req.c"
 #include "../../emu/nic/nic_doorbell.c"
 #include "../../emu/nic/nic_resp.c"
