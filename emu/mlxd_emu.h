@@ -175,6 +175,9 @@ struct mlxd_emu_nic_stats {
                                       them (its UDP socket's receive buffer was full: the engine
                                       was not scheduled in time on a loaded machine): lost on the
                                       emulated wire.  The socket's SO_MEMINFO drop counter. */
+    uint64_t timeouts_peer_frozen; /* RC timer expiries not counted against retry_cnt: the peer's
+                                      emulated NIC (a thread of its process) had not run since
+                                      the previous one (docs/emulator.md "Starved responder") */
 };
 
 /* Sets (f) or clears (f == NULL) the egress faults of device `index`; resets the packet index

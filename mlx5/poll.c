@@ -197,7 +197,8 @@ static inline uint64_t send_done(struct mlxd_qp *qp, uint32_t wc, const uint64_t
     return qp->sq_wrid[i];
 }
 
-/* What a run of CQEs of one QP frees in that QP's rings.  It is published only after the CQ's
+/* What a run of CQEs of one QP frees in that QP's rings (its receive ring, or the SRQ its
+ * receives come from).  It is published only after the CQ's
  * doorbell record has handed the run's CQE slots back to the NIC.  In the other order a poster
  * could reuse a freed WQE or receive slot while the NIC still counts the CQE slot of its
  * completion as occupied, so a CQ exactly as deep as its QPs' rings would overrun (CQ error,
@@ -209,7 +210,9 @@ static inline uint64_t send_done(struct mlxd_qp *qp, uint32_t wc, const uint64_t
 
 static inline void release_rings(const struct release *r)
 {
-    if (r->rq_done)
+    if (mlxd_unlikely(r->rq_done && r->qp->srq))
+        mlxd__srq_free(r->qp->srq, r->rq_done);     /* one update per run, as rq_ci */
+    else if (r->rq_done)
         atomic_store_explicit(&r->qp->rq_ci, atomic_load_explicit(&r->qp->rq_ci, memory_order_relaxed) + r->rq_done,
                               memory_order_release);
     if (r->sq_next) atomic_store_explicit(&r->qp->sq_ci, *r->sq_next, memory_order_release);
@@ -358,6 +361,7 @@ static inline __attribute__((always_inline)) void decode_run(const struct mlxd_c
                 rq_done++;
             } else if (account && qp && qp->srq) {
                 wr_id = mlxd__srq_complete(qp->srq, wc);     /* the general path: SRQ receives */
+                rq_done++;                                    /* counted free at the release */
             }
         } else {
             enum side side = SIDE_SEND;
@@ -382,6 +386,7 @@ static inline __attribute__((always_inline)) void decode_run(const struct mlxd_c
                 rq_done++;
             } else if (account && side == SIDE_RECV && qp && qp->srq) {
                 wr_id = mlxd__srq_complete(qp->srq, wc);
+                rq_done++;
             }
         }
         w->wr_id = wr_id;

@@ -68,7 +68,8 @@ struct mlxd_cq {
     bool     ignore_overrun;        /* IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN */
     bool     real_time;             /* MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS */
     uint32_t ci_sink[2];            /* dbrec of an overrun-ignoring CQ */
-    uint64_t committed;             /* the send/receive depths of its QPs (under nic->lock): the
+    uint64_t committed;             /* the send/receive depths of its QPs, and the depth of each
+                                       SRQ whose QPs complete receives here (under nic->lock): the
                                        overrun checks of mlxd_qp_create */
     unsigned qps;                   /* QPs using this CQ (under nic->lock) */
     int      destroy_result;
@@ -105,11 +106,23 @@ struct mlxd_srq {
     size_t   mem_len;
     uint64_t pinned_ring, pinned_db;
     unsigned qps;                   /* live QPs using it (under nic->lock) */
+    struct mlxd_srq_cq *rcqs;       /* the receive CQs of its QPs: its depth counts on each once */
     int      destroy_result;
     struct mlxd_srq *next;
 };
-/* mlx5/srq.c: the completion of SRQ WQE index wc: its wr_id; frees the WQE (poll thread). */
+/* A receive CQ of an SRQ's QPs (uverbs/qp.c): the SRQ's depth is in cq->committed while users
+ * QPs (or QPs being created) complete its receives there (under nic->lock). */
+struct mlxd_srq_cq {
+    struct mlxd_cq *cq;
+    unsigned users;
+    struct mlxd_srq_cq *next;
+};
+/* mlx5/srq.c: the completion of SRQ WQE index wc: its wr_id; links the WQE after tail (poll
+ * thread).  mlxd_srq_receive may fill it only once mlxd__srq_free has counted it, which the
+ * poll loop does once per run of completions and only after the CQ's doorbell record handed
+ * their CQE slots back (struct release in mlx5/poll.c). */
 uint64_t mlxd__srq_complete(struct mlxd_srq *srq, uint32_t wc);
+void mlxd__srq_free(struct mlxd_srq *srq, uint32_t n);
 void mlxd__srq_release(struct mlxd_srq *srq);
 
 struct mlxd_qp {

@@ -788,6 +788,7 @@ static int qp_bfreg(struct emu_file *f, const struct mlx5_ib_create_qp *ucmd, st
     if (ucmd->flags & MLX5_QP_FLAG_UAR_PAGE_INDEX) {
         *uar = emu_k_find_uar_by_page(f, ucmd->bfreg_index);
         if (!*uar) return -EINVAL;
+        *bf_off = 0;   /* the page only: the library picks the bfreg in it (nic_doorbell.c) */
     } else if (ucmd->flags & MLX5_QP_FLAG_BFREG_INDEX) {
         /* bfregn_to_uar_index: static table only */
         if (f->ctx.dyn_uar || ucmd->bfreg_index >= f->total_bfregs) return -EINVAL;
@@ -885,7 +886,6 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
         qp->pub.qpn = ((ds->qp_gen++ & 0xff) << 16) | slot;
         qp->pub.uar = &uar->pub;
         qp->pub.bf_off = bf_off;
-        qp->pub.page_bfregs = ucmd.flags & MLX5_QP_FLAG_UAR_PAGE_INDEX;
         qp->pub.async_fd = async ? async->chan.fd : -1;
         ds->qp_tab[slot] = qp;
         r = emu_nic_qp_create(&qp->pub);
