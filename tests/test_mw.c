@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "driver.h"
 #include "mlxd_emu.h"
 #include "mlxd_error.h"
 #include "mlxd_mlx5.h"
@@ -286,6 +287,50 @@ START_TEST(type2_remote_invalidate)
 }
 END_TEST
 
+/* The entry after a bind carries the initiator small fence (1<<5) unless it asks for a fence
+ * mode itself: a FENCE entry keeps FENCE (4<<5), fm is one 3-bit value and 5 names none
+ * (mlx5dv.h MLX5_WQE_CTRL_FENCE / MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE).  A WQE whose fm is 5 is
+ * refused by the NIC: syndrome 0x02 MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR. */
+START_TEST(fence_after_bind)
+{
+    struct side a, b;
+    setup(&a, &b);
+    struct pair p = connect_pair(&a, &b);
+    struct mlxd_mw *mw;
+    ck_assert_int_eq(mlxd_mw_alloc(a.nic, MLXD_MW_TYPE_1, &mw), 0);
+    struct mlxd_mw_bind bd = win(mw, &a, MLXD_ACCESS_REMOTE_WRITE);
+    bind_ok(&a, p.a, &bd, 1);
+    uint32_t pi = p.a->sq_pi & (p.a->sq_wqebbs - 1);
+    struct mlxd_entry e = { .wr_id = 2, .op = MLXD_OP_NOP, .flags = MLXD_SIGNALED | MLXD_FENCE };
+    ck_assert_int_eq(mlxd_qp_post(p.a, &e), 0);
+    ck_assert_uint_eq(p.a->sq[(size_t)pi * 64 + 11], 0x80 | 0x08);      /* FENCE | CQ_UPDATE */
+    ck_assert_int_eq(mlxd_qp_ring(p.a), 0);
+    struct mlxd_completion wc = wait_one(a.cq);
+    ck_assert_msg(wc.status == 0 && wc.wr_id == 2, "status %u syndrome 0x%x", wc.status, wc.syndrome);
+    /* without FENCE the small fence goes in */
+    bind_ok(&a, p.a, &bd, 3);
+    pi = p.a->sq_pi & (p.a->sq_wqebbs - 1);
+    e.wr_id = 4;
+    e.flags = MLXD_SIGNALED;
+    ck_assert_int_eq(mlxd_qp_post(p.a, &e), 0);
+    ck_assert_uint_eq(p.a->sq[(size_t)pi * 64 + 11], 0x20 | 0x08);
+    ck_assert_int_eq(mlxd_qp_ring(p.a), 0);
+    wc = wait_one(a.cq);
+    ck_assert_msg(wc.status == 0 && wc.wr_id == 4, "status %u syndrome 0x%x", wc.status, wc.syndrome);
+    /* fm 5 written into the ring (what ORing the two gave): the NIC refuses the WQE */
+    pi = p.a->sq_pi & (p.a->sq_wqebbs - 1);
+    e.wr_id = 5;
+    ck_assert_int_eq(mlxd_qp_post(p.a, &e), 0);
+    p.a->sq[(size_t)pi * 64 + 11] = 0xa0 | 0x08;
+    ck_assert_int_eq(mlxd_qp_ring(p.a), 0);
+    wc = wait_one(a.cq);
+    ck_assert_msg(wc.wr_id == 5 && wc.status == MLXD_WC_LOC_QP_OP_ERR && wc.syndrome == 0x02,
+                  "status %u syndrome 0x%x", wc.status, wc.syndrome);
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
 /* Binds the NIC refuses: syndrome 0x06, IBV_WC_MW_BIND_ERR, the QP to ERR (the entry after it
  * flushed): a region without MW_BIND, a range past the region, a type 2 window bound twice. */
 START_TEST(bind_errors)
@@ -503,6 +548,7 @@ Suite *mw_suite(void)
     tcase_add_test(tc, type2_bind_other_qp_local_inv);
     tcase_add_test(tc, type2_remote_invalidate);
     tcase_add_test(tc, bind_errors);
+    tcase_add_test(tc, fence_after_bind);
     tcase_add_test(tc, misuse_is_refused);
     tcase_add_test(tc, faults_leave_nothing);
     tcase_add_test(tc, two_processes);
