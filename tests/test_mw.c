@@ -331,6 +331,43 @@ START_TEST(fence_after_bind)
 }
 END_TEST
 
+/* A SEND with Invalidate whose R_Key names no window bound to the QP (here the region's own
+ * rkey): the responder's class J error.  The receive the message took completes with its cause,
+ * syndrome 0x12 MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR, IBV_WC_REM_INV_REQ_ERR (Linux rxe
+ * RESPST_ERR_INVALIDATE_RKEY: the same status), not as a flush; the requester gets NAK Invalid
+ * Request (0x12 on its side too) and the responder's QP raises IB_EVENT_QP_REQ_ERR. */
+START_TEST(send_inv_refused)
+{
+    struct side a, b;
+    setup(&a, &b);
+    struct pair p = connect_pair(&a, &b);
+    struct mlxd_local rl = mlxd_region_local(a.reg);
+    rl.addr += 32768;
+    rl.length = 256;
+    struct mlxd_recv rv[2] = { { .wr_id = 40, .num_local = 1, .local = &rl },
+                               { .wr_id = 42, .num_local = 1, .local = &rl } };
+    ck_assert_int_eq(mlxd_qp_receive(p.a, rv, 2), 2);
+    struct mlxd_local l = mlxd_region_local(b.reg);
+    l.length = 100;
+    struct mlxd_entry e = { .wr_id = 41, .op = MLXD_OP_SEND_INV, .flags = MLXD_SIGNALED, .num_local = 1,
+                            .local = l, .invalidate_rkey = mlxd_region_local(a.reg).lkey };
+    ck_assert_int_eq(mlxd_qp_post(p.b, &e), 0);
+    ck_assert_int_eq(mlxd_qp_ring(p.b), 0);
+    struct mlxd_completion s = wait_one(b.cq), r = wait_one(a.cq);
+    ck_assert_msg(s.wr_id == 41 && s.status == MLXD_WC_REM_INV_REQ_ERR && s.syndrome == 0x12,
+                  "send: status %u syndrome 0x%x", s.status, s.syndrome);
+    ck_assert_msg(r.wr_id == 40 && r.status == MLXD_WC_REM_INV_REQ_ERR && r.syndrome == 0x12,
+                  "recv: wr_id %llu status %u syndrome 0x%x", (unsigned long long)r.wr_id, r.status, r.syndrome);
+    r = wait_one(a.cq);                                                  /* the other one flushed */
+    ck_assert_msg(r.wr_id == 42 && r.status == MLXD_WC_WR_FLUSH_ERR, "status %u", r.status);
+    struct mlxd_event ev[2];
+    ck_assert_int_eq(mlxd_wait(a.nic, 5000, ev, 2), 1);
+    ck_assert_uint_eq(ev[0].kind, MLXD_EVENT_QP_REQ_ERROR);
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
 /* Binds the NIC refuses: syndrome 0x06, IBV_WC_MW_BIND_ERR, the QP to ERR (the entry after it
  * flushed): a region without MW_BIND, a range past the region, a type 2 window bound twice. */
 START_TEST(bind_errors)
@@ -549,6 +586,7 @@ Suite *mw_suite(void)
     tcase_add_test(tc, type2_remote_invalidate);
     tcase_add_test(tc, bind_errors);
     tcase_add_test(tc, fence_after_bind);
+    tcase_add_test(tc, send_inv_refused);
     tcase_add_test(tc, misuse_is_refused);
     tcase_add_test(tc, faults_leave_nothing);
     tcase_add_test(tc, two_processes);

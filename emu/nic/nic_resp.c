@@ -360,12 +360,16 @@ static bool resp_write(struct nic_qp *q, const struct mlxd_roce_pkt *p, bool fir
  * window bound to this QP, which is invalidated before the completion (IB spec 9.4.1.1.3,
  * 10.6.7.2.5; nic_mw.c); the CQE is MLX5_CQE_RESP_SEND_INV with the R_Key where an immediate
  * goes (rdma-core providers/mlx5/cq.c: IBV_WC_WITH_INV, invalidated_rkey).  An R_Key that does
- * not qualify is a remote access error (the emulator's choice; the data already placed stays). */
+ * not qualify is the responder's class J error: the receive WQE the message took completes with
+ * its cause, MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR (0x12, IBV_WC_REM_INV_REQ_ERR; Linux rxe
+ * rxe_resp.c RESPST_ERR_INVALIDATE_RKEY gives the same status), the requester gets NAK Invalid
+ * Request, the QP goes to ERR.  The data already placed stays. */
 static bool remote_invalidate(struct nic_qp *q, const struct mlxd_roce_pkt *p)
 {
     if (nic_mw_remote_inv(q, p->ieth_rkey)) return true;
     q->in_msg = false;
-    refuse(q, p, true);
+    resp_cqe(q, NIC_CQE_RESP_ERR, NIC_SYND_REMOTE_INVAL_REQ, 0x52, 0, 0, false);
+    refuse(q, p, false);
     return false;
 }
 
