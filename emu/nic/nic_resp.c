@@ -198,9 +198,13 @@ static void drop_uc(struct nic_qp *q)
 }
 
 /* The message kind and position of a request opcode; false for one the responder does not take
- * (IB spec vol. 1 9.2, table 38). */
-static bool classify(uint8_t op, int *kind, bool *first, bool *last)
+ * on this transport (IB spec vol. 1 9.2, table 38): UC has SEND and WRITE only, no READ and no
+ * invalidate (0x36/0x37 name nothing).  mlxd_roce_parse drops those already; this keeps the
+ * responder right on its own. */
+static bool classify(uint8_t opcode, int *kind, bool *first, bool *last)
 {
+    uint8_t op = opcode & 0x1f;
+    if ((opcode & 0xe0) == MLXD_ROCE_TRANSPORT_UC && op > MLXD_ROCE_OP_WRITE_ONLY_IMM) return false;
     static const struct { uint8_t kind, first, last; } t[32] = {
         [MLXD_ROCE_OP_SEND_FIRST] = { K_SEND, 1, 0 },      [MLXD_ROCE_OP_SEND_MIDDLE] = { K_SEND, 0, 0 },
         [MLXD_ROCE_OP_SEND_LAST] = { K_SEND, 0, 1 },       [MLXD_ROCE_OP_SEND_LAST_IMM] = { K_SEND, 0, 1 },
@@ -418,7 +422,7 @@ static void responder(struct nic_qp *q, const struct mlxd_roce_pkt *p)
     bool rc = resp_is_rc(q);
     int kind;
     bool first, last;
-    if (!classify(p->opcode & 0x1f, &kind, &first, &last)) {
+    if (!classify(p->opcode, &kind, &first, &last)) {
         q->nd->st.rx_malformed++;
         return;
     }
