@@ -368,6 +368,73 @@ START_TEST(send_inv_refused)
 }
 END_TEST
 
+/* A window outlives its region: a's region R is deregistered and a later region X takes R's
+ * mkey slot with the same tag byte, so X's key equals R's (keys are slot << 8 | an 8-bit tag
+ * that moves on per allocation, slots taken next-fit; k: hw/mlx5/mr.c, the key byte).  The
+ * window still names R: an access through it is a remote access error (0x13), X untouched.
+ * X is other memory registered at R's IOVA.  The reuse is forced: 255 spare regions sit in the slots just before R's; once the free-slot
+ * cursor has come round to them, as many spares are freed as make the tag right at R's slot. */
+START_TEST(window_region_reused)
+{
+    struct side a, b;
+    setup(&a, &b);
+    struct pair p = connect_pair(&a, &b);
+    enum { SPARES = 255 };
+    static unsigned char small[4096] __attribute__((aligned(4096)));
+    struct mlxd_region_opts ro = { .sz = sizeof ro, .access = MLXD_ACCESS_LOCAL_WRITE | MLXD_ACCESS_MW_BIND };
+    struct mlxd_region *pilot, *spare[SPARES], *r, *x = NULL;
+    ck_assert_int_eq(mlxd_region_register(a.nic, small, sizeof small, &ro, &pilot), 0);
+    uint32_t pilot_slot = mlxd_region_local(pilot).lkey >> 8;
+    ck_assert_int_eq(mlxd_region_deregister(pilot), 0);
+    for (unsigned i = 0; i < SPARES; i++)
+        ck_assert_int_eq(mlxd_region_register(a.nic, small, sizeof small, &ro, &spare[i]), 0);
+    unsigned char *rbuf = aligned_alloc(4096, BUF), *xbuf = aligned_alloc(4096, BUF);
+    memset(rbuf, 0, BUF);
+    memset(xbuf, 0x5a, BUF);
+    ck_assert_int_eq(mlxd_region_register(a.nic, rbuf, BUF, &ro, &r), 0);
+    uint32_t rkey_r = mlxd_region_local(r).lkey, slot = rkey_r >> 8;
+    ck_assert_uint_eq(mlxd_region_local(spare[0]).lkey >> 8, pilot_slot + 1);   /* contiguous */
+    ck_assert_uint_eq(slot, pilot_slot + 1 + SPARES);
+    struct mlxd_mw *mw;
+    ck_assert_int_eq(mlxd_mw_alloc(a.nic, MLXD_MW_TYPE_1, &mw), 0);
+    struct mlxd_mw_bind bd = { .mw = mw, .region = r, .addr = (uintptr_t)rbuf + WIN_OFF, .length = WIN_LEN,
+                               .access = MLXD_ACCESS_REMOTE_WRITE };
+    bind_ok(&a, p.a, &bd, 1);
+    uint32_t wkey = mlxd_mw_rkey(mw);
+    ck_assert_int_eq(mlxd_region_deregister(r), 0);
+    /* X: other memory at R's IOVA, so that R's key alone would translate into it */
+    struct mlxd_region_opts xo = ro;
+    xo.iova = (uintptr_t)rbuf;
+    unsigned freed = 0;
+    for (unsigned n = 0; n < 200000 && !x; n++) {
+        struct mlxd_region *t;
+        ck_assert_int_eq(mlxd_region_register(a.nic, xbuf, BUF, &xo, &t), 0);
+        uint32_t k = mlxd_region_local(t).lkey;
+        if (k >> 8 == slot) { x = t; break; }
+        ck_assert_int_eq(mlxd_region_deregister(t), 0);
+        if (k >> 8 == pilot_slot) {   /* next: the spares' slots (as freed), then R's */
+            freed = (uint8_t)(rkey_r - k - 1);
+            for (unsigned i = 0; i < freed; i++) ck_assert_int_eq(mlxd_region_deregister(spare[i]), 0);
+        }
+    }
+    ck_assert_msg(x, "R's slot was not taken again");
+    ck_assert_uint_eq(mlxd_region_local(x).lkey, rkey_r);                /* the same key */
+    struct mlxd_local l = mlxd_region_local(b.reg);
+    l.length = 64;
+    struct mlxd_entry e = { .wr_id = 77, .op = MLXD_OP_WRITE, .flags = MLXD_SIGNALED, .num_local = 1, .local = l,
+                            .remote = { .addr = (uintptr_t)rbuf + WIN_OFF, .rkey = wkey } };
+    ck_assert_int_eq(mlxd_qp_post(p.b, &e), 0);
+    ck_assert_int_eq(mlxd_qp_ring(p.b), 0);
+    expect_access_error(&a, wait_one(b.cq));
+    for (unsigned i = 0; i < BUF; i++) ck_assert_uint_eq(xbuf[i], 0x5a);
+    ck_assert_uint_le(freed, SPARES);
+    side_close(&a);
+    side_close(&b);
+    free(rbuf);
+    free(xbuf);
+}
+END_TEST
+
 /* Binds the NIC refuses: syndrome 0x06, IBV_WC_MW_BIND_ERR, the QP to ERR (the entry after it
  * flushed): a region without MW_BIND, a range past the region, a type 2 window bound twice. */
 START_TEST(bind_errors)
@@ -587,6 +654,7 @@ Suite *mw_suite(void)
     tcase_add_test(tc, bind_errors);
     tcase_add_test(tc, fence_after_bind);
     tcase_add_test(tc, send_inv_refused);
+    tcase_add_test(tc, window_region_reused);
     tcase_add_test(tc, misuse_is_refused);
     tcase_add_test(tc, faults_leave_nothing);
     tcase_add_test(tc, two_processes);
