@@ -121,6 +121,24 @@ static void bind_ok(struct side *a, struct mlxd_qp *qp, const struct mlxd_mw_bin
     ck_assert_uint_eq(wc.opcode, MLXD_WC_BIND_MW);
 }
 
+/* a posts nrecv receives (wr_id 40, then 42) of 256 bytes at a.buf + 32768; b sends 100 bytes
+ * with Invalidate of rkey (wr_id 41) and rings. */
+static void send_inv(struct side *a, struct side *b, const struct pair *p, uint32_t rkey, unsigned nrecv)
+{
+    struct mlxd_local rl = mlxd_region_local(a->reg);
+    rl.addr += 32768;
+    rl.length = 256;
+    struct mlxd_recv rv[2] = { { .wr_id = 40, .num_local = 1, .local = &rl },
+                               { .wr_id = 42, .num_local = 1, .local = &rl } };
+    ck_assert_int_eq(mlxd_qp_receive(p->a, rv, nrecv), (int)nrecv);
+    struct mlxd_local l = mlxd_region_local(b->reg);
+    l.length = 100;
+    struct mlxd_entry e = { .wr_id = 41, .op = MLXD_OP_SEND_INV, .flags = MLXD_SIGNALED, .num_local = 1,
+                            .local = l, .invalidate_rkey = rkey };
+    ck_assert_int_eq(mlxd_qp_post(p->b, &e), 0);
+    ck_assert_int_eq(mlxd_qp_ring(p->b), 0);
+}
+
 static void setup(struct side *a, struct side *b)
 {
     side_open(a, "mlx5_0", MLXD_ACCESS_LOCAL_WRITE | MLXD_ACCESS_MW_BIND);
@@ -263,17 +281,7 @@ START_TEST(type2_remote_invalidate)
     struct mlxd_mw_bind bd = win(mw, &a, MLXD_ACCESS_REMOTE_WRITE);
     bind_ok(&a, p.a, &bd, 1);
     uint32_t rkey = mlxd_mw_rkey(mw);
-    struct mlxd_local rl = mlxd_region_local(a.reg);
-    rl.addr += 32768;
-    rl.length = 256;
-    struct mlxd_recv rv = { .wr_id = 40, .num_local = 1, .local = &rl };
-    ck_assert_int_eq(mlxd_qp_receive(p.a, &rv, 1), 1);
-    struct mlxd_local l = mlxd_region_local(b.reg);
-    l.length = 100;
-    struct mlxd_entry e = { .wr_id = 41, .op = MLXD_OP_SEND_INV, .flags = MLXD_SIGNALED, .num_local = 1,
-                            .local = l, .invalidate_rkey = rkey };
-    ck_assert_int_eq(mlxd_qp_post(p.b, &e), 0);
-    ck_assert_int_eq(mlxd_qp_ring(p.b), 0);
+    send_inv(&a, &b, &p, rkey, 1);
     struct mlxd_completion s = wait_one(b.cq), r = wait_one(a.cq);
     ck_assert_msg(s.status == 0 && s.opcode == MLXD_WC_SEND, "send: status %u opcode %u", s.status, s.opcode);
     ck_assert_msg(r.status == 0 && r.wr_id == 40 && r.opcode == MLXD_WC_RECV, "recv: status %u", r.status);
@@ -341,18 +349,7 @@ START_TEST(send_inv_refused)
     struct side a, b;
     setup(&a, &b);
     struct pair p = connect_pair(&a, &b);
-    struct mlxd_local rl = mlxd_region_local(a.reg);
-    rl.addr += 32768;
-    rl.length = 256;
-    struct mlxd_recv rv[2] = { { .wr_id = 40, .num_local = 1, .local = &rl },
-                               { .wr_id = 42, .num_local = 1, .local = &rl } };
-    ck_assert_int_eq(mlxd_qp_receive(p.a, rv, 2), 2);
-    struct mlxd_local l = mlxd_region_local(b.reg);
-    l.length = 100;
-    struct mlxd_entry e = { .wr_id = 41, .op = MLXD_OP_SEND_INV, .flags = MLXD_SIGNALED, .num_local = 1,
-                            .local = l, .invalidate_rkey = mlxd_region_local(a.reg).lkey };
-    ck_assert_int_eq(mlxd_qp_post(p.b, &e), 0);
-    ck_assert_int_eq(mlxd_qp_ring(p.b), 0);
+    send_inv(&a, &b, &p, mlxd_region_local(a.reg).lkey, 2);
     struct mlxd_completion s = wait_one(b.cq), r = wait_one(a.cq);
     ck_assert_msg(s.wr_id == 41 && s.status == MLXD_WC_REM_INV_REQ_ERR && s.syndrome == 0x12,
                   "send: status %u syndrome 0x%x", s.status, s.syndrome);
@@ -371,9 +368,10 @@ END_TEST
 /* A window outlives its region: a's region R is deregistered and a later region X takes R's
  * mkey slot with the same tag byte, so X's key equals R's (keys are slot << 8 | an 8-bit tag
  * that moves on per allocation, slots taken next-fit; k: hw/mlx5/mr.c, the key byte).  The
- * window still names R: an access through it is a remote access error (0x13), X untouched.
- * X is other memory registered at R's IOVA.  The reuse is forced: 255 spare regions sit in the slots just before R's; once the free-slot
- * cursor has come round to them, as many spares are freed as make the tag right at R's slot. */
+ * window still names R: an access through it is a remote access error (0x13), X (other memory
+ * registered at R's IOVA) untouched.  The reuse is forced: 255 spare regions sit in the slots
+ * just before R's; once the free-slot cursor has come round to them, as many spares are freed
+ * as make the tag right at R's slot. */
 START_TEST(window_region_reused)
 {
     struct side a, b;

@@ -759,6 +759,18 @@ static void case_err_retry(void)
     dev_close(1);
 }
 
+/* A UDP socket on device 0's address (me, its port filled in), for packets to device 1 (to). */
+static int crafted_socket(struct sockaddr_in *me, struct sockaddr_in *to)
+{
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    *me = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr = devs[0].cfg.ipv4, .sin_port = 0};
+    CHECK(bind(s, (struct sockaddr *)me, sizeof *me) == 0);
+    socklen_t ml = sizeof *me;
+    getsockname(s, (struct sockaddr *)me, &ml);
+    *to = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr = devs[1].cfg.ipv4, .sin_port = htons(g_port)};
+    return s;
+}
+
 /* UC: errors drop the message silently; the QP stays usable. */
 static void case_uc_errors(void)
 {
@@ -814,12 +826,8 @@ static void case_uc_rc_only_ops(void)
     memset(MRP(la), 0x11, 8192);
     struct sge rs = {256, 0x800, lb->addr};
     post_recv(p.b, &rs, 1);
-    int s = socket(AF_INET, SOCK_DGRAM, 0);
-    struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr = devs[0].cfg.ipv4, .sin_port = 0};
-    CHECK(bind(s, (struct sockaddr *)&me, sizeof me) == 0);
-    socklen_t ml = sizeof me;
-    getsockname(s, (struct sockaddr *)&me, &ml);
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr = devs[1].cfg.ipv4, .sin_port = htons(g_port)};
+    struct sockaddr_in me, to;
+    int s = crafted_socket(&me, &to);
     uint8_t pl[64], pkt[512];
     memset(pl, 0xee, sizeof pl);
     struct mlxd_emu_nic_stats st0 = {.sz = sizeof st0}, st = {.sz = sizeof st};
@@ -912,14 +920,10 @@ static void case_crafted(void)
     struct pair p = pair_new(2, 0x161, 0x261, 16, 3);
     struct emu_mr *lb = mr_new(1, 8192, 0x800, NIC_ACC_LOCAL_WRITE | NIC_ACC_REMOTE_WRITE);
     memset(MRP(lb), 0x3c, 8192);
-    int s = socket(AF_INET, SOCK_DGRAM, 0);
     /* the crafted packets come from the address QP B is connected to (device 0's), as an
      * attacker on the peer's host would send them; another address is ignored outright */
-    struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr = devs[0].cfg.ipv4, .sin_port = 0};
-    CHECK(bind(s, (struct sockaddr *)&me, sizeof me) == 0);
-    socklen_t ml = sizeof me;
-    getsockname(s, (struct sockaddr *)&me, &ml);
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr = devs[1].cfg.ipv4, .sin_port = htons(g_port)};
+    struct sockaddr_in me, to;
+    int s = crafted_socket(&me, &to);
     uint8_t pl[256], pkt[512];
     memset(pl, 0xee, sizeof pl);
     struct mlxd_roce_pkt w = {.src_ip = ntohl(me.sin_addr.s_addr), .src_port = ntohs(me.sin_port),
