@@ -238,10 +238,14 @@ enum mlxd_wc_flags {
     MLXD_WC_WITH_INV = 8,      /* a SEND with Invalidate landed (MLX5_CQE_RESP_SEND_INV): imm
                                   holds the rkey it invalidated (ibv_wc.invalidated_rkey) */
 };
-/* Receives: bits 31:8 of flags hold the CQE's source QPN (flags_rqpn bits 23:0, struct
- * mlx5_cqe64 in mlx5dv.h), the sender's QP of a UD datagram (ibv_wc.src_qp); read it with
- * mlxd_completion_src_qp().  (Kept in flags so that struct mlxd_completion keeps its 56 bytes
- * and binaries built against earlier headers keep working.) */
+/* Receives of a UD QP: bits 31:8 of flags hold the CQE's source QPN (flags_rqpn bits 23:0,
+ * struct mlx5_cqe64 in mlx5dv.h), the sender's QP of the datagram (ibv_wc.src_qp); read it with
+ * mlxd_completion_src_qp().  Like ibv_wc's src_qp and IBV_WC_GRH (which ibv_poll_cq(3)
+ * documents as valid for UD QPs only), they are read only for UD QPs (and for a CQE of no known QP, as in a
+ * replay, whose QP type is unknown): an RC or UC QP's completions have 0 there and no
+ * MLXD_WC_GRH, and its receives do not pay for the load (issue 18).  (Kept in flags so that
+ * struct mlxd_completion keeps its 56 bytes and binaries built against earlier headers keep
+ * working.) */
 #define MLXD_WC_SRC_QP_SHIFT 8
 
 struct mlxd_completion {
@@ -266,7 +270,7 @@ struct mlxd_completion {
 };
 
 /* The source QP of a receive completion: the sending QP of a UD datagram (24 bits; 0 for
- * requester and error completions, and whatever the NIC reports for connected QPs). */
+ * requester and error completions and for completions of RC and UC QPs). */
 static inline uint32_t mlxd_completion_src_qp(const struct mlxd_completion *c)
 {
     return c->flags >> MLXD_WC_SRC_QP_SHIFT;

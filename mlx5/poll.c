@@ -26,9 +26,11 @@
  *     why a CQ as deep as its rings suffices);
  *   - the general path reads a CQE's 8-byte tail (sop_drop_qpn, wqe_counter, signature,
  *     op_own) once, byte-swapped, and takes the QPN, wqe_counter and opcode from that word;
- *     the hot path loads op_own, wqe_counter and sop_drop_qpn by themselves and compares the
- *     QPN big-endian (fewer instructions, issue 18); then the timestamp, imm, byte_cnt and the
- *     hw_drops byte (srqn_uidx only when the QP changes);
+ *     the hot path loads op_own, wqe_counter and sop_drop_qpn by themselves and compares
+ *     sop_drop_qpn whole, big-endian, with the QPN and a hw_drops byte of 0 (a CQE after drops
+ *     takes the general path; fewer instructions, issue 18); then the timestamp, imm and
+ *     byte_cnt (srqn_uidx only when the QP changes); flags_rqpn (source QPN, GRH) only for a
+ *     UD QP or a CQE of no known QP (reads_src), so a UD QP is never the hot QP;
  *   - each responder completion is written with six 8-byte stores and two 4-byte ones
  *     (byte_len, imm), its op_own-dependent words from four tables indexed by op_own - 0x10;
  *     error CQEs and rare opcodes go to an out-of-line function, so the common path has no
@@ -270,9 +272,14 @@ static inline uint32_t rqpn_flags(const uint8_t *c)
 }
 
 /* The words of a responder completion (success) but wr_id, timestamp and qp, from the CQE and
- * the table entries j = op_own - 0x10. */
+ * the table entries j = op_own - 0x10.  src: the source QPN and GRH flag are read (a UD QP's
+ * receive, or a CQE of no known QP); for other QPs they mean nothing (ibv_poll_cq(3): src_qp
+ * and IBV_WC_GRH are valid for UD QPs only) and stay 0, so RC/UC receives skip the load (issue 18).
+ * hw: the hw_drops byte (byte 56 of the CQE, the top byte of sop_drop_qpn), as the caller read
+ * it. */
 static inline __attribute__((always_inline)) void put_resp(struct mlxd_completion *w, const uint8_t *c,
-                                                           uint32_t qpn, uint64_t wc, uint32_t j)
+                                                           uint32_t qpn, uint64_t wc, uint32_t j, bool src,
+                                                           uint32_t hw)
 {
     uint64_t v;
     memcpy((char *)w + offsetof(struct mlxd_completion, status), &resp.status_opcode[j], 8);
@@ -281,19 +288,26 @@ static inline __attribute__((always_inline)) void put_resp(struct mlxd_completio
     const uint32_t byte_len = mlxd_cqe_byte_cnt(c), imm = mlxd_cqe_imm(c) & (uint32_t)resp.imm_mask[j];
     memcpy((char *)w + offsetof(struct mlxd_completion, byte_len), &byte_len, 4);
     memcpy((char *)w + offsetof(struct mlxd_completion, imm), &imm, 4);
-    v = qpn | resp.flags_hi[j] | (uint64_t)rqpn_flags(c) << 32;
+    v = qpn | resp.flags_hi[j];
+    if (src) v |= (uint64_t)rqpn_flags(c) << 32;
     memcpy((char *)w + offsetof(struct mlxd_completion, qpn), &v, 8);
-    /* hw_drops (byte 56 of the CQE, the top byte of sop_drop_qpn) into byte 6: loaded as a
-     * byte, which needs no 64-bit mask constant in a register */
-    v = wc | (uint64_t)c[MLXD_CQE_OFF_SOP_DROP_QPN] << 48 | resp.tail[j];
+    /* hw_drops into byte 6 */
+    v = wc | (uint64_t)hw << 48 | resp.tail[j];
     memcpy((char *)w + offsetof(struct mlxd_completion, wqe_counter), &v, 8);
 #else
     v = (uint64_t)mlxd_cqe_byte_cnt(c) << 32 | (mlxd_cqe_imm(c) & resp.imm_mask[j]);
     memcpy((char *)w + offsetof(struct mlxd_completion, byte_len), &v, 8);
-    v = (uint64_t)qpn << 32 | resp.flags_hi[j] | rqpn_flags(c);
+    v = (uint64_t)qpn << 32 | resp.flags_hi[j] | (src ? rqpn_flags(c) : 0);
     memcpy((char *)w + offsetof(struct mlxd_completion, qpn), &v, 8);
-    put_tail(w, (uint32_t)wc, 0, 0, c[MLXD_CQE_OFF_OP_OWN] >> MLXD_CQE_OPCODE_SHIFT, 0, c[MLXD_CQE_OFF_SOP_DROP_QPN]);
+    put_tail(w, (uint32_t)wc, 0, 0, c[MLXD_CQE_OFF_OP_OWN] >> MLXD_CQE_OPCODE_SHIFT, 0, hw);
 #endif
+}
+
+/* Whether the completions of qp carry the source QPN and GRH flag (put_resp): a UD QP's, or
+ * those of no known QP (replay: any QP type).  Decided by the QP's type, per run of CQEs. */
+static inline bool reads_src(const struct mlxd_qp *qp)
+{
+    return !qp || qp->type == MLXD_QP_UD;
 }
 
 /* ---- the batch ---------------------------------------------------------------------------- */
@@ -310,6 +324,7 @@ static inline __attribute__((always_inline)) void decode_run(const struct mlxd_c
     struct mlxd_qp *qp = rel->qp;
     uint32_t key = qp ? qp->qpn : ~0u, rq_mask = qp ? qp->rq_wqe_cnt - 1 : 0, rq_done = rel->rq_done;
     const uint64_t *rq_wrid = qp ? qp->rq_wrid : NULL, *sq_next = rel->sq_next;
+    bool src = reads_src(qp);
     for (const uint8_t *const c_end = c + ((size_t)cnt << 6); c != c_end; c += 64, w++) {
         /* host-order words of the CQE's last 32 bytes: sop_drop_qpn|wqe_counter|signature|op_own
          * (8 bytes at 56) first, then timestamp (48), imm (36), byte_cnt (44), srqn_uidx (32,
@@ -331,6 +346,7 @@ static inline __attribute__((always_inline)) void decode_run(const struct mlxd_c
             key = qpn;
             rq_wrid = qp ? qp->rq_wrid : NULL;
             rq_mask = qp ? qp->rq_wqe_cnt - 1 : 0;
+            src = reads_src(qp);
             rq_done = 0;
             sq_next = NULL;
         }
@@ -340,7 +356,7 @@ static inline __attribute__((always_inline)) void decode_run(const struct mlxd_c
         uint64_t wr_id = wc;
         uint32_t ri = op_own - RESP_OP_OWN_BASE;
         if (mlxd_likely(ri < 64)) {                                      /* responder, success */
-            put_resp(w, c, qpn, wc, ri);
+            put_resp(w, c, qpn, wc, ri, src, (uint32_t)(tail >> 56));
             if (mlxd_likely(rq_wrid != NULL)) {
                 wr_id = rq_wrid[wc & rq_mask];
                 rq_done++;
@@ -395,11 +411,13 @@ static inline int hand_back(struct mlxd_cq *cq, uint32_t n, const struct release
 
 /* The hot QP of the next batch: the last run's QP when its receives complete here.  (Not a QP
  * whose receive CQ is another: a CQE of a destroyed QP found in a NIC-wide table under a
- * reused number must not make this CQ remember a QP that mlxd_qp_destroy will not clear.) */
+ * reused number must not make this CQ remember a QP that mlxd_qp_destroy will not clear.)
+ * Not a UD QP: the hot path skips the source QPN (reads_src), so UD receives, rare on a
+ * sensor stream, take the general path, which reads it. */
 static inline struct mlxd_qp *hot_candidate(const struct mlxd_cq *cq, struct mlxd_qp *qp)
 {
     /* a recorded CQ keeps none: every batch takes the general path, where it is recorded */
-    return qp && qp->rq_wrid && qp->recv_cq == cq && !cq->recorder ? qp : NULL;
+    return qp && qp->rq_wrid && qp->recv_cq == cq && !cq->recorder && qp->type != MLXD_QP_UD ? qp : NULL;
 }
 
 /* The general path of a batch, from its k-th CQE on (the hot path decoded k, all receive
@@ -447,26 +465,31 @@ static inline uint32_t cqes_between(const uint8_t *c, const uint8_t *e)
  * rare CQE). */
 static inline __attribute__((always_inline)) const uint8_t *decode_hot_as(struct mlxd_qp *qp, const uint8_t *c,
                                                                     const uint8_t *const c_end,
-                                                                    struct mlxd_completion *w, const bool no_qp)
+                                                                    struct mlxd_completion **wp, const bool no_qp)
 {
+    struct mlxd_completion *w = *wp;
     const uint32_t key = no_qp ? 0 : qp->qpn, rq_mask = no_qp ? 0 : qp->rq_wqe_cnt - 1;
     const uint64_t *const rq_wrid = no_qp ? NULL : qp->rq_wrid;
-    /* the QPN as the CQE holds it (big-endian, bytes 57..59 of sop_drop_qpn): compared without
-     * a byte swap; op_own and wqe_counter loaded by themselves (no shifts out of one word) */
-    const uint32_t key_be = htobe32(key & MLXD_QPN_MASK);
+    /* sop_drop_qpn as the CQE holds it (big-endian): compared whole, without a byte swap, with
+     * the QP's number and a hw_drops byte (56) of 0, so the completion's hw_drops is 0 without
+     * a load; a CQE that reports drops (rare) goes to the general path, which reads it.  op_own
+     * and wqe_counter loaded by themselves (no shifts out of one word) */
+    const uint32_t key_be = htobe32(key);      /* a QPN has 24 bits: no mask (else: no match) */
     for (; c != c_end; c += 64, w++) {
         uint32_t ri = (uint32_t)c[MLXD_CQE_OFF_OP_OWN] - RESP_OP_OWN_BASE;
         uint32_t sop_be;
         memcpy(&sop_be, c + MLXD_CQE_OFF_SOP_DROP_QPN, 4);
-        if (mlxd_unlikely((!no_qp && (sop_be & htobe32(MLXD_QPN_MASK)) != key_be) || ri >= 64)) break;
+        if (mlxd_unlikely((!no_qp && sop_be != key_be) || ri >= 64)) break;
         const uint64_t wc = mlxd_load_be16(c + MLXD_CQE_OFF_WQE_COUNTER);
         const uint32_t qpn = no_qp ? be32toh(sop_be) & MLXD_QPN_MASK : key;
         uint64_t ts = mlxd_load_be64(c + MLXD_CQE_OFF_TIMESTAMP);
         memcpy((char *)w + offsetof(struct mlxd_completion, timestamp), &ts, sizeof ts);
         memcpy((char *)w + offsetof(struct mlxd_completion, qp), &qp, sizeof qp);
-        put_resp(w, c, qpn, wc, ri);
+        /* a hot QP is never UD (hot_candidate); its hw_drops is 0 (compared above) */
+        put_resp(w, c, qpn, wc, ri, no_qp, no_qp ? c[MLXD_CQE_OFF_SOP_DROP_QPN] : 0);
         w->wr_id = no_qp ? wc : rq_wrid[wc & rq_mask];   /* no QP: the wqe_counter, as decode_run */
     }
+    *wp = w;
     return c;
 }
 #define decode_hot(qp, c, c_end, w) decode_hot_as(qp, c, c_end, w, false)
@@ -490,6 +513,18 @@ static inline int hand_back_no_qp(struct mlxd_cq *cq, uint32_t n)
     mlxd_wmb();                               /* CQE reads before the slots are handed back */
     mlxd_shared_store(&cq->dbrec[MLXD_CQ_SET_CI], htobe32(nci & MLXD_CQ_CI_MASK));
     return (int)n;
+}
+
+/* The hot path (or the no-QP one) of a batch stopped at e, before p, the batch's end, having
+ * written the completions up to w: the general path decodes the rest.  The batch's start, its
+ * size and out are found again from the CQ and these pointers, so that the hot loop keeps no
+ * value live for this rare case (no spill per batch: issue 18). */
+static __attribute__((noinline)) int poll_hot_stopped(struct mlxd_cq *cq, struct mlxd_completion *w,
+                                                      const uint8_t *e, const uint8_t *p, struct mlxd_qp *hot)
+{
+    const uint8_t *c = (const uint8_t *)(uintptr_t)cq->buf + ((size_t)(cq->ci & (cq->ncqe - 1)) << 6);
+    const uint32_t k = cqes_between(c, e);
+    return poll_general(cq, w - k, cqes_between(c, p), k, hot);
 }
 
 /* A batch of up to max (> 1) CQEs; the caller saw the one at ci. */
@@ -527,14 +562,15 @@ static __attribute__((noinline)) int poll_batch(struct mlxd_cq *cq, struct mlxd_
     /* 3. Decode: the hot path while it can, the general one for the rest.  4. Hand the slots
      *    back, then free the receive slots (struct release: in this order). */
     struct mlxd_qp *hot = cq->hot_qp;
+    struct mlxd_completion *w = out;
     if (mlxd_unlikely(!hot)) {
         if (!no_qp_ring(cq)) return poll_general(cq, out, n, 0, NULL);
-        const uint8_t *e = decode_no_qp(c, p, out);
-        return mlxd_likely(e == p) ? hand_back_no_qp(cq, n) : poll_general(cq, out, n, cqes_between(c, e), NULL);
+        const uint8_t *e = decode_no_qp(c, p, &w);
+        return mlxd_likely(e == p) ? hand_back_no_qp(cq, n) : poll_hot_stopped(cq, w, e, p, NULL);
     }
     /* where the hot path stopped, compared as a pointer (no count in the common case) */
-    const uint8_t *e = decode_hot(hot, c, p, out);
-    if (mlxd_unlikely(e != p)) return poll_general(cq, out, n, cqes_between(c, e), hot);
+    const uint8_t *e = decode_hot(hot, c, p, &w);
+    if (mlxd_unlikely(e != p)) return poll_hot_stopped(cq, w, e, p, hot);
     const uint32_t nci = cq->ci + n;          /* reloaded: fewer values live across the loop */
     cq->ci = nci;
     mlxd_wmb();                               /* CQE reads before the slots are handed back */
@@ -554,10 +590,10 @@ int mlxd__cq_poll_ready(struct mlxd_cq *cq, struct mlxd_completion *out, int max
     mlxd_rmb();                               /* see poll_batch */
     struct mlxd_qp *hot = cq->hot_qp;
     if (mlxd_unlikely(!hot)) {
-        if (no_qp_ring(cq) && decode_no_qp(c, c + 64, out) == c + 64) return hand_back_no_qp(cq, 1);
+        if (no_qp_ring(cq) && decode_no_qp(c, c + 64, &out) == c + 64) return hand_back_no_qp(cq, 1);
         return poll_general(cq, out, 1, 0, NULL);
     }
-    if (mlxd_unlikely(decode_hot(hot, c, c + 64, out) != c + 64)) return poll_general(cq, out, 1, 0, NULL);
+    if (mlxd_unlikely(decode_hot(hot, c, c + 64, &out) != c + 64)) return poll_general(cq, out, 1, 0, NULL);
     cq->ci = ci + 1;
     mlxd_wmb();                               /* CQE reads before the slot is handed back */
     mlxd_shared_store(&cq->dbrec[MLXD_CQ_SET_CI], htobe32((ci + 1) & MLXD_CQ_CI_MASK));

@@ -2,13 +2,14 @@
 # Installs the Debian packages mlx5direct needs, if any is missing.
 #   deps.sh build   what `make` needs        deps.sh test   + what `make test` runs
 #   deps.sh bench   what `make bench` runs: + libmlx5 (ibverbs-providers) for the comparison,
-#                   valgrind for the instruction counts, gnuplot-nox for the plots
+#                   valgrind for the instruction counts, gnuplot-nox for the plots, binutils
+#                   (objdump: libmlx5's valgrind annotation sites)
 #   deps.sh all     everything (CI, benchmarks, cross build)
 # As root it runs apt-get itself; otherwise it prints the exact command and fails.
 set -e
 BUILD_PKGS="gcc g++ make check pkg-config libibverbs-dev libpcap-dev zlib1g-dev"
 TEST_PKGS="tshark ibverbs-utils ibverbs-providers perftest iproute2"
-BENCH_PKGS="ibverbs-providers valgrind gnuplot-nox"
+BENCH_PKGS="ibverbs-providers valgrind gnuplot-nox binutils"
 ALL_PKGS="gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross clang libclang-rt-14-dev $BENCH_PKGS"
 case "${1:-build}" in
   build) want="$BUILD_PKGS" ;;

@@ -23,6 +23,7 @@ struct spec {
     uint8_t opcode, fmt, syndrome, top;   /* top: WQE opcode (requester) / drop counter (responder) */
     bool se;
     uint32_t qpn, uidx, byte_cnt, imm_be;
+    uint32_t flags_rqpn;                  /* host order: 'g' bits 29:28, source QPN 23:0 */
     uint16_t wqe_counter;
     uint64_t ts;
 };
@@ -52,6 +53,7 @@ static void put(struct mlxd_cq *cq, uint32_t pi, const struct spec *s)
     c.srqn_uidx = htobe32(s->uidx);
     c.imm_inval_pkey = s->imm_be;
     c.byte_cnt = htobe32(s->byte_cnt);
+    c.flags_rqpn = htobe32(s->flags_rqpn);
     c.timestamp = htobe64(s->ts);
     c.sop_drop_qpn = htobe32((uint32_t)s->top << 24 | s->qpn);
     c.wqe_counter = htobe16(s->wqe_counter);
@@ -362,6 +364,21 @@ END_TEST
  * path give the same completions: one stream of CQEs, mixing two QPs, requester, error, rare
  * and unknown-QP CQEs and every responder opcode with SE and hw_drops, polled once in batches
  * of 1, once of 3 and once of 32, must give identical completions and ring accounting. */
+/* Writes the n CQEs of s from producer index 0 and fills got (n completions) with 0xee. */
+static void put_stream(struct mlxd_cq *cq, const struct spec *s, uint32_t n, struct mlxd_completion *got)
+{
+    for (uint32_t i = 0; i < n; i++) put(cq, i, &s[i]);
+    memset(got, 0xee, n * sizeof *got);
+}
+
+/* One poll of up to max that must find at least one completion. */
+static int poll_some(struct mlxd_cq *cq, struct mlxd_completion *out, int max)
+{
+    int m = mlxd_cq_poll(cq, out, max);
+    ck_assert_int_gt(m, 0);
+    return m;
+}
+
 START_TEST(hot_path_same_as_general)
 {
     enum { N = 24 };
@@ -388,12 +405,10 @@ START_TEST(hot_path_same_as_general)
         fq_init(&a, 0x0a0a0a, 3, 100);
         fq_init(&bq, 0x0b0b0b, 4, 200);
         a.qp.recv_cq = bq.qp.recv_cq = cq;      /* both QPs' receives complete here */
-        for (uint32_t i = 0; i < N; i++) put(cq, i, &s[i]);
-        memset(got[b], 0xee, sizeof got[b]);
+        put_stream(cq, s, N, got[b]);
         int n = 0;
         while (n < N) {
-            int m = mlxd_cq_poll(cq, got[b] + n, batch[b]);
-            ck_assert_int_gt(m, 0);
+            int m = poll_some(cq, got[b] + n, batch[b]);
             if (n == 0 && b == 0)
                 ck_assert_ptr_eq(cq->hot_qp, &a.qp);   /* the next polls take the hot path */
             n += m;
@@ -441,6 +456,78 @@ START_TEST(hot_path_same_as_general)
     ck_assert_uint_eq(w[20].wr_id, 306);
     ck_assert_uint_eq(w[23].wr_id, 100 + (23 & 7));
     ck_assert_ptr_eq(w[23].qp, (struct mlxd_qp *)1);
+}
+END_TEST
+
+/* The source QPN and GRH flag (flags_rqpn: 'g' bits 29:28, source QPN 23:0; mlx5dv.h
+ * struct mlx5_cqe64) are a UD QP's (ibv_poll_cq(3): src_qp and IBV_WC_GRH are valid for UD QPs only;
+ * libmlx5 handle_responder decides IBV_WC_GRH from those bits): a UD QP's receives carry them
+ * exactly, in every batch size, also after many batches of its own (a UD QP is never the hot
+ * QP); an RC/UC QP's receives never do (0 in flags' bits 31:2 but for SE/imm), also on the hot
+ * path; a CQE of no known QP (replay) does, since its QP type is unknown. */
+START_TEST(src_qpn_only_for_ud)
+{
+    enum { N = 40 };
+    const uint32_t g_src_u = 2u << 28 | 0x654321, g_src_a = 1u << 28 | 0x123456;
+    struct spec s[N];
+    for (uint32_t i = 0; i < N; i++) {
+        bool ud = i >= 16 && i < 32;                /* a (UC) x16, u (UD) x16, a x8 */
+        s[i] = (struct spec){ .opcode = i & 1 ? MLX5_CQE_RESP_SEND_IMM : MLX5_CQE_RESP_WR_IMM,
+                              .qpn = ud ? 0x0c0c0c : 0x0a0a0a, .uidx = ud ? 5 : 3, .byte_cnt = 500 + i,
+                              .imm_be = htobe32(0x7000 + i), .flags_rqpn = ud ? g_src_u : g_src_a,
+                              .wqe_counter = (uint16_t)i, .ts = 9 + i };
+    }
+    s[20].flags_rqpn = 0x000abc;                    /* a UD datagram without the GRH bits */
+    s[37].qpn = 0x999; s[37].uidx = 9;              /* no such QP: type unknown, read */
+    static const int batch[3] = { 1, 3, 32 };
+    struct mlxd_completion got[3][N];
+    for (int b = 0; b < 3; b++) {
+        struct mlxd_cq *cq = cq_with_table(64);
+        struct fq a, u;
+        fq_init(&a, 0x0a0a0a, 3, 100);
+        fq_init(&u, 0x0c0c0c, 5, 300);
+        a.qp.type = MLXD_QP_UC;
+        u.qp.type = MLXD_QP_UD;
+        a.qp.recv_cq = u.qp.recv_cq = cq;
+        put_stream(cq, s, N, got[b]);
+        int n = 0;
+        while (n < N) {
+            n += poll_some(cq, got[b] + n, batch[b]);
+            if (n == 8) ck_assert_ptr_eq(cq->hot_qp, &a.qp);   /* a's receives on the hot path */
+            if (n == 28) ck_assert_ptr_null(cq->hot_qp);        /* u's: never */
+        }
+        ck_assert_int_eq(mlxd_cq_poll(cq, got[b], batch[b]), 0);
+        cq_done(cq);
+    }
+    for (int b = 0; b < 3; b++)
+        for (uint32_t i = 0; i < N; i++) {
+            const struct mlxd_completion *w = &got[b][i];
+            bool ud = i >= 16 && i < 32;
+            uint32_t base = MLXD_WC_WITH_IMM;
+            ck_assert_uint_eq(w->status, 0);
+            ck_assert_uint_eq(w->imm, 0x7000 + i);
+            ck_assert_uint_eq(w->byte_len, 500 + i);
+            ck_assert_uint_eq(w->timestamp, 9 + i);
+            ck_assert_uint_eq(w->wqe_counter, i);
+            if (i == 37) {
+                ck_assert_ptr_null(w->qp);
+                ck_assert_uint_eq(w->flags, base | MLXD_WC_GRH | 0x123456u << 8);
+                ck_assert_uint_eq(mlxd_completion_src_qp(w), 0x123456);
+            } else if (i == 20) {
+                ck_assert_uint_eq(w->flags, base | 0xabcu << 8);
+                ck_assert_uint_eq(mlxd_completion_src_qp(w), 0xabc);
+            } else if (ud) {
+                ck_assert_uint_eq(w->wr_id, 300 + (i & 7));
+                ck_assert_uint_eq(w->qpn, 0x0c0c0c);
+                ck_assert_uint_eq(w->flags, base | MLXD_WC_GRH | 0x654321u << 8);
+                ck_assert_uint_eq(mlxd_completion_src_qp(w), 0x654321);
+            } else {
+                ck_assert_uint_eq(w->wr_id, 100 + (i & 7));
+                ck_assert_uint_eq(w->qpn, 0x0a0a0a);
+                ck_assert_uint_eq(w->flags, base);              /* no GRH, no source QPN */
+                ck_assert_uint_eq(mlxd_completion_src_qp(w), 0);
+            }
+        }
 }
 END_TEST
 
@@ -651,6 +738,7 @@ Suite *poll_suite(void)
     tcase_add_test(tc, rings_freed_after_cq_slots_return);
     tcase_add_test(tc, hot_path_same_as_general);
     tcase_add_test(tc, detached_ring_same_as_general);
+    tcase_add_test(tc, src_qpn_only_for_ud);
     tcase_add_test(tc, destroyed_qp_cqes_cleaned);
     tcase_add_test(tc, responder_opcodes_formats_se);
     tcase_add_test(tc, symbol_matches_inline);

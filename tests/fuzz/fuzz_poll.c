@@ -7,7 +7,9 @@
  * op_own with the owner bit of that pass (so the software owns it unless its opcode is INVALID,
  * 0xF, where polling stops).  Two QPs are in the CQ's table: A (user index 3, a receive ring of
  * 8) and B (user index 4, no receive ring); bits 0-1 of byte 32 (the user index's low byte)
- * steer a CQE to A or B (its QPN and user index made theirs), or leave it as given.
+ * steer a CQE to A or B (its QPN and user index made theirs), or leave it as given.  A is a UD
+ * QP when bit 7 of the first batch size is set (its receives then carry the source QPN and take
+ * the general path only), else UC; B is RC.
  *
  * Oracle (besides ASan/UBSan): the stream is polled three times from the same state, with
  * max 1, with max 64 and with the input's batch sizes; the three must return the same
@@ -66,6 +68,8 @@ static void run(const uint8_t *d, size_t n, unsigned mode, enum qps qps, struct 
 {
     struct fake f;
     fake_init(&f);
+    f.a.type = d[1] & 0x80 ? MLXD_QP_UD : MLXD_QP_UC;
+    f.b.type = MLXD_QP_RC;
     if (qps != QPS_AB) memset(table, 0, sizeof table);
     struct mlxd_cq *cq;
     if (mlxd_cq_create_detached(NCQE, &cq)) abort();
