@@ -191,6 +191,14 @@ int mlxd_roce_wrap_udp(void *buf, uint32_t src_ip, uint16_t src_port, uint32_t d
  * iCRC 4, IB spec annex A17) is not a packet: nothing is read and 0 is returned (0 is also a
  * possible iCRC, so check the length first if it matters; mlxd_roce_icrc_ok() does). */
 uint32_t mlxd_roce_icrc(const void *buf, size_t pkt_len);
+/* The iCRC of a packet held in two pieces, as a sender that gathers it (sendmsg with an iovec
+ * per piece) has it: hdrs = the IPv4 header .. the last extension header, hdr_len bytes (what
+ * mlxd_roce_build_hdrs() wrote and returned), then len bytes of payload at payload, then the pad
+ * of (4 - len % 4) % 4 zero bytes the BTH announces.  The same value as mlxd_roce_icrc() of the
+ * packet laid out in one buffer; store it little-endian after the pad.  hdrs must not be NULL;
+ * payload may be NULL when len is 0.  hdr_len below 40 (IPv4 + UDP + BTH) is not a packet:
+ * nothing is read and 0 is returned. */
+uint32_t mlxd_roce_icrc_parts(const void *hdrs, size_t hdr_len, const void *payload, size_t len);
 /* Computes the iCRC and stores it (little-endian) in the last 4 bytes of the packet.  buf must
  * not be NULL.  pkt_len below MLXD_ROCE_MIN_PKT_LEN (44): does nothing (buf is not touched). */
 void mlxd_roce_icrc_fill(void *buf, size_t pkt_len);

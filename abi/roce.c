@@ -206,23 +206,66 @@ static uint32_t crc_update(uint32_t crc, const uint8_t *p, size_t len)
     return (uint32_t)crc32(crc, p, (uInt)len);
 }
 
-/* The iCRC over [8 x 0xff][masked IPv4][masked UDP][masked BTH][rest up to the iCRC]. */
-uint32_t mlxd_roce_icrc(const void *buf, size_t pkt_len)
+/* The iCRC is the CRC-32 of [8 x 0xff][IPv4 + UDP + BTH with the fields a router may change
+ * masked to ones][the rest up to the iCRC] (IB spec annex A17.8.3).  Over the first four 0xff
+ * bytes the register goes from its initial all-ones to 0, and from 0 zero bytes leave it at 0:
+ * [z zero bytes][4 x 0xff][...] from register 0 (zlib's crc value 0xffffffff) gives the same CRC
+ * for any z.  z and the bytes of the packet that go into the head block are chosen so that the
+ * block and what follows it are whole multiples of 16 bytes: the folding takes them all and no
+ * tail is left to zlib's byte-wise code (a 4 KiB write leaves none; zlib 1.2.13, Debian 12's,
+ * has no folding).  h gets the block: z + 4 + hl bytes, hl >= 40 bytes of the packet at p. */
+#define ICRC_HEAD_MAX (16 + 4 + 64)
+static size_t icrc_head(uint8_t *h, size_t z, const uint8_t *p, size_t hl)
 {
-    const uint8_t *p = buf;
-    uint8_t h[8 + MLXD_ROCE_BTH_OFF + MLXD_ROCE_BTH_LEN];
-    size_t hl = MLXD_ROCE_BTH_OFF + MLXD_ROCE_BTH_LEN;
-    if (pkt_len < MLXD_ROCE_MIN_PKT_LEN) return 0;
-    memset(h, 0xff, 8);
-    memcpy(h + 8, p, hl);
-    uint8_t *ip = h + 8, *udp = ip + MLXD_ROCE_IPV4_LEN, *bth = udp + MLXD_ROCE_UDP_LEN;
+    memset(h, 0, z);
+    memset(h + z, 0xff, 4);
+    memcpy(h + z + 4, p, hl);
+    uint8_t *ip = h + z + 4, *udp = ip + MLXD_ROCE_IPV4_LEN, *bth = udp + MLXD_ROCE_UDP_LEN;
     ip[1] = 0xff;                  /* TOS (DSCP + ECN) */
     ip[8] = 0xff;                  /* TTL */
     ip[10] = ip[11] = 0xff;        /* header checksum */
     udp[6] = udp[7] = 0xff;        /* UDP checksum */
     bth[4] = 0xff;                 /* BTH reserved byte (FECN/BECN/resv6) */
-    uint32_t c = crc_update(0, h, sizeof h);
-    return crc_update(c, p + hl, pkt_len - hl - MLXD_ROCE_ICRC_LEN);
+    return z + 4 + hl;
+}
+
+/* The first zero count z >= 0 and head length hl >= 40 (at most avail) with z + 4 + hl a
+ * multiple of 16 and, where the packet is long enough, at least 64 (the folding's minimum). */
+static size_t head_len(size_t z, size_t avail)
+{
+    const size_t min = MLXD_ROCE_BTH_OFF + MLXD_ROCE_BTH_LEN;
+    size_t hl = min + (16 - (z + 4 + min) % 16) % 16;
+    if (z + 4 + hl < 64 && hl + 16 <= avail) hl += 16;
+    return hl <= avail ? hl : min;
+}
+
+uint32_t mlxd_roce_icrc(const void *buf, size_t pkt_len)
+{
+    const uint8_t *p = buf;
+    if (pkt_len < MLXD_ROCE_MIN_PKT_LEN) return 0;
+    size_t n = pkt_len - MLXD_ROCE_ICRC_LEN;      /* bytes of the packet covered */
+    size_t z = (16 - (4 + n) % 16) % 16;          /* whole blocks of 16 in all */
+    size_t hl = head_len(z, n);
+    uint8_t h[ICRC_HEAD_MAX];
+    uint32_t c = crc_update(0xffffffffu, h, icrc_head(h, z, p, hl));
+    return crc_update(c, p + hl, n - hl);
+}
+
+uint32_t mlxd_roce_icrc_parts(const void *hdrs, size_t hdr_len, const void *payload, size_t len)
+{
+    static const uint8_t zero[4];
+    const size_t bth_end = MLXD_ROCE_BTH_OFF + MLXD_ROCE_BTH_LEN;
+    if (hdr_len < bth_end) return 0;
+    const uint8_t *p = hdrs;
+    /* the head block: the headers, up to 64 bytes of them, ending on a 16-byte boundary so
+     * that the payload is folded whole */
+    size_t hl = hdr_len < 64 ? hdr_len : 64;
+    size_t z = (16 - (4 + hl) % 16) % 16;
+    uint8_t h[ICRC_HEAD_MAX];
+    uint32_t c = crc_update(0xffffffffu, h, icrc_head(h, z, p, hl));
+    c = crc_update(c, p + hl, hdr_len - hl);
+    if (len) c = crc_update(c, payload, len);
+    return crc_update(c, zero, (4 - (len & 3)) & 3);
 }
 
 void mlxd_roce_icrc_fill(void *buf, size_t pkt_len)

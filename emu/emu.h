@@ -128,6 +128,8 @@ struct emu_cq {
                                      real-time format (emu_nic_cqe_timestamp) */
     bool     ignore_overrun;      /* IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN (k: hw/mlx5/cq.c sets cqc.oi):
                                      the NIC never reads [0] and never stops on an overrun */
+    uint8_t  cqe_comp;            /* cqe_comp_en with this MLX5_IB_CQE_RES_FORMAT_* (1, 2, 4); 0: off
+                                     (the NIC compresses bursts: emu/nic/nic_cqe_comp.c) */
     struct emu_uar *uar;          /* the UAR whose +0x20 takes the arm doorbell */
     struct emu_comp_channel *channel;  /* may be NULL */
     int      async_fd;            /* where CQ errors go (EVENT_FD or the default async fd) */
@@ -184,10 +186,10 @@ struct emu_qp {
     uint32_t rq_wqe_cnt, rq_wqe_shift;
     volatile uint32_t *dbrec;     /* [0] RCV BE32 (rq head & 0xffff), [1] SND BE32 (sq pi & 0xffff) */
     struct emu_uar *uar;          /* send doorbell / BlueFlame page */
-    uint32_t bf_off;              /* the QP's bfreg in it: 0x800 + 0x200 * k (two 256-B halves) */
-    bool     page_bfregs;         /* created with MLX5_QP_FLAG_UAR_PAGE_INDEX: the kernel knows the
-                                     page only, and libmlx5 rings from either bfreg of it (rdma-core
-                                     providers/mlx5/verbs.c mlx5_insert_dyn_uuars: two per UAR) */
+    uint32_t bf_off;              /* the QP's bfreg in it: 0x800 + 0x200 * k (two 256-B halves);
+                                     0: not known to the kernel (MLX5_QP_FLAG_UAR_PAGE_INDEX: the
+                                     library picks it, rdma-core providers/mlx5/verbs.c
+                                     mlx5_insert_dyn_uuars; emu/nic/nic_doorbell.c) */
     uint32_t uidx;                /* cqe_version 1: echoed in CQE srqn_uidx; else 0xffffff */
     bool     sq_sig_all, scatter_to_cqe;
     uint32_t max_inline, max_send_sge, max_recv_sge, max_send_wr, max_recv_wr;
@@ -217,7 +219,7 @@ struct emu_device {
     /* hw_counters/rx_write_requests: RDMA WRITE request packets the responder accepted (the
      * engine adds with relaxed atomics before the packet's CQE, if any, is released; readers load
      * without a lock).  Lives as long as the configuration (as a Q counter lives as long as the
-     * driver), across engine restarts. */
+     * driver), across engine restarts.  Written only by the engine's pass, under dev->lock. */
     _Atomic uint64_t rx_write_requests;
     /* hw_counters/out_of_buffer: packets dropped because no receive WQE was posted (mlx5 Q
      * counter; kernel drivers/infiniband/hw/mlx5/counters.c); hw_counters/out_of_sequence:
@@ -259,6 +261,10 @@ uint64_t emu_nic_clock_cycles(void);
 uint32_t emu_nic_clock_khz(void);
 uint64_t emu_nic_clock_mask(void);
 bool     emu_nic_clock_real_time(void);
+/* CQE compression caps (emu/nic/nic_cqe_comp.c): the session's maximum (0: no compression) and
+ * whether the CSUM_STRIDX mini-CQE format is there (mini_cqe_resp_stride_index). */
+uint32_t emu_nic_cqe_comp_max(void);
+bool     emu_nic_cqe_comp_stridx(void);
 uint64_t emu_nic_real_time_ts(void);
 uint64_t emu_nic_cqe_timestamp(const struct emu_cq *cq);
 /* Changes with every mlxd_emu_clock_set (the kernel half restarts its clock-info time base). */

@@ -76,6 +76,16 @@ const char *mlxd_emu_sysfs_path(void);
  * base); contexts opened before see the old caps.  Returns 0 or -EINVAL (a value out of range). */
 int mlxd_emu_clock_set(uint32_t khz, unsigned bits, uint64_t start, bool real_time);
 
+/* The emulated devices' CQE compression caps (emu/nic/nic_cqe_comp.c; reported in
+ * EX_QUERY_DEVICE's mlx5 response, cqe_comp_caps, as drivers/infiniband/hw/mlx5/main.c
+ * mlx5_ib_query_device does from the HCA caps):
+ *   max_num       the most CQEs one compressed session holds (cqe_compression_max_num;
+ *                 2..256; default 64); 0: no CQE compression (the kernel then refuses
+ *                 cqe_comp_en with EOPNOTSUPP, and CQs that have it write full CQEs);
+ *   stride_index  the CSUM_STRIDX mini-CQE format (mini_cqe_resp_stride_index; default true).
+ * Takes effect at once for every device of the calling process.  0 or -EINVAL (1 or > 256). */
+int mlxd_emu_cqe_comp_set(unsigned max_num, bool stride_index);
+
 /* Number of emulated devices; device N is /dev/infiniband/uverbsN. */
 int mlxd_emu_num_devices(void);
 
@@ -165,6 +175,9 @@ struct mlxd_emu_nic_stats {
                                       them (its UDP socket's receive buffer was full: the engine
                                       was not scheduled in time on a loaded machine): lost on the
                                       emulated wire.  The socket's SO_MEMINFO drop counter. */
+    uint64_t timeouts_peer_frozen; /* RC timer expiries not counted against retry_cnt: the peer's
+                                      emulated NIC (a thread of its process) had not run since
+                                      the previous one (docs/emulator.md "Starved responder") */
 };
 
 /* Sets (f) or clears (f == NULL) the egress faults of device `index`; resets the packet index

@@ -43,13 +43,21 @@ uint32_t mlxd__cq_clean_srq(struct mlxd_cq *cq, uint32_t qpn, struct mlxd_srq *s
     if (!cq || !cq->buf || !cq->ncqe) return 0;
     const uint32_t ci = cq->ci;
     uint32_t pi = ci;
-    while (pi - ci < cq->ncqe && mlxd__cqe_sw_owned(slot(cq, pi), owner_of(cq, pi))) pi++;
+    /* a compressed CQ (mlx5/cqe_mini.c): only the full CQEs before the first compressed
+     * session are looked at (a session's array slots are no CQEs; moving them would break it):
+     * the destroyed QP's completions behind it stay, and complete with qp NULL */
+    while (pi - ci < cq->ncqe && mlxd__cqe_sw_owned(slot(cq, pi), owner_of(cq, pi)) &&
+           !(cq->cqe_comp && mlxd_cqe_format(slot(cq, pi)) == 3))
+        pi++;
     mlxd_rmb();                               /* owner bytes before the QPNs and the copies */
-    uint32_t freed = 0;
+    uint32_t freed = 0, srq_freed = 0;
     for (uint32_t i = pi; i-- != ci;) {       /* from the newest down: a CQE moves up by freed */
         uint8_t *c = slot(cq, i);
         if ((mlxd_cqe_qpn(c) & MLXD_QPN_MASK) == (qpn & MLXD_QPN_MASK)) {
-            if (srq && is_resp(c)) mlxd__srq_complete(srq, mlxd_cqe_wqe_counter(c));
+            if (srq && is_resp(c)) {
+                mlxd__srq_complete(srq, mlxd_cqe_wqe_counter(c));
+                srq_freed++;
+            }
             freed++;
         } else if (freed) {
             uint8_t *d = slot(cq, i + freed);
@@ -63,5 +71,7 @@ uint32_t mlxd__cq_clean_srq(struct mlxd_cq *cq, uint32_t qpn, struct mlxd_srq *s
     cq->ci = ci + freed;
     mlxd_wmb();                               /* the moves before the slots are handed back */
     mlxd_shared_store(&cq->dbrec[MLXD_CQ_SET_CI], htobe32(cq->ci & MLXD_CQ_CI_MASK));
+    if (srq_freed)                            /* after the record, as the poll loop (struct release) */
+        mlxd__srq_free(srq, srq_freed);
     return freed;
 }

@@ -369,6 +369,18 @@ int mlxd_cq_arm(struct mlxd_cq *cq, bool solicited_only);
  * Errors: -EINVAL, -ENOMEM.  Any thread. */
 int mlxd_cq_create_detached(uint32_t entries, struct mlxd_cq **out);
 
+/* The same with options: cqe_comp makes the poll loop expand compressed sessions written into
+ * the ring (enum mlxd_cqe_comp of mlxd_uverbs.h, the mini-CQE layout of mlxd_cq_opts.cqe_comp):
+ * for tests and decoders of recorded rings.  opts NULL = none.  Errors: those above; -EINVAL
+ * cqe_comp not 0 or one format bit, opts->sz too small or a larger one with non-zero unknown
+ * bytes.  Any thread. */
+struct mlxd_detached_cq_opts {
+    size_t   sz;               /* sizeof(struct mlxd_detached_cq_opts) */
+    uint32_t cqe_comp;         /* 0, MLXD_CQE_COMP_HASH, _CSUM or _CSUM_STRIDX */
+};
+int mlxd_cq_create_detached_opts(uint32_t entries, const struct mlxd_detached_cq_opts *opts,
+                                 struct mlxd_cq **out);
+
 /* The ring of cq for producers outside the library (tests, the replay feeder): ring = ncqe
  * CQEs of 64 bytes, dbrec = the 2-word doorbell record (dbrec[0] = BE consumer index), both
  * page aligned and owned by the library.  Returns 0 or -EINVAL.  Any thread; a producer must

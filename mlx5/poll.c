@@ -197,7 +197,8 @@ static inline uint64_t send_done(struct mlxd_qp *qp, uint32_t wc, const uint64_t
     return qp->sq_wrid[i];
 }
 
-/* What a run of CQEs of one QP frees in that QP's rings.  It is published only after the CQ's
+/* What a run of CQEs of one QP frees in that QP's rings (its receive ring, or the SRQ its
+ * receives come from).  It is published only after the CQ's
  * doorbell record has handed the run's CQE slots back to the NIC.  In the other order a poster
  * could reuse a freed WQE or receive slot while the NIC still counts the CQE slot of its
  * completion as occupied, so a CQ exactly as deep as its QPs' rings would overrun (CQ error,
@@ -205,15 +206,13 @@ static inline uint64_t send_done(struct mlxd_qp *qp, uint32_t wc, const uint64_t
  * under TSan).  In this order every entry the NIC can still complete has a free CQE slot
  * whenever the CQ has at least send_depth + recv_depth entries per QP (the sizing rule of
  * ibv_create_cq(3)). */
-struct release {
-    struct mlxd_qp *qp;            /* the run's QP (NULL: none yet, or a CQE of no known QP) */
-    uint32_t rq_done;              /* receives the run completed */
-    const uint64_t *sq_next;       /* sq_next[] of the run's last requester CQE; NULL: none */
-};
+#define release mlxd__run        /* uverbs/driver.h: shared with mlx5/cqe_mini.c */
 
 static inline void release_rings(const struct release *r)
 {
-    if (r->rq_done)
+    if (mlxd_unlikely(r->rq_done && r->qp->srq))
+        mlxd__srq_free(r->qp->srq, r->rq_done);     /* one update per run, as rq_ci */
+    else if (r->rq_done)
         atomic_store_explicit(&r->qp->rq_ci, atomic_load_explicit(&r->qp->rq_ci, memory_order_relaxed) + r->rq_done,
                               memory_order_release);
     if (r->sq_next) atomic_store_explicit(&r->qp->sq_ci, *r->sq_next, memory_order_release);
@@ -319,7 +318,7 @@ static inline bool reads_src(const struct mlxd_qp *qp)
 static inline __attribute__((always_inline)) void decode_run(const struct mlxd_cq *cq, const uint8_t *c,
                                                              struct mlxd_completion *w, uint32_t cnt,
                                                              const struct mlxd_completion *w0,
-                                                             struct release *rel)
+                                                             struct release *rel, const bool account)
 {
     struct mlxd_qp *qp = rel->qp;
     uint32_t key = qp ? qp->qpn : ~0u, rq_mask = qp ? qp->rq_wqe_cnt - 1 : 0, rq_done = rel->rq_done;
@@ -360,8 +359,9 @@ static inline __attribute__((always_inline)) void decode_run(const struct mlxd_c
             if (mlxd_likely(rq_wrid != NULL)) {
                 wr_id = rq_wrid[wc & rq_mask];
                 rq_done++;
-            } else if (qp && qp->srq) {
+            } else if (account && qp && qp->srq) {
                 wr_id = mlxd__srq_complete(qp->srq, wc);     /* the general path: SRQ receives */
+                rq_done++;                                    /* counted free at the release */
             }
         } else {
             enum side side = SIDE_SEND;
@@ -384,8 +384,9 @@ static inline __attribute__((always_inline)) void decode_run(const struct mlxd_c
             } else if (side == SIDE_RECV && rq_wrid) {
                 wr_id = rq_wrid[wc & rq_mask];
                 rq_done++;
-            } else if (side == SIDE_RECV && qp && qp->srq) {
+            } else if (account && side == SIDE_RECV && qp && qp->srq) {
                 wr_id = mlxd__srq_complete(qp->srq, wc);
+                rq_done++;
             }
         }
         w->wr_id = wr_id;
@@ -416,8 +417,10 @@ static inline int hand_back(struct mlxd_cq *cq, uint32_t n, const struct release
  * sensor stream, take the general path, which reads it. */
 static inline struct mlxd_qp *hot_candidate(const struct mlxd_cq *cq, struct mlxd_qp *qp)
 {
-    /* a recorded CQ keeps none: every batch takes the general path, where it is recorded */
-    return qp && qp->rq_wrid && qp->recv_cq == cq && !cq->recorder && qp->type != MLXD_QP_UD ? qp : NULL;
+    /* a recorded CQ keeps none: every batch takes the general path, where it is recorded; nor
+     * does a compressed one: without a hot QP its batches reach the hook to mlx5/cqe_mini.c */
+    return qp && qp->rq_wrid && qp->recv_cq == cq && !cq->recorder && !cq->cqe_comp && qp->type != MLXD_QP_UD
+           ? qp : NULL;
 }
 
 /* The general path of a batch, from its k-th CQE on (the hot path decoded k, all receive
@@ -430,7 +433,7 @@ static __attribute__((noinline)) int poll_general(struct mlxd_cq *cq, struct mlx
     if (mlxd_unlikely(cq->recorder != NULL)) mlxd__record_cqes(cq->recorder, c, n);   /* before hand-back */
     /* k CQEs of hot decoded (receives it completed); of a no-QP ring (hot NULL): none */
     struct release rel = { k ? hot : NULL, hot ? k : 0, NULL };
-    decode_run(cq, c + ((size_t)k << 6), out + k, n - k, out, &rel);
+    decode_run(cq, c + ((size_t)k << 6), out + k, n - k, out, &rel, true);
     cq->hot_qp = hot_candidate(cq, rel.qp);
     return hand_back(cq, n, &rel);
 }
@@ -446,11 +449,27 @@ static __attribute__((noinline)) int poll_straddle(struct mlxd_cq *cq, struct ml
         mlxd__record_cqes(cq->recorder, buf, n2);
     }
     struct release rel = { NULL, 0, NULL };
-    decode_run(cq, buf + ((size_t)(cq->ci & (cq->ncqe - 1)) << 6), out, n1, out, &rel);
-    decode_run(cq, buf, out + n1, n2, out, &rel);
+    decode_run(cq, buf + ((size_t)(cq->ci & (cq->ncqe - 1)) << 6), out, n1, out, &rel, true);
+    decode_run(cq, buf, out + n1, n2, out, &rel, true);
     cq->hot_qp = hot_candidate(cq, rel.qp);
     return hand_back(cq, n1 + n2, &rel);
 }
+
+/* ---- for mlx5/cqe_mini.c ----------------------------------------------------------------- */
+
+void mlxd__decode_one(const struct mlxd_cq *cq, const uint8_t *c, struct mlxd_completion *w,
+                      struct mlxd__run *run, bool account)
+{
+    if (account) decode_run(cq, c, w, 1, w, run, true);
+    else decode_run(cq, c, w, 1, w, run, false);
+}
+
+int mlxd__poll_full(struct mlxd_cq *cq, struct mlxd_completion *out, uint32_t n)
+{
+    return poll_general(cq, out, n, 0, NULL);
+}
+
+void mlxd__release_run(const struct mlxd__run *run) { release_rings(run); }
 
 /* How many 64-byte CQEs lie from c up to e. */
 static inline uint32_t cqes_between(const uint8_t *c, const uint8_t *e)
@@ -530,6 +549,9 @@ static __attribute__((noinline)) int poll_hot_stopped(struct mlxd_cq *cq, struct
 /* A batch of up to max (> 1) CQEs; the caller saw the one at ci. */
 static __attribute__((noinline)) int poll_batch(struct mlxd_cq *cq, struct mlxd_completion *out, int max)
 {
+    /* The hook of CQE compression (mlx5/cqe_mini.c), before counting: a session's array slots
+     * are no CQEs.  One predictable branch per batch on a flag in the CQ's hot cache line. */
+    if (mlxd_unlikely(cq->comp)) return mlxd__cq_poll_mini(cq, out, max);
     const uint8_t *buf = (const uint8_t *)(uintptr_t)cq->buf;
     const uint32_t ncqe = cq->ncqe, ci = cq->ci, idx = ci & (ncqe - 1);
     const uint8_t *c = buf + ((size_t)idx << 6);
@@ -590,6 +612,9 @@ int mlxd__cq_poll_ready(struct mlxd_cq *cq, struct mlxd_completion *out, int max
     mlxd_rmb();                               /* see poll_batch */
     struct mlxd_qp *hot = cq->hot_qp;
     if (mlxd_unlikely(!hot)) {
+        /* CQE compression: such a CQ never has a hot QP (hot_candidate), so the batch of one
+         * pays nothing for the hook */
+        if (mlxd_unlikely(cq->comp)) return mlxd__cq_poll_mini(cq, out, 1);
         if (no_qp_ring(cq) && decode_no_qp(c, c + 64, &out) == c + 64) return hand_back_no_qp(cq, 1);
         return poll_general(cq, out, 1, 0, NULL);
     }

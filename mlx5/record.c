@@ -119,6 +119,9 @@ int mlxd_cq_record_start(struct mlxd_cq *cq, const char *path, const struct mlxd
 {
     if (!cq || cq->state != OBJ_LIVE || !path || !out)
         return mlxd_err(EINVAL, "mlxd_cq_record_start: needs a live CQ, a path and out");
+    if (cq->cqe_comp)
+        return mlxd_err(EINVAL, "mlxd_cq_record_start: CQ 0x%06x was created with CQE compression: a fixture "
+                        "holds full CQEs only", cq->cqn);
     if (cq->recorder) return mlxd_err(EBUSY, "mlxd_cq_record_start: CQ 0x%06x is already recorded", cq->cqn);
     if (opts && opts->sz < offsetof(struct mlxd_record_opts, source) + sizeof opts->source)
         return mlxd_err(EINVAL, "mlxd_cq_record_start: opts->sz %zu is too small", opts->sz);

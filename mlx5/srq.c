@@ -91,6 +91,10 @@ uint64_t mlxd__srq_complete(struct mlxd_srq *srq, uint32_t wc)
     t[2] = (uint8_t)(idx >> 8);
     t[3] = (uint8_t)idx;
     srq->tail = idx;
-    atomic_fetch_add_explicit(&srq->free_wqes, 1, memory_order_release);
     return wr_id;
+}
+
+void mlxd__srq_free(struct mlxd_srq *srq, uint32_t n)
+{
+    atomic_fetch_add_explicit(&srq->free_wqes, n, memory_order_release);
 }

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gen_send.h"
 #include "mlxd_capture.h"
 #include "mlxd_error.h"
 #include "mlxd_uverbs.h"
@@ -867,8 +868,9 @@ struct gen {
     struct sender s;
     struct mlxd_roce_pkt p;     /* the headers every packet shares, then this packet's */
     uint8_t *frame;             /* the frame's bytes up to the end of the metadata block */
-    uint8_t *buf;               /* one packet */
+    uint8_t *buf;               /* room for one packet: its headers are built there */
     size_t buflen;
+    struct gen_send *gs;        /* the frame's packets until they are sent (gen_send.h) */
 };
 
 /* Frame f's metadata block (psn: the PSN of its first packet), stamped now. */
@@ -883,15 +885,15 @@ static void gen_metadata(uint8_t out[MLXD_HSB_METADATA_SIZE], uint32_t psn, uint
     mlxd_hsb_metadata_encode(&md, out, MLXD_HSB_METADATA_SIZE);
 }
 
-/* Sends the packet in gn->p (its PSN the generator's next) with len bytes of payload. */
+/* Queues the packet in gn->p (its PSN the generator's next) with len bytes of payload, which
+ * stay where they are until gen_send_frame sends the frame. */
 static int gen_send(struct gen *gn, const uint8_t *payload, uint64_t len, struct mlxd_send_stats *st)
 {
     gn->p.psn = gn->psn;
     gn->p.reth_len = (uint32_t)len;
-    ssize_t k = mlxd_roce_build(gn->buf, gn->buflen, &gn->p, payload, len);
+    int k = gen_send_add(gn->gs, &gn->p, payload, len, st);
     if (k < 0)
-        return rename_err("mlxd_gen_run", (int)k);
-    sender_send(&gn->s, gn->buf, (size_t)k, st);
+        return rename_err("mlxd_gen_run", k);
     gn->psn = (gn->psn + 1) & gn->psn_mask;
     return 0;
 }
@@ -929,14 +931,19 @@ static int gen_send_frame(struct gen *gn, uint32_t page, uint64_t f, struct mlxd
             return rc;
         off += n;
     }
-    if (g->metadata == MLXD_GEN_MD_NONE || md_sent)
-        return 0;
-    uint8_t block[MLXD_HSB_METADATA_SIZE];
-    gen_metadata(block, gn->psn, g->frame_size, f);
-    gn->p.opcode = UC_WRITE_ONLY_IMM;
-    gn->p.reth_va = page_va + gn->mdoff;
-    gn->p.imm = htonl(mlxd_hsb_imm_make(page, gn->psn, gn->layout));
-    return gen_send(gn, block, sizeof block, st);
+    if (g->metadata != MLXD_GEN_MD_NONE && !md_sent) {
+        /* the block's own packet takes it from its place after the frame's data (which the data
+         * packets do not send): it stays there until the frame is sent */
+        gen_metadata(gn->frame + gn->mdoff, gn->psn, g->frame_size, f);
+        gn->p.opcode = UC_WRITE_ONLY_IMM;
+        gn->p.reth_va = page_va + gn->mdoff;
+        gn->p.imm = htonl(mlxd_hsb_imm_make(page, gn->psn, gn->layout));
+        int rc = gen_send(gn, gn->frame + gn->mdoff, MLXD_HSB_METADATA_SIZE, st);
+        if (rc < 0)
+            return rc;
+    }
+    gen_send_flush(gn->gs, st);     /* the whole frame is on its way before the callbacks */
+    return 0;
 }
 
 int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
@@ -960,10 +967,12 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
     gn.buflen = gn.psize + MLXD_ROCE_MAX_HDR_LEN + 64;
     gn.frame = malloc(gn.mdoff + MLXD_HSB_METADATA_SIZE);
     gn.buf = malloc(gn.buflen);
-    if (!gn.frame || !gn.buf) {
+    gn.gs = malloc(sizeof *gn.gs);
+    if (!gn.frame || !gn.buf || !gn.gs) {
         rc = mlxd_err(ENOMEM, "mlxd_gen_run: out of memory");
         goto out;
     }
+    *gn.gs = (struct gen_send){ .fd = gn.s.fd, .scratch = gn.buf, .scratch_cap = gn.buflen };
     gn.psn = g->first_psn & gn.psn_mask;
     uint32_t page = g->first_page % m->pages;
     /* a tiny fps (1e-300) must not overflow the conversion, nor k x interval the sum */
@@ -994,6 +1003,7 @@ int mlxd_gen_run(const struct mlxd_replay_map *m, const struct mlxd_gen_opts *g,
 out:
     free(gn.frame);
     free(gn.buf);
+    free(gn.gs);
     close(gn.s.fd);
     if (rc == 0)
         mlxd_err_clear();   /* no stale message from an earlier refusal */

@@ -32,8 +32,7 @@ int frameq_init(struct frameq *q, unsigned cap)
             atomic_init(&q->slots[i].w[k], 0);
     atomic_init(&q->head, 0);
     atomic_init(&q->tail, 0);
-    atomic_init(&q->seq, 0);
-    atomic_init(&q->sleepers, 0);
+    atomic_init(&q->word, 0);
     atomic_init(&q->consumer_ready, false);
     atomic_init(&q->closed, false);
     atomic_init(&q->dropped, 0);
@@ -87,15 +86,16 @@ void frameq_push(struct frameq *q, const uint64_t w[FRAMEQ_WORDS])
     for (unsigned k = 0; k < FRAMEQ_WORDS; k++)
         atomic_store_explicit(&s->w[k], w[k], memory_order_relaxed);
     atomic_store_explicit(&q->tail, t + 1, memory_order_release);
-    atomic_fetch_add_explicit(&q->seq, 1, memory_order_seq_cst);
-    /* One FUTEX_WAKE per sleep, not per push: the first push that sees sleepers clears the flag
-     * and wakes them all; pushes made while they are still waking find it clear.  A consumer
-     * sets the flag before it reads seq and sleeps on it (frameq_wait_pop), so either this load
-     * sees the flag or that consumer's futex_wait sees the new seq and returns at once. */
-    if (atomic_load_explicit(&q->sleepers, memory_order_seq_cst) &&
-        atomic_exchange_explicit(&q->sleepers, 0, memory_order_seq_cst)) {
-        futex_wake_all(&q->seq);
-        atomic_fetch_add_explicit(&q->wakeups, 1, memory_order_relaxed);
+    /* One FUTEX_WAKE per sleep, not per push (frameq.h, "the futex word").  The count step keeps
+     * the sleepers bit; when the word had it, this push clears it and wakes every sleeper, so
+     * the pushes made while they wake find it clear and make no system call. */
+    uint32_t old = atomic_fetch_add_explicit(&q->word, FRAMEQ_WORD_STEP, memory_order_seq_cst);
+    if (old & FRAMEQ_SLEEPERS) {
+        atomic_fetch_and_explicit(&q->word, ~FRAMEQ_SLEEPERS, memory_order_seq_cst);
+        /* counted before the call: a consumer it wakes may return and read the stats before
+         * this thread runs again (seen on a loaded host: consumer_wakeups 0 after a wake-up) */
+        atomic_fetch_add_explicit(&q->wakeups, 1, memory_order_release);
+        futex_wake_all(&q->word);
     }
 }
 
@@ -195,10 +195,16 @@ bool frameq_wait_pop(struct frameq *q, uint64_t w[FRAMEQ_WORDS], unsigned timeou
     for (;;) {
         if (atomic_load(&q->closed))
             return false;
-        /* set before seq is read (see frameq_push); a flag left set costs at most one spare
-         * FUTEX_WAKE at the next push */
-        atomic_store_explicit(&q->sleepers, 1, memory_order_seq_cst);
-        uint32_t seq = atomic_load_explicit(&q->seq, memory_order_seq_cst);
+        /* The sleepers bit is set in the word this consumer will sleep on, and the queue is
+         * looked at only after that (frameq.h): a push before it is seen by the pop below, a
+         * push after it changes the word from one with the bit, and such a change is always
+         * followed by a FUTEX_WAKE.  A bit left set costs at most one spare FUTEX_WAKE. */
+        uint32_t v = atomic_load_explicit(&q->word, memory_order_seq_cst);
+        while (!(v & FRAMEQ_SLEEPERS) &&
+               !atomic_compare_exchange_weak_explicit(&q->word, &v, v | FRAMEQ_SLEEPERS,
+                                                      memory_order_seq_cst, memory_order_seq_cst))
+            ;
+        v |= FRAMEQ_SLEEPERS;
         if (frameq_pop(q, w))
             return true;
         uint64_t now = now_ns();
@@ -209,7 +215,7 @@ bool frameq_wait_pop(struct frameq *q, uint64_t w[FRAMEQ_WORDS], unsigned timeou
         uint64_t left = deadline - now;
         struct timespec rel = { .tv_sec = (time_t)(left / 1000000000u),
                                 .tv_nsec = (long)(left % 1000000000u) };
-        syscall(SYS_futex, (uint32_t *)&q->seq, FUTEX_WAIT_PRIVATE, seq, &rel, NULL, 0);
+        syscall(SYS_futex, (uint32_t *)&q->word, FUTEX_WAIT_PRIVATE, v, &rel, NULL, 0);
         if (frameq_pop(q, w)) {
             adapt_spin(q, now_ns() - start);
             return true;
@@ -220,6 +226,6 @@ bool frameq_wait_pop(struct frameq *q, uint64_t w[FRAMEQ_WORDS], unsigned timeou
 void frameq_close(struct frameq *q)
 {
     atomic_store(&q->closed, true);
-    atomic_fetch_add(&q->seq, 1);
-    futex_wake_all(&q->seq);
+    atomic_fetch_add(&q->word, FRAMEQ_WORD_STEP);
+    futex_wake_all(&q->word);
 }

@@ -19,14 +19,25 @@
  *
  * Per push: no lock, no system call, no allocation, no division.  A consumer that must wait
  * spins first, then sleeps on a futex; the producer calls FUTEX_WAKE only when a consumer went to
- * sleep (sleepers != 0) and once per sleep, not once per push while the sleeper wakes, so a
- * consumer that keeps up costs the producer nothing (issue 18).  The
+ * sleep (the sleepers bit of the futex word, below) and once per sleep, not once per push while
+ * the sleeper wakes, so a consumer that keeps up costs the producer nothing (issue 18).  The
  * spin adapts (spin_ns, as glibc's adaptive mutexes learn their spin count): after a wait that
  * had to sleep for a gap of g <= 2 ms, later waits spin for at least 2g (at least 50 us, at most
  * 2 ms), so at a steady 10,000 frames/s the consumer spins through the 100 us gaps and stops
  * sleeping; each gap over 2 ms (a stream below ~500 frames/s, an idle one) halves the spin, so
  * a slow stream is back at 50 us within a few frames and costs one sleep and one FUTEX_WAKE per
  * frame and little CPU.
+ *
+ * The futex word (word): bit 0 (FRAMEQ_SLEEPERS) says a consumer may sleep on it, the bits
+ * above count pushes and closes.  A consumer that must sleep sets the bit (compare-and-swap)
+ * unless it is set, then looks at the queue, then sleeps on the word's value with the bit.  A
+ * push adds FRAMEQ_WORD_STEP (keeping the bit); when the bit was set it clears it and calls
+ * FUTEX_WAKE for everyone.  So every change of the word away from a value with the bit is
+ * followed by a wake, and a consumer sleeping on such a value is woken by the first push after
+ * its look at the queue, whatever other consumers do meanwhile.  (A separate sleepers flag,
+ * cleared by a push, lost wake-ups with two consumers: a consumer could set the flag, read the
+ * count the push had just bumped, have a push clear its flag and another consumer take the
+ * entry, then sleep with the flag clear while later pushes woke nobody.)
  */
 #ifndef MLXD_FRAMEQ_H
 #define MLXD_FRAMEQ_H
@@ -48,6 +59,8 @@
 #define frameq_close          mlxd__frameq_close
 
 #define FRAMEQ_WORDS 16
+#define FRAMEQ_SLEEPERS 1u       /* in frameq.word */
+#define FRAMEQ_WORD_STEP 2u      /* a push's (or close's) step of frameq.word */
 
 struct frameq_slot {
     _Alignas(64) _Atomic uint64_t w[FRAMEQ_WORDS];
@@ -57,8 +70,7 @@ struct frameq {
     _Alignas(64) _Atomic uint64_t head;   /* written by consumers (and by drops) */
     _Atomic uint32_t spin_ns;      /* consumers' spin before sleeping (adaptive, see above) */
     _Alignas(64) _Atomic uint64_t tail;
-    _Atomic uint32_t seq;          /* futex word: bumped on every push and on close */
-    _Atomic uint32_t sleepers;     /* set by a consumer about to sleep, cleared by the push that wakes it */
+    _Atomic uint32_t word;         /* the futex word: FRAMEQ_SLEEPERS | a count (see above) */
     _Atomic bool consumer_ready;
     _Atomic bool closed;
     _Atomic uint64_t dropped;      /* full-queue drops of the oldest entry */

@@ -245,6 +245,10 @@ struct mlxd_gen_opts {
  * packet, bytes_written = frame_size, frame_number = f (32 bits at offset 32),
  * CLOCK_REALTIME timestamps).  so: destination, pacing (frame_gap_us), stop, callback; loops and
  * max_frames ignored (use g->frames); so may be NULL (defaults), st may be NULL.
+ * A frame's packets reach the kernel together, in one sendmmsg, with UDP segmentation offload
+ * (UDP_SEGMENT) where the kernel and route allow it: on the wire each packet is still its own UDP
+ * datagram with its own iCRC; the callback runs once the whole frame is sent.  st->send_errors
+ * counts the packets the kernel did not take (ENOBUFS / EAGAIN for about 5 ms, ECONNREFUSED).
  * A generator feeds a receiver whose QP takes packets only from the peer it was connected to, and
  * a port drops packets above its MTU: so->src_ip must be set (the receiver's peer_ip), and the
  * largest packet must fit the MTU of the RDMA port that owns dst_ip (when a port of this host

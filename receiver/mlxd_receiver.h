@@ -209,9 +209,10 @@ struct mlxd_receiver_stats {
                                     rx_write_requests, read by mlxd_receiver_stats() */
     bool     rx_write_requests_valid; /* false when that file does not exist or cannot be read */
     /* Frame accounting (docs/receiver.md "Where every frame went").  The frames a device sent
-     * up to the newest one seen add up: frames + errors + bad_page + hw_drops + lost.  Of the
-     * frames, those handed out intact are what remains after dropped, replaced, overwritten,
-     * missing_metadata and the size mismatches. */
+     * up to the newest one seen add up: frames + errors + bad_page + hw_drops + lost; after
+     * close, the frames that came while it closed are at_close.  Of the frames, those handed
+     * out intact are what remains after dropped, replaced, overwritten, missing_metadata and the
+     * size mismatches. */
     uint64_t lost;               /* frames lost before the port (on the wire, or while the link
                                     was down): gaps in the metadata's frame number not explained
                                     by hw_drops, error completions, bad pages, overwritten or
@@ -239,6 +240,10 @@ struct mlxd_receiver_stats {
     uint64_t qp_errors;          /* QP_FATAL, QP_REQ_ERROR, QP_ACCESS_ERROR */
     uint64_t cq_errors;          /* CQ_ERROR */
     uint64_t device_fatal;       /* DEVICE_FATAL */
+    /* Frames that completed after the monitor's last poll, taken from the CQ by close's drain:
+     * received, not delivered (the queue is closed).  The packets their CQEs say were dropped
+     * for want of a receive are in hw_drops, their error completions in errors. */
+    uint64_t at_close;
 };
 
 /* Async events of the NIC, as the receiver reports them (kernel include/rdma/ib_verbs.h enum
@@ -350,8 +355,10 @@ int mlxd_receiver_blocking_monitor(struct mlxd_receiver *r);
 
 /* Ends the run: wakes the monitor and waits for it to return (unless called on the monitor's own
  * thread, e.g. from the callback: then the monitor tears down as it returns), wakes consumers
- * waiting in get_next_frame (they return false), moves the QP to ERR, drains its flush
- * completions, destroys the QP, deregisters the buffer, destroys the CQ and closes the device.
+ * waiting in get_next_frame (they return false), moves the QP to ERR, drains the CQ (the flush
+ * completions, stats.flushed, and the frames that completed after the monitor's last poll,
+ * stats.at_close, with their CQEs' hw_drops and errors; a replay's records likewise once its
+ * feeder stopped), destroys the QP, deregisters the buffer, destroys the CQ and closes the device.
  * No file descriptor, mapping or thread is left.  Not started: does nothing, returns 0.
  * Returns 0 or the first teardown error, its message prefixed "mlxd_receiver_close: "
  * (everything is released anyway). */

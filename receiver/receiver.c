@@ -41,7 +41,7 @@
  * stats; reset at start. */
 enum {
     A_LOST, A_LOST_LINK_DOWN, A_MISSING_MD, A_SHORT, A_LONG, A_LAST_BYTES, A_EVENTS, A_PORT_DOWN,
-    A_PORT_UP, A_LINK_DOWN_NS, A_QP_ERR, A_CQ_ERR, A_DEV_FATAL, A_DOWN_SINCE, A_COUNT
+    A_PORT_UP, A_LINK_DOWN_NS, A_QP_ERR, A_CQ_ERR, A_DEV_FATAL, A_DOWN_SINCE, A_AT_CLOSE, A_COUNT
 };
 /* the port's hw_counters that account for packets (ports/1/hw_counters/<name>) */
 static const char *const hw_counter_names[2] = { "out_of_buffer", "out_of_sequence" };
@@ -288,6 +288,48 @@ static void count_completion_error(struct mlxd_receiver *r, const struct mlxd_co
     atomic_fetch_add_explicit(&r->by_syndrome[c->syndrome], 1, memory_order_relaxed);
 }
 
+/* Completions close takes from the CQ after the monitor's last poll: the frames among them are
+ * received but not delivered (the queue is closed), counted as at_close; the packets their CQEs
+ * say were dropped before them for want of a receive count in hw_drops, error completions as
+ * errors, flushes as flushed: every frame still gets its cause (docs/receiver.md). */
+static void count_at_close(struct mlxd_receiver *r, const struct mlxd_completion *c, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (c[i].hw_drops)
+            atomic_fetch_add_explicit(&r->hw_drops, c[i].hw_drops, memory_order_relaxed);
+        if (c[i].status == MLXD_WC_SUCCESS)
+            atomic_fetch_add_explicit(&r->acct[A_AT_CLOSE], 1, memory_order_relaxed);
+        else
+            count_completion_error(r, &c[i]);
+    }
+}
+
+/* Close's drain of a receive queue: after the QP went to the error state every outstanding
+ * receive comes back, as a frame that arrived after the monitor's last poll or as a flush. */
+static void drain_qp(struct mlxd_receiver *r)
+{
+    struct mlxd_completion c[POLL_BATCH];
+    uint64_t deadline = mono_ms() + DRAIN_MS;
+    while (r->posted > 0 && mono_ms() < deadline) {
+        int n = mlxd_cq_poll(r->cq, c, POLL_BATCH);
+        if (n < 0)
+            break;
+        count_at_close(r, c, n);
+        r->posted = (unsigned)n < r->posted ? r->posted - (unsigned)n : 0;
+        if (n == 0)
+            sched_yield();
+    }
+}
+
+/* A replay's CQ once its feeder has stopped: the records it wrote after the monitor's last poll. */
+static void drain_replay(struct mlxd_receiver *r)
+{
+    struct mlxd_completion c[POLL_BATCH];
+    int n;
+    while ((n = mlxd_cq_poll(r->cq, c, POLL_BATCH)) > 0)
+        count_at_close(r, c, n);
+}
+
 /* Releases everything; returns 0 or the first error, whose message it leaves set (a later
  * failure's message does not replace it). */
 static int teardown(struct mlxd_receiver *r)
@@ -298,22 +340,7 @@ static int teardown(struct mlxd_receiver *r)
         snprintf(first_msg, sizeof first_msg, "%s", mlxd_errmsg()); } } while (0)
     if (r->qp) {
         KEEP(mlxd_qp_to_error(r->qp));
-        /* Drain: every outstanding receive comes back as a flush completion. */
-        struct mlxd_completion c[POLL_BATCH];
-        uint64_t deadline = mono_ms() + DRAIN_MS;
-        while (r->posted > 0 && mono_ms() < deadline) {
-            int n = mlxd_cq_poll(r->cq, c, POLL_BATCH);
-            if (n < 0)
-                break;
-            for (int i = 0; i < n; i++) {
-                if (c[i].status != MLXD_WC_SUCCESS)
-                    count_completion_error(r, &c[i]);
-                if (r->posted)
-                    r->posted--;
-            }
-            if (n == 0)
-                sched_yield();
-        }
+        drain_qp(r);
         KEEP(mlxd_qp_destroy(r->qp));
         r->qp = NULL;
     }
@@ -324,6 +351,8 @@ static int teardown(struct mlxd_receiver *r)
     if (r->replay) {               /* the feeder writes into the CQ: stopped before it goes */
         mlxd__rx_replay_stop(r->replay);
         r->replay = NULL;
+        if (r->cq)
+            drain_replay(r);
     }
     if (r->rec) {                  /* after the drain above: its flush CQEs are recorded too */
         KEEP(mlxd_cq_record_stop(r->rec, NULL));
@@ -1512,6 +1541,7 @@ static void stats_accounting(struct mlxd_receiver *r, struct mlxd_receiver_stats
         uint64_t now = mono_ns();
         out->link_down_ns += now > since ? now - since : 0;
     }
+    out->at_close = atomic_load(&r->acct[A_AT_CLOSE]);
     out->qp_errors = atomic_load(&r->acct[A_QP_ERR]);
     out->cq_errors = atomic_load(&r->acct[A_CQ_ERR]);
     out->device_fatal = atomic_load(&r->acct[A_DEV_FATAL]);

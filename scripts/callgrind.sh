@@ -143,3 +143,23 @@ awk -v state="$ann_state" '
     "$OUT/per_cqe.txt" $noann
 } | tee "$OUT/instructions.txt"
 echo "callgrind.sh: wrote $OUT/instructions.txt (raw: $OUT/*.cg, callgrind_annotate --inclusive=yes)"
+
+# CQE compression (issue 18 item 2; its own block): instructions per completion of mlxd-bench's
+# cqe-comp drains, the same stream as full CQEs (bench_full_drain_B) and as compressed sessions
+# of 64 mini-CQEs (bench_comp_drain_B): 45 passes of 4096 each (--quick: 40, plus 5 warm-up).
+# libmlx5 has no counterpart: its ibv_poll_cq / ibv_start_poll do not expand compressed CQEs.
+comp_toggles=""
+for b in 16 64; do comp_toggles="$comp_toggles --toggle-collect=bench_full_drain_$b --toggle-collect=bench_comp_drain_$b"; done
+# shellcheck disable=SC2086
+if run comp "$((n + 4))" $comp_toggles "$B/bin/mlxd-bench" -q --quick --tests cqe-comp --csv; then
+    {
+    echo "# CQE compression: instructions per completion (callgrind, inclusive), same stream"
+    printf "%-22s %10s %10s %8s\n" "#what" "full" "compressed" "ratio"
+    for b in 16 64; do
+        f=$(per "$(ir "$OUT/comp.cg" bench_full_drain_$b)" $((45 * 4096)))
+        c=$(per "$(ir "$OUT/comp.cg" bench_comp_drain_$b)" $((45 * 4096)))
+        printf "%-22s %10s %10s %8s\n" "batch $b (per CQE)" "$f" "$c" "$(ratio "$c" "$f")"
+    done
+    echo "# CQ bytes read per completion: full 64, compressed 9 (title + 8 array slots per 64); libmlx5: no decompression"
+    } | tee "$OUT/cqe_comp.txt"
+fi

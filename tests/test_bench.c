@@ -858,6 +858,8 @@ START_TEST(tool_bad_options)
     ck_assert_int_eq(bench_rc("--tests empty,nope", err, sizeof err), 2);
     ck_assert_msg(strstr(err, "--tests: unknown 'nope'"), "%s", err);
     ck_assert_int_eq(bench_rc("--e2e-modes foo", err, sizeof err), 2);
+    ck_assert_int_eq(bench_rc("--e2e-consumer sleep", err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "--e2e-consumer: unknown 'sleep' (known: nap,spin)"), "%s", err);
     ck_assert_int_eq(bench_rc("--e2e-sizes 0", err, sizeof err), 2);
     ck_assert_int_eq(bench_rc("--fixture /nonexistent/x.fix", err, sizeof err), 2);
     ck_assert_msg(strstr(err, "No such file"), "%s", err);

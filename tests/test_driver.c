@@ -11,6 +11,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -559,8 +560,14 @@ END_TEST
 /* Two processes: the child opens mlx5_1, the parent mlx5_0; endpoints over a socketpair. */
 struct xchg { struct mlxd_endpoint ep; struct mlxd_remote rm; };
 
-static void two_process(uint32_t type, uint32_t op)
+/* peer: what happens to the child (the responder) once connected, before the parent posts */
+enum peer_fate { PEER_RUNS, PEER_STOPPED, PEER_KILLED };
+
+static void two_process_peer(uint32_t type, uint32_t op, enum peer_fate fate)
 {
+    /* addresses of its own: a port shared with other processes (another copy of the suite) may
+     * hand this flow's packets to a member that is itself stopped (docs/emulator.md) */
+    if (fate != PEER_RUNS) mlxd_test_private_devices();
     int sv[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     pid_t pid = fork();
@@ -601,20 +608,50 @@ static void two_process(uint32_t type, uint32_t op)
     side_connect(&a, &peer.ep, type);
     char go;
     ck_assert_int_eq(read(sv[0], &go, 1), 1);
+    int st;
+    if (fate != PEER_RUNS) {
+        /* connected, its receive posted: stopped (SIGSTOP, as a starved process) or gone */
+        ck_assert_int_eq(kill(pid, fate == PEER_STOPPED ? SIGSTOP : SIGKILL), 0);
+        ck_assert_int_eq(waitpid(pid, &st, WUNTRACED), pid);
+        ck_assert(fate == PEER_STOPPED ? WIFSTOPPED(st) : WIFSIGNALED(st));
+    }
     pattern(a.buf, 30000, 77);
     struct mlxd_local la = mlxd_region_local(a.reg);
     struct mlxd_entry e = { .wr_id = 1, .op = op, .flags = MLXD_SIGNALED, .imm = 5, .num_local = 1,
                             .local = { la.addr, 30000, la.lkey }, .remote = { peer.rm.addr, 0, peer.rm.rkey, 0 } };
     ck_assert_int_eq(mlxd_qp_post(a.qp, &e), 0);
     ck_assert_int_eq(mlxd_qp_ring(a.qp), 0);
+    if (fate == PEER_STOPPED) {
+        /* 1.2 s: twice the requester's timeout x (retry_cnt + 1) (14 and 7: 8 x 67 ms) */
+        struct mlxd_completion early;
+        usleep(1200000);
+        ck_assert_int_eq(mlxd_cq_poll(a.cq, &early, 1), 0);   /* neither done nor failed */
+        ck_assert_int_eq(kill(pid, SIGCONT), 0);
+    }
     struct mlxd_completion wc = wait_one(a.cq);
+    if (fate == PEER_KILLED) {
+        /* a dead peer still fails the QP, after 8 x 67 ms (wait_one: within 5 s) */
+        ck_assert_uint_eq(wc.status, 12);                 /* IBV_WC_RETRY_EXC_ERR */
+        side_close(&a);
+        close(sv[0]);
+        return;
+    }
     ck_assert_uint_eq(wc.status, 0);
-    int st;
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child failed (status 0x%x)", st);
     side_close(&a);
     close(sv[0]);
 }
+
+static void two_process(uint32_t type, uint32_t op) { two_process_peer(type, op, PEER_RUNS); }
+
+/* The responder's process stopped for 1.2 s (its emulated NIC is a thread of it; a ConnectX's
+ * is not): the WRITE_IMM completes once it runs again, the requester's timer expiries while it
+ * was frozen not counted (emu/nic/nic_peer.c).  Killed instead: TRANSPORT_RETRY_EXC. */
+START_TEST(two_processes_rc_peer_stopped) { two_process_peer(MLXD_QP_RC, MLXD_OP_WRITE_IMM, PEER_STOPPED); }
+END_TEST
+START_TEST(two_processes_rc_peer_killed) { two_process_peer(MLXD_QP_RC, MLXD_OP_WRITE_IMM, PEER_KILLED); }
+END_TEST
 
 START_TEST(two_processes_rc_write_imm) { two_process(MLXD_QP_RC, MLXD_OP_WRITE_IMM); }
 END_TEST
@@ -963,6 +1000,61 @@ START_TEST(ignore_overrun_wire)
 }
 END_TEST
 
+
+/* Two mlxd_qp_create calls at once on one CQ, each asking for all of its entries: the overrun
+ * check and the reservation of the depths are one critical section, so exactly one of the two
+ * is created and the other refused (with two sections both could pass the check on the same
+ * room, and the CQ would be promised twice its entries).  Both threads wait on one flag and
+ * start together; the test counts the rounds whose two calls overlapped in time and fails when
+ * too few did (the race did not happen). */
+struct cc_arg { struct mlxd_cq *cq; _Atomic int *go; int round; int rc; struct mlxd_qp *qp; uint64_t t0, t1; };
+
+static uint64_t cc_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void *cc_create(void *p)
+{
+    struct cc_arg *a = p;
+    uint32_t n = mlxd_cq_size(a->cq);
+    struct mlxd_qp_opts o = { .sz = sizeof o, .type = MLXD_QP_RC, .send_depth = n / 2, .recv_depth = n / 2 };
+    while (atomic_load(a->go) != a->round) ;
+    a->t0 = cc_now();
+    a->rc = mlxd_qp_create(a->cq, &o, &a->qp);
+    a->t1 = cc_now();
+    return NULL;
+}
+
+START_TEST(qp_create_concurrent_no_overcommit)
+{
+    struct mlxd_nic *nic;
+    ck_assert_int_eq(mlxd_open("mlx5_0", NULL, &nic), 0);
+    struct mlxd_cq *cq;
+    ck_assert_int_eq(mlxd_cq_create(nic, 64, NULL, &cq), 0);
+    _Atomic int go = 0;
+    unsigned overlapped = 0;
+    for (int round = 1; round <= 600; round++) {
+        struct cc_arg a[2] = { { .cq = cq, .go = &go, .round = round }, { .cq = cq, .go = &go, .round = round } };
+        pthread_t th[2];
+        for (int i = 0; i < 2; i++) ck_assert_int_eq(pthread_create(&th[i], NULL, cc_create, &a[i]), 0);
+        usleep(200);                             /* both spinning on go */
+        atomic_store(&go, round);
+        for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+        ck_assert_msg((a[0].rc == 0) != (a[1].rc == 0), "round %d: mlxd_qp_create gave %d and %d (exactly one of "
+                      "two QPs as deep as the CQ may be created)", round, a[0].rc, a[1].rc);
+        int loser = a[0].rc == 0 ? 1 : 0;
+        ck_assert_int_eq(a[loser].rc, -EINVAL);
+        ck_assert_int_eq(mlxd_qp_destroy(a[1 - loser].qp), 0);
+        overlapped += a[0].t0 < a[1].t1 && a[1].t0 < a[0].t1;
+    }
+    ck_assert_uint_ge(overlapped, 20);           /* 57 of 600 on a host loaded 15 times over */
+    ck_assert_int_eq(mlxd_close(nic), 0);
+}
+END_TEST
+
 Suite *driver_suite(void)
 {
     Suite *s = suite_create("driver");
@@ -980,10 +1072,13 @@ Suite *driver_suite(void)
     tcase_add_test(tc, arm_and_wait_one_event);
     tcase_add_test(tc, qp_to_error_flushes);
     tcase_add_test(tc, dmabuf_region);
+    tcase_add_test(tc, two_processes_rc_peer_stopped);
+    tcase_add_test(tc, two_processes_rc_peer_killed);
     tcase_add_test(tc, cq_overrun_events);
     tcase_add_test(tc, ignore_overrun_cq);
     tcase_add_test(tc, ignore_overrun_wire);
     tcase_add_test(tc, post_while_another_thread_polls);
+    tcase_add_test(tc, qp_create_concurrent_no_overcommit);
     tcase_add_test(tc, destroyed_qp_completions_removed);
     tcase_add_test(tc, two_processes_rc_write_imm);
     tcase_add_test(tc, two_processes_uc_send);

@@ -201,6 +201,7 @@ struct tk_cq_opts {
     uint16_t uhw_len;         /* 0: sizeof(struct mlx5_ib_create_cq) */
     uint16_t flags;           /* mlx5 flags; default UAR_PAGE_INDEX */
     bool no_flags;
+    uint8_t comp_en, comp_fmt;/* cqe_comp_en, cqe_comp_res_format */
 };
 
 static inline int tk_create_cq(int fd, const struct tk_cq_opts *o, struct tk_mem *m, uint32_t *h, uint32_t *cqn)
@@ -212,6 +213,8 @@ static inline int tk_create_cq(int fd, const struct tk_cq_opts *o, struct tk_mem
     u.cqe_size = o->cqe_size ? o->cqe_size : 64;
     u.flags = o->no_flags ? o->flags : (uint16_t)(o->flags | MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX);
     u.uar_page_index = (uint16_t)o->uar_page;
+    u.cqe_comp_en = o->comp_en;
+    u.cqe_comp_res_format = o->comp_fmt;
     uint32_t cqe = o->ncqe - 1, resp_cqe = 0;
     uint64_t uh = 0x1234;
     struct mlx5_ib_create_cq_resp mresp = { 0 };

@@ -56,6 +56,8 @@ CASE(err_local_prot)
 CASE(cq_overrun)
 CASE(fault_idx)
 CASE(no_uar)
+CASE(bfreg_any)
+CASE(late_ack)
 CASE(zero_len_recv)
 CASE(uc_rc_only_ops)
 START_TEST(fault_env) { run_case_env("fault_env", "MLXD_EMU_FAULT_0=drop_idx=0:4,corrupt_idx=6"); }
@@ -182,6 +184,8 @@ Suite *emu_nic_suite(void)
     tcase_add_test(tc, cq_overrun);
     tcase_add_test(tc, fault_idx);
     tcase_add_test(tc, no_uar);
+    tcase_add_test(tc, bfreg_any);
+    tcase_add_test(tc, late_ack);
     tcase_add_test(tc, zero_len_recv);
     tcase_add_test(tc, uc_rc_only_ops);
     tcase_add_test(tc, fault_env);

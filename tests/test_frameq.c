@@ -5,8 +5,11 @@
  * dropped and counted; frames come out in arrival order. */
 #include <check.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "frameq.h"
 
@@ -141,6 +144,111 @@ START_TEST(threaded_no_torn_entries)
 }
 END_TEST
 
+
+/* ---- wake-ups with several consumers ---------------------------------------------------- */
+
+struct many { struct frameq *q; _Atomic long tid; _Atomic bool stop; _Atomic uint64_t taken; bool sleeps; };
+
+static void *many_consumer(void *arg)
+{
+    struct many *m = arg;
+    atomic_store(&m->tid, (long)syscall(SYS_gettid));
+    uint64_t w[FRAMEQ_WORDS];
+    while (!atomic_load(&m->stop))
+        if (m->sleeps ? frameq_wait_pop(m->q, w, 60000) : frameq_pop(m->q, w)) {
+            check_entry(w);
+            atomic_fetch_add(&m->taken, 1);
+        }
+    return NULL;
+}
+
+static bool read_line(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    size_t n = fread(buf, 1, len - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return n > 0;
+}
+
+/* 1 when thread tid sleeps (state S) in FUTEX_WAIT on a word inside *q whose value is no longer
+ * the one it went to sleep on: the word changed after it fell asleep and nobody woke it, a lost
+ * wake-up (the producer, the caller, has returned from every push, so any FUTEX_WAKE owed has
+ * been made, and a woken thread is runnable, state R, at once).  0 otherwise; the two reads of
+ * /proc/<tid>/syscall around the state must agree. */
+static int lost_wakeup(long tid, const struct frameq *q)
+{
+    char p[96], a[256], b[256], st[512];
+    snprintf(p, sizeof p, "/proc/self/task/%ld/syscall", tid);
+    if (!read_line(p, a, sizeof a)) return 0;
+    snprintf(p, sizeof p, "/proc/self/task/%ld/stat", tid);
+    if (!read_line(p, st, sizeof st)) return 0;
+    snprintf(p, sizeof p, "/proc/self/task/%ld/syscall", tid);
+    if (!read_line(p, b, sizeof b) || strcmp(a, b)) return 0;
+    const char *e = strrchr(st, ')');
+    if (!e || e[1] != ' ' || e[2] != 'S') return 0;
+    long nr;
+    unsigned long addr, op, val;
+    if (sscanf(a, "%ld %lx %lx %lx", &nr, &addr, &op, &val) != 4) return 0;
+    if (nr != SYS_futex || (op & 0x7f) != 0 /* FUTEX_WAIT */) return 0;
+    if (addr < (uintptr_t)q || addr >= (uintptr_t)(q + 1)) return 0;
+    uint32_t now = __atomic_load_n((const uint32_t *)(uintptr_t)addr, __ATOMIC_SEQ_CST);
+    return now != (uint32_t)val;
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Two consumers of one queue (mlxd_receiver_get_next_frame from two threads): one polls (a
+ * consumer that keeps up: timeout 0, it never sleeps), one waits with a timeout and sleeps.  The
+ * poller takes nearly every entry, so the sleeper is woken by a push, finds the queue empty and
+ * goes back to sleep, again and again, while the next pushes come at random gaps: every
+ * interleaving of its way back to sleep with a push is tried.  A push must wake it every time:
+ * the test looks at it between pushes, and a sleeper asleep on a futex value that pushes have
+ * since changed lost its wake-up (it would sleep to its 60 s timeout; nobody else sets the
+ * sleepers mark).  The protocol before the futex word held that mark, a sleepers flag beside a
+ * push count, lost it: the sleeper set the flag, read the count a push had just bumped, the push
+ * cleared the flag, the poller took the entry, and the sleeper slept on the new count with the
+ * flag clear, so later pushes woke nobody. */
+START_TEST(two_consumers_no_lost_wakeup)
+{
+    struct frameq q;
+    ck_assert_int_eq(frameq_init(&q, 64), 0);
+    frameq_consumer_ready(&q);
+    struct many m[2] = { { .q = &q, .sleeps = true }, { .q = &q, .sleeps = false } };
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) ck_assert_int_eq(pthread_create(&th[i], NULL, many_consumer, &m[i]), 0);
+    for (int i = 0; i < 2; i++)
+        while (!atomic_load(&m[i].tid)) usleep(100);
+    uint64_t w[FRAMEQ_WORDS], pushed = 0, lost = 0, seed = 12345, t0 = mono_ns();
+    while (!lost && mono_ns() - t0 < 8000000000ull) {
+        for (int k = 0; k < 256; k++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            uint64_t until = mono_ns() + (seed >> 33) % 20000;     /* 0..20 us */
+            while (mono_ns() < until) ;
+            entry(w, pushed++);
+            frameq_push(&q, w);
+        }
+        usleep(1000);                     /* woken threads run: a sleeper left asleep is stale */
+        lost += (uint64_t)lost_wakeup(atomic_load(&m[0].tid), &q);
+    }
+    ck_assert_msg(lost == 0, "the sleeping consumer slept through a push (lost wake-up) after %llu pushes",
+                  (unsigned long long)pushed);
+    for (int i = 0; i < 2; i++) atomic_store(&m[i].stop, true);
+    frameq_close(&q);
+    uint64_t left = 0;
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    while (frameq_pop(&q, w)) left++;
+    ck_assert_uint_eq(atomic_load(&m[0].taken) + atomic_load(&m[1].taken) + atomic_load(&q.dropped) + left, pushed);
+    frameq_fini(&q);
+}
+END_TEST
+
 Suite *frameq_suite(void)
 {
     Suite *s = suite_create("frameq");
@@ -150,6 +258,7 @@ Suite *frameq_suite(void)
     tcase_add_test(tc, full_drops_oldest);
     tcase_add_test(tc, timeout_and_close);
     tcase_add_test(tc, threaded_no_torn_entries);
+    tcase_add_test(tc, two_consumers_no_lost_wakeup);
     suite_add_tcase(s, tc);
     return s;
 }

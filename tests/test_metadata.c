@@ -5,6 +5,7 @@
  * (the .txt sidecars in fixtures/roce-pcaps: imm=0x0002e001 is page 1, psn 46). */
 #include <check.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mlxd_error.h"
@@ -167,6 +168,57 @@ START_TEST(payload_pattern)
 }
 END_TEST
 
+/* The vectorised fill (eight or two words per step below word 2^24) writes exactly the pattern's
+ * words: every length 0..200 at every alignment, every tag, and across word 2^24, where the
+ * index reaches the tag's byte and the word becomes tag | i (fixtures/roce-pcaps/README.md). */
+static void want_word(uint8_t w[4], uint32_t frame, uint64_t i)
+{
+    uint32_t v = (frame & 0xFFu) << 24 | (uint32_t)i;
+    w[0] = (uint8_t)(v >> 24); w[1] = (uint8_t)(v >> 16); w[2] = (uint8_t)(v >> 8); w[3] = (uint8_t)v;
+}
+
+START_TEST(payload_fill_every_length)
+{
+    static uint8_t buf[8 + 1000], want[1000];
+    const uint32_t frames[] = { 0, 37, 255 };
+    for (size_t fi = 0; fi < sizeof frames / sizeof frames[0]; fi++) {
+        uint32_t frame = frames[fi];
+        for (size_t k = 0; k < sizeof want; k++) {
+            uint8_t w[4];
+            want_word(w, frame, k / 4);
+            want[k] = w[k % 4];
+        }
+        for (size_t off = 0; off < 8; off++)
+            for (size_t len = 0; len <= 200; len++) {
+                memset(buf, 0xA5, sizeof buf);
+                mlxd_hsb_payload_fill(buf + off, len, frame);
+                if (memcmp(buf + off, want, len))
+                    ck_abort_msg("frame %u offset %zu len %zu: not the pattern", frame, off, len);
+                for (size_t k = 0; k < sizeof buf; k++)
+                    if ((k < off || k >= off + len) && buf[k] != 0xA5)
+                        ck_abort_msg("frame %u offset %zu len %zu: byte %zu written", frame, off, len, k);
+            }
+    }
+    /* 2^24 + 9 words: the fast part stops at word 2^24, where tag | i starts to differ from
+     * tag + i */
+    size_t len = ((size_t)1 << 26) + 36 + 3;
+    uint8_t *big = malloc(len);
+    ck_assert_ptr_nonnull(big);
+    mlxd_hsb_payload_fill(big, len, 0xC3);
+    for (uint64_t i = 0; i < len / 4; i += (i < 16 || i > ((uint64_t)1 << 24) - 16 ? 1 : 4093)) {
+        uint8_t w[4];
+        want_word(w, 0xC3, i);
+        ck_assert_msg(!memcmp(big + 4 * i, w, 4), "word %llu", (unsigned long long)i);
+    }
+    uint8_t w[4];
+    want_word(w, 0xC3, ((uint64_t)1 << 24) + 1);
+    ck_assert_uint_eq(w[0], 0xC3);                       /* OR, not add: the tag stays */
+    ck_assert(!memcmp(big + 4 * (((size_t)1 << 24) + 1), w, 4));
+    ck_assert_int_eq(mlxd_hsb_payload_check(big, len, 0xC3), -1);
+    free(big);
+}
+END_TEST
+
 Suite *metadata_suite(void)
 {
     Suite *s = suite_create("metadata");
@@ -180,6 +232,7 @@ Suite *metadata_suite(void)
     tcase_add_test(tc, frame_counter_wraps);
     tcase_add_test(tc, geometry_helpers);
     tcase_add_test(tc, payload_pattern);
+    tcase_add_test(tc, payload_fill_every_length);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <infiniband/mlx5dv.h>
 #include "driver.h"
+#include "fake_qp.h"
 #include "mlxd_error.h"
 #include "mlxd_mlx5.h"
 
@@ -70,33 +71,6 @@ static uint32_t record_ci(struct mlxd_cq *cq)
     return be32toh(db[0]);                  /* doorbell record [0]: SET_CI (update_cons_index) */
 }
 
-/* A QP made by hand: receive and send wr_id tables of 8, QPN, user index. */
-struct fq {
-    struct mlxd_qp qp;
-    uint64_t rwrid[8], swrid[8];
-    uint64_t snext[8];   /* entries << 32 | WQEBBs after the WQE at each index */
-};
-
-static struct mlxd_qp *table[MLXD_MAX_QPS];
-
-static void fq_init(struct fq *f, uint32_t qpn, uint32_t uidx, uint64_t base)
-{
-    memset(f, 0, sizeof *f);
-    f->qp.qpn = qpn;
-    f->qp.uidx = uidx;
-    f->qp.state = OBJ_LIVE;
-    f->qp.rq_wqe_cnt = 8;
-    f->qp.rq_wrid = f->rwrid;
-    f->qp.sq_wqebbs = 8;
-    f->qp.sq_wrid = f->swrid;
-    f->qp.sq_next = f->snext;
-    for (int i = 0; i < 8; i++) {
-        f->rwrid[i] = base + i;
-        f->swrid[i] = base + 100 + i;
-        f->snext[i] = (uint64_t)(50 + i) << 32 | (1000u + (uint32_t)i);
-    }
-    table[uidx] = &f->qp;
-}
 
 static struct mlxd_cq *cq_with_table(uint32_t entries)
 {
@@ -726,6 +700,84 @@ START_TEST(rings_freed_after_cq_slots_return)
 }
 END_TEST
 
+
+/* The same order for a QP whose receives come from an SRQ: the SRQ WQEs a run completed are
+ * counted free (srq->free_wqes, what mlxd_srq_receive may fill) once per run and only after the
+ * CQ's doorbell record has handed the run's CQE slots back; a receive CQ as deep as the SRQ
+ * would overrun otherwise.  The SRQ lies across two pages with free_wqes on the second,
+ * read-only one: the first store there faults and the handler records the doorbell record.
+ * The WQEs are linked on the first page meanwhile (next_wqe_index of the old tail). */
+START_TEST(srq_freed_after_cq_slots_return)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    struct mlxd_cq *cq = cq_with_table(16);
+    uint8_t *two = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(two, MAP_FAILED);
+    /* 8-byte aligned, free_wqes (and posted, which the poll loop never writes) on the second
+     * page, tail (which it writes) on the first */
+    const size_t at = offsetof(struct mlxd_srq, free_wqes) & ~(size_t)7;
+    ck_assert_uint_le(offsetof(struct mlxd_srq, tail) + sizeof(uint32_t), at);
+    ck_assert_uint_le(offsetof(struct mlxd_srq, buf) + sizeof(void *), at);
+    struct mlxd_srq *srq = (struct mlxd_srq *)(void *)(two + pg - at);
+    static uint8_t wqes[8 * 32];
+    static uint64_t wrid[8];
+    memset(wqes, 0, sizeof wqes);
+    for (int i = 0; i < 8; i++) wrid[i] = 500 + (uint64_t)i;
+    srq->buf = wqes;
+    srq->wqe_shift = 5;
+    srq->nwqe = 8;
+    srq->depth = 7;
+    srq->tail = 7;
+    srq->wrid = wrid;
+    srq->state = OBJ_LIVE;
+    atomic_store(&srq->free_wqes, 2);
+    struct fq a;
+    fq_init(&a, 0x0c0c0c, 4, 0);
+    a.qp.rq_wrid = NULL;            /* receives from the SRQ */
+    a.qp.rq_wqe_cnt = 0;
+    a.qp.srq = srq;
+    order_page[0] = two + pg;
+    order_page[1] = NULL;
+    order_faults[0] = 0;
+    mlxd_cq_ring(cq, NULL, NULL, &order_dbrec);
+    for (uint32_t i = 0; i < 3; i++) { struct spec sp = recv_of(&a, (uint16_t)(2 + i)); put(cq, i, &sp); }
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = order_segv;
+    sa.sa_flags = SA_SIGINFO;
+    ck_assert_int_eq(sigaction(SIGSEGV, &sa, &old), 0);
+    ck_assert_int_eq(mprotect(two + pg, (size_t)pg, PROT_READ), 0);
+    struct mlxd_completion wc[4];
+    int n = mlxd_cq_poll(cq, wc, 4);
+    sigaction(SIGSEGV, &old, NULL);
+    ck_assert_int_eq(n, 3);
+    for (int i = 0; i < 3; i++) ck_assert_uint_eq(wc[i].wr_id, 502 + (uint64_t)i);
+    ck_assert_int_eq(order_faults[0], 1);
+    ck_assert_uint_eq(order_seen[0], 3);                /* freed once CI >= 3, not at the first CQE */
+    ck_assert_uint_eq(atomic_load(&srq->free_wqes), 2 + 3);
+    ck_assert_uint_eq(srq->tail, 4);                    /* 7 -> 2 -> 3 -> 4 linked */
+    ck_assert_uint_eq(wqes[7 * 32 + 3], 2);
+    ck_assert_uint_eq(wqes[2 * 32 + 3], 3);
+    ck_assert_uint_eq(wqes[3 * 32 + 3], 4);
+    ck_assert_uint_eq(record_ci(cq), 3);
+    /* the same order when a destroyed QP's completions are cleaned from the CQ (mlxd_qp_destroy):
+     * their WQEs go back to the SRQ after the record has handed the slots back */
+    for (uint32_t i = 3; i < 5; i++) { struct spec sp = recv_of(&a, (uint16_t)(2 + i)); put(cq, i, &sp); }
+    order_faults[0] = 0;
+    ck_assert_int_eq(sigaction(SIGSEGV, &sa, &old), 0);
+    ck_assert_int_eq(mprotect(two + pg, (size_t)pg, PROT_READ), 0);
+    uint32_t cleaned = mlxd__cq_clean_srq(cq, a.qp.qpn, srq);
+    sigaction(SIGSEGV, &old, NULL);
+    ck_assert_uint_eq(cleaned, 2);
+    ck_assert_int_eq(order_faults[0], 1);
+    ck_assert_uint_eq(order_seen[0], 5);
+    ck_assert_uint_eq(atomic_load(&srq->free_wqes), 2 + 3 + 2);
+    ck_assert_uint_eq(srq->tail, 5);                    /* cleaned from the newest down: 6, then 5 */
+    cq_done(cq);
+    munmap(two, 2 * (size_t)pg);
+}
+END_TEST
+
 Suite *poll_suite(void)
 {
     Suite *s = suite_create("poll");
@@ -736,6 +788,7 @@ Suite *poll_suite(void)
     tcase_add_test(tc, error_in_the_middle_stops_nothing);
     tcase_add_test(tc, runs_of_qps_in_one_batch);
     tcase_add_test(tc, rings_freed_after_cq_slots_return);
+    tcase_add_test(tc, srq_freed_after_cq_slots_return);
     tcase_add_test(tc, hot_path_same_as_general);
     tcase_add_test(tc, detached_ring_same_as_general);
     tcase_add_test(tc, src_qpn_only_for_ud);

@@ -643,9 +643,12 @@ static void check_bw_row(const char *who, const char *o, long size, long iters, 
     ck_assert_msg(b == size && it == iters, "%s: row is %ld bytes x %ld, want %ld x %ld", who, b,
                   it, size, iters);
     ck_assert_msg(isfinite(peak) && avg > 0 && (peak_measured ? avg <= peak : peak == 0), "%s: %s", who, row + 1);
-    /* MsgRate[Mpps] = average bytes per second / message size; perftest's MB is 2^20 */
+    /* MsgRate[Mpps] = average bytes per second / message size; perftest's MB is 2^20.  The
+     * average is printed with 2 decimals: at a rate as low as a loaded machine gives atomics
+     * (0.08 MB/s, 8-byte messages) its rounding alone is 6 % of it, so it is allowed for */
     double want = avg * 1048576.0 / (double)size / 1e6;
-    ck_assert_msg(fabs(rate - want) <= 0.02 * want + 1e-6, "%s: MsgRate %f, want %f: %s", who,
+    double rounding = 0.005 * 1048576.0 / (double)size / 1e6;
+    ck_assert_msg(fabs(rate - want) <= 0.02 * want + rounding + 1e-6, "%s: MsgRate %f, want %f: %s", who,
                   rate, want, row + 1);
 }
 

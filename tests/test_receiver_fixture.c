@@ -252,6 +252,53 @@ START_TEST(live_run_and_replay_agree)
 }
 END_TEST
 
+
+/* Completions that reach the CQ after the monitor's last poll are taken by close's drain and
+ * counted: here no monitor ever runs, so all three recorded completions come to close.  The
+ * frames among them are at_close (received, not delivered), and the two packets the second
+ * CQE says were dropped before it for want of a receive (its hw_drops byte, byte 56) are in
+ * hw_drops: frames sent = frames + at_close + hw_drops = 5 (docs/receiver.md "Where every frame
+ * went").  The records: RESP_WR_IMM, imm = page 1..3, byte_cnt 4096, QPN 0x123. */
+START_TEST(completions_at_close_counted)
+{
+    char fix[64];
+    snprintf(fix, sizeof fix, "/tmp/mlxd-atclose-%d.fix", (int)getpid());
+    FILE *f = fopen(fix, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("mlxd-cqe-fixture 1\ncqe_size 64\nring_size 256\ncqn 0x000412\nsource completions_at_close_counted\n", f);
+    /* bytes 0..35 zero, imm (36), 4 zero bytes, byte_cnt (44), timestamp (48), sop_drop_qpn
+     * (56: the hw_drops byte, then the QPN), wqe_counter (60), signature, op_own 0x10 */
+    static const unsigned drops[3] = { 0, 2, 0 };
+    for (unsigned i = 0; i < 3; i++)
+        fprintf(f, "%s%072u%08x%08x%08x%016u%02x000123%04x0010\n", i ? "+1000ns " : "", 0u, i + 1, 0u, 4096u, 0u,
+                drops[i], i);
+    fclose(f);
+    static uint8_t buf4[4 * PAGE_SIZE];
+    struct mlxd_receiver_opts o = gen_opts(fix, MLXD_REPLAY_PACE_STEPPED, 4);
+    o.buffer = (uintptr_t)buf4;
+    o.buffer_size = sizeof buf4;
+    o.pages = 4;
+    struct mlxd_receiver *r = mlxd_receiver_new();
+    ck_assert_msg(mlxd_receiver_start(r, &o) == 0, "%s", mlxd_errmsg());
+    ck_assert_int_eq(mlxd_receiver_replay_step(r, 3), 0);
+    uint64_t w = 0, n = 0;
+    for (int k = 0; k < 10000 && w < 3; k++) {
+        ck_assert_int_eq(mlxd_receiver_replay_progress(r, &w, &n), 0);
+        if (w < 3) usleep(1000);
+    }
+    ck_assert_uint_eq(w, 3);
+    ck_assert_int_eq(mlxd_receiver_close(r), 0);
+    struct mlxd_receiver_stats st;
+    ck_assert_int_eq(mlxd_receiver_stats(r, &st), 0);     /* kept through close */
+    ck_assert_uint_eq(st.frames, 0);
+    ck_assert_uint_eq(st.at_close, 3);
+    ck_assert_uint_eq(st.hw_drops, 2);
+    ck_assert_uint_eq(st.errors + st.bad_page + st.flushed, 0);
+    mlxd_receiver_destroy(r);
+    unlink(fix);
+}
+END_TEST
+
 Suite *receiver_fixture_suite(void)
 {
     Suite *s = suite_create("receiver_fixture");
@@ -261,6 +308,7 @@ Suite *receiver_fixture_suite(void)
     tcase_add_test(tc, fast_pacing_counts_flushes_as_recorded);
     tcase_add_test(tc, bad_fixture_is_refused_at_start);
     tcase_add_test(tc, replay_of_a_real_capture_recording);
+    tcase_add_test(tc, completions_at_close_counted);
     suite_add_tcase(s, tc);
     tc = tcase_create("live");
     tcase_set_timeout(tc, 180);

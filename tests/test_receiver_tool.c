@@ -299,14 +299,16 @@ START_TEST(generate_and_save)
 }
 END_TEST
 
-/* The stress case of docs/receiver.md: no flow control and 4 pages, so the device laps the
- * consumer and rewrites pages before their completion is polled.  Those frames hold other
- * frames' pattern words (right index, another frame's tag): rewritten, not failures.
- * Unpaced, the generator's 48000 packets can overflow the emulated port's UDP socket on a loaded
- * machine (the engine not scheduled for a while): the host drops them before the port sees them,
- * as a wire would.  Every packet is then either counted by the port (rx_write_requests) or under
- * that named cause (rx_dropped_socket), each missing frame lost at least one packet, and the
- * run fails (exit 1: frames missing) rather than passing over the loss. */
+/* The stress case of docs/receiver.md: 4 pages and a consumer that cannot keep up, so the device
+ * laps the consumer and rewrites pages before their completion is polled.  Those frames hold
+ * other frames' pattern words (right index, another frame's tag): rewritten, not failures.
+ * --fps 0 sends as fast as the port completes the frames (issue 18: the window of
+ * gen_window_wait in tools/mlxd-capture.c, as a lossless network's pause frames would): before
+ * it, the generator's UDP GSO sends overflowed the emulated port's UDP socket, or ran it out of
+ * receives, in 3 of 5 runs on a loaded machine (load average 11), and the run failed with the
+ * frames lost before the port.  Now every frame arrives: exit 0, 1000 received, however loaded
+ * the machine (the window waits for completions; a run that loses frames anyway prints where
+ * each went, and that is shown here). */
 START_TEST(generate_fps0_lapped)
 {
     static char out[1 << 20];
@@ -315,21 +317,11 @@ START_TEST(generate_fps0_lapped)
     int rc = run_tool(out, sizeof out, args);
     const char *sum = strstr(out, "\"summary\":true");
     ck_assert_msg(sum != NULL, "exit %d, no summary", rc);
-    ck_assert_int_eq(json_num(sum, "payload_checked"), json_num(sum, "frames_consumed"));
-    if (rc == 1) {
-        /* a loaded host's UDP socket overflowed before the emulated port: every missing frame
-         * is named and the causes add up to the frames sent */
-        long lost = json_num(sum, "lost") + json_num(sum, "lost_after_last");
-        ck_assert_int_eq(json_num(sum, "frames_sent"), 1000);
-        ck_assert_int_eq(json_num(sum, "frames_received") + lost + json_num(sum, "hw_drops") +
-                         json_num(sum, "errors") + json_num(sum, "no_receive_after_last"), 1000);
-        ck_assert_msg(lost > 0 || json_num(sum, "out_of_sequence") > 0 || json_num(sum, "hw_drops") > 0 ||
-                      json_num(sum, "no_receive_after_last") > 0, "exit 1 with nothing named\n%s", sum);
-        ck_assert_int_eq(json_num(sum, "payload_failures"), 0);
-        return;
-    }
     ck_assert_msg(rc == 0, "exit %d\n%s", rc, sum);
+    ck_assert_int_eq(json_num(sum, "frames_sent"), 1000);
     ck_assert_int_eq(json_num(sum, "frames_received"), 1000);
+    ck_assert_int_eq(json_num(sum, "lost") + json_num(sum, "lost_after_last") + json_num(sum, "hw_drops"), 0);
+    ck_assert_int_eq(json_num(sum, "payload_checked"), json_num(sum, "frames_consumed"));
     ck_assert_int_eq(json_num(sum, "payload_failures"), 0);
 }
 END_TEST
@@ -912,8 +904,14 @@ static void check_accounting_adds_up(const char *out, const char *tail, const ch
                    "completions + %llu bad pages + %llu lost and %llu dropped", &sent, &recv, &lost, &down,
                    &norecv, &err, &bad, &tlost, &tnorecv);
     ck_assert_msg(k == 9, "%s: %s: accounting line not parsed (%d fields)\n%s", file, line, k, tail);
+    /* and the frames that arrived while the receiver closed, named when there are any */
+    unsigned long long closing = 0;
+    const char *eol = strchr(acc, '\n'), *cl = strstr(acc, " after the last frame received + ");
+    if (cl && (!eol || cl < eol))
+        ck_assert_int_eq(sscanf(cl, " after the last frame received + %llu arrived while the receiver closed",
+                                &closing), 1);
     ck_assert(sent > 0);
-    ck_assert_uint_eq(recv + lost + norecv + err + bad + tlost + tnorecv, sent);
+    ck_assert_uint_eq(recv + lost + norecv + err + bad + tlost + tnorecv + closing, sent);
     const char *failed = strstr(out, "FAILED:");
     ck_assert_ptr_nonnull(failed);
     /* every frame came but packets inside some were lost: named too */

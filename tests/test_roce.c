@@ -372,6 +372,62 @@ START_TEST(icrc_below_minimum_length_does_nothing)
 }
 END_TEST
 
+/* The iCRC as annex A17.8 defines it, byte by byte with zlib: CRC-32 of 8 x 0xff, the IPv4, UDP
+ * and BTH headers with TOS, TTL, the IP checksum, the UDP checksum and BTH byte 4 set to ones,
+ * then everything after the BTH up to the iCRC. */
+static uint32_t spec_icrc(const uint8_t *pkt, size_t pkt_len)
+{
+    static uint8_t m[8 + 70000];
+    memset(m, 0xff, 8);
+    memcpy(m + 8, pkt, pkt_len - 4);
+    m[8 + 1] = 0xff; m[8 + 8] = 0xff; m[8 + 10] = m[8 + 11] = 0xff;
+    m[8 + 26] = m[8 + 27] = 0xff;
+    m[8 + 28 + 4] = 0xff;
+    return (uint32_t)crc32(0, m, (uInt)(8 + pkt_len - 4));
+}
+
+/* The folded CRC (every head alignment, every payload tail, every header set the generator and
+ * the emulator send) against the byte-wise definition above; and mlxd_roce_icrc_parts, which
+ * takes the headers and the payload from two places, against both. */
+START_TEST(icrc_folded_equals_definition)
+{
+    static uint8_t buf[70000], pl[9000];
+    for (size_t i = 0; i < sizeof pl; i++) pl[i] = (uint8_t)(i * 7 + (i >> 8));
+    const uint8_t ops[] = {
+        MLXD_ROCE_TRANSPORT_UC | MLXD_ROCE_OP_WRITE_ONLY, MLXD_ROCE_TRANSPORT_UC | MLXD_ROCE_OP_WRITE_ONLY_IMM,
+        MLXD_ROCE_TRANSPORT_RC | MLXD_ROCE_OP_SEND_MIDDLE, MLXD_ROCE_TRANSPORT_RC | MLXD_ROCE_OP_SEND_ONLY_IMM,
+        MLXD_ROCE_TRANSPORT_RC | MLXD_ROCE_OP_READ_RESPONSE_FIRST,
+    };
+    const size_t lens[] = {0, 1, 2, 3, 4, 5, 15, 16, 17, 24, 31, 32, 33, 47, 48, 63, 64, 65, 127, 128, 129,
+                           1408, 4095, 4096, 4097, 8191, 8192};
+    unsigned checked = 0;
+    for (size_t o = 0; o < sizeof ops; o++)
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+            struct mlxd_roce_pkt p = {.src_ip = 0x7f000002, .dst_ip = 0x7f000001, .src_port = 50000 + (uint16_t)l,
+                                      .opcode = ops[o], .dest_qp = 0x1234, .psn = (uint32_t)(l * 31),
+                                      .reth_va = 0x7f0012345678ull, .reth_rkey = 0xabcd, .reth_len = (uint32_t)lens[l],
+                                      .aeth_syndrome = 0x1f, .aeth_msn = 7, .tos = 0x28, .ttl = 3};
+            p.imm = 0x11223344;
+            ssize_t n = mlxd_roce_build(buf, sizeof buf, &p, pl, lens[l]);
+            ck_assert_int_gt(n, 0);
+            uint32_t want = spec_icrc(buf, (size_t)n);
+            ck_assert_msg(mlxd_roce_icrc(buf, (size_t)n) == want, "op 0x%x len %zu", ops[o], lens[l]);
+            ck_assert_uint_eq(mlxd_roce_icrc_stored(buf, (size_t)n), want);
+            /* the same packet from two places: headers here, payload there */
+            uint8_t hdrs[MLXD_ROCE_MAX_HDR_LEN];
+            ssize_t hl = mlxd_roce_build_hdrs(buf, sizeof buf, &p, lens[l]);
+            ck_assert_int_gt(hl, 0);
+            memcpy(hdrs, buf, (size_t)hl);
+            ck_assert_msg(mlxd_roce_icrc_parts(hdrs, (size_t)hl, pl, lens[l]) == want, "parts: op 0x%x len %zu",
+                          ops[o], lens[l]);
+            checked++;
+        }
+    ck_assert_uint_eq(checked, sizeof ops * (sizeof lens / sizeof lens[0]));
+    /* below IPv4 + UDP + BTH there are no headers: 0, nothing read */
+    ck_assert_uint_eq(mlxd_roce_icrc_parts(buf, 39, pl, 4), 0);
+}
+END_TEST
+
 Suite *roce_suite(void)
 {
     Suite *s = suite_create("roce");
@@ -384,6 +440,7 @@ Suite *roce_suite(void)
     tcase_add_test(tc, build_refuses_huge_lengths_without_overflow);
     tcase_add_test(tc, build_hdrs_messages_name_build_hdrs);
     tcase_add_test(tc, icrc_below_minimum_length_does_nothing);
+    tcase_add_test(tc, icrc_folded_equals_definition);
     suite_add_tcase(s, tc);
     return s;
 }

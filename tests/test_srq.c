@@ -451,6 +451,59 @@ START_TEST(faults_leave_nothing)
 }
 END_TEST
 
+
+/* An SRQ's receives complete on the receive CQ of whichever of its QPs a message arrives on:
+ * up to the SRQ's depth of them can be outstanding there, so mlxd_qp_create counts the depth on
+ * each receive CQ of the SRQ's QPs, once (ibv_create_cq(3): a CQ holds every completion its QPs
+ * can have outstanding).  A CQ exactly as deep as the SRQ cannot also take a QP's send
+ * completions; one twice as deep takes two QPs of the SRQ (the depth counted once), not a third
+ * QP's send depth beyond that; the depth goes back when the last QP of the SRQ on the CQ goes. */
+START_TEST(srq_depth_counts_on_recv_cq)
+{
+    struct mlxd_nic *nic;
+    ck_assert_int_eq(mlxd_open("mlx5_0", NULL, &nic), 0);
+    struct mlxd_cq *small, *big, *scq;
+    ck_assert_int_eq(mlxd_cq_create(nic, 16, NULL, &small), 0);
+    uint32_t n = mlxd_cq_size(small);
+    ck_assert_int_eq(mlxd_cq_create(nic, 2 * n, NULL, &big), 0);
+    ck_assert_uint_eq(mlxd_cq_size(big), 2 * n);
+    ck_assert_int_eq(mlxd_cq_create(nic, 16, NULL, &scq), 0);
+    struct mlxd_srq_opts so = { .sz = sizeof so, .depth = n };
+    struct mlxd_srq *srq;
+    ck_assert_msg(mlxd_srq_create(nic, &so, &srq) == 0, "%s", mlxd_errmsg());
+    struct mlxd_qp_opts o = { .sz = sizeof o, .type = MLXD_QP_RC, .send_depth = 1, .srq = srq };
+    struct mlxd_qp *q1, *q2, *q3;
+    ck_assert_int_eq(mlxd_qp_create(small, &o, &q1), -EINVAL);       /* 1 + n > n */
+    char want[96];
+    snprintf(want, sizeof want, "send_depth 1 + recv_depth 0 + SRQ depth %u + 0 of 0 QPs", n);
+    ck_assert_msg(strstr(mlxd_errmsg(), want), "%s", mlxd_errmsg());
+    /* receives on small (exactly the SRQ's depth), sends on scq: fits, twice (counted once) */
+    o.recv_cq = small;
+    ck_assert_msg(mlxd_qp_create(scq, &o, &q1) == 0, "%s", mlxd_errmsg());
+    ck_assert_msg(mlxd_qp_create(scq, &o, &q2) == 0, "%s", mlxd_errmsg());
+    ck_assert_int_eq(mlxd_qp_destroy(q1), 0);
+    ck_assert_int_eq(mlxd_qp_destroy(q2), 0);
+    o.recv_cq = NULL;
+    ck_assert_msg(mlxd_qp_create(big, &o, &q1) == 0, "%s", mlxd_errmsg());   /* 1 + n */
+    ck_assert_msg(mlxd_qp_create(big, &o, &q2) == 0, "%s", mlxd_errmsg());   /* + 1: n + 2 */
+    struct mlxd_qp_opts o3 = { .sz = sizeof o3, .type = MLXD_QP_RC, .send_depth = n - 1 };
+    ck_assert_int_eq(mlxd_qp_create(big, &o3, &q3), -EINVAL);                /* 2n + 1 > 2n */
+    o3.send_depth = n - 2;
+    ck_assert_msg(mlxd_qp_create(big, &o3, &q3) == 0, "%s", mlxd_errmsg());  /* exactly 2n */
+    ck_assert_int_eq(mlxd_qp_destroy(q3), 0);
+    ck_assert_int_eq(mlxd_qp_destroy(q1), 0);
+    o3.send_depth = n;
+    ck_assert_int_eq(mlxd_qp_create(big, &o3, &q3), -EINVAL);   /* q2 still holds the SRQ's depth: 2n + 1 */
+    ck_assert_int_eq(mlxd_qp_destroy(q2), 0);
+    o3.send_depth = 2 * n;                                        /* the SRQ's depth went with q2 */
+    ck_assert_msg(mlxd_qp_create(big, &o3, &q3) == 0, "%s", mlxd_errmsg());
+    ck_assert_int_eq(mlxd_qp_destroy(q3), 0);
+    ck_assert_int_eq(mlxd_srq_destroy(srq), 0);
+    ck_assert_int_eq(mlxd_close(nic), 0);
+    ck_assert_uint_eq(mlxd_emu_live_total(), 0);
+}
+END_TEST
+
 Suite *srq_suite(void)
 {
     Suite *s = suite_create("srq");
@@ -463,6 +516,7 @@ Suite *srq_suite(void)
     tcase_add_test(tc, empty_uc_dropped_counted);
     tcase_add_test(tc, misuse_changes_nothing);
     tcase_add_test(tc, faults_leave_nothing);
+    tcase_add_test(tc, srq_depth_counts_on_recv_cq);
     tcase_add_test(tc, qp_error_last_wqe_srq_kept);
     tcase_add_test(tc, uc_unfinished_message_flushed);
     tcase_add_test(tc, ud_on_srq);

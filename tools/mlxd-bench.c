@@ -52,6 +52,7 @@
 
 #include "mlxd_abi.h"
 #include "mlxd_capture.h"
+#include "mlxd_emu.h"
 #include "mlxd_error.h"
 #include "mlxd_fixture.h"
 #include "mlxd_hsb.h"
@@ -208,11 +209,12 @@ struct e2e_row {
     uint64_t sent, received;
     double seconds, fps, gbps, send_gbps;
     uint64_t window, timeouts;
-    const char *mode;
+    const char *mode;            /* "<monitor>/<consumer>": busy/nap, event/spin, ... */
     bool ok;
     char reason[300];
+    char note[300];              /* where the frames not received went (e2e_note) */
 };
-#define MAX_E2E 16
+#define MAX_E2E 32
 static struct e2e_row g_e2e[MAX_E2E];
 static int g_ne2e;
 
@@ -243,6 +245,7 @@ struct cfg {
     double e2e_mb;               /* bytes sent per frame size (MiB) */
     const char *e2e_sizes;
     const char *e2e_modes;
+    const char *e2e_consumers;   /* comma list: nap, spin (how the e2e consumer waits) */
     int e2e_window;              /* frames in flight; -1 = pages / 2; 0 = no pacing */
     /* e2e receiver geometry (0 = by frame size / the receiver's defaults) */
     unsigned e2e_pages, e2e_queue, e2e_recv_depth;
@@ -253,7 +256,7 @@ struct cfg {
 static struct cfg C = {
     .cpu_monitor = -2, .cpu_consumer = -2, .cpu_producer = -2,
     .empty_samples = 20000, .ring_passes = 400, .emu_samples = 5000, .emu_passes = 100, .handoff_iters = 100000, .handoff_event_iters = 20000,
-    .e2e_mb = 192, .e2e_sizes = "4096,65536,1048576,8388608", .e2e_modes = "busy", .e2e_window = 0, .e2e_packet = 4096,
+    .e2e_mb = 192, .e2e_sizes = "4096,65536,1048576,8388608", .e2e_modes = "busy,event", .e2e_consumers = "nap", .e2e_window = -1, .e2e_packet = 4096,
 };
 
 static bool want(const char *t)
@@ -556,6 +559,127 @@ static void bench_ring_detached(void)
         mlxd_cq_destroy(cq);
     }
     free(src.cqe);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* 2c. CQE compression (issue 18 item 2): compressed sessions against full CQEs               */
+/* A detached ring of COMP_RING entries filled, one pass at a time, with the same stream of
+ * responder completions (RDMA SEND receives of one QP, byte_cnt 4096, wqe_counter = producer
+ * index) either as full 64-byte CQEs (a ring without compression: the poll loop's hot path) or
+ * as compressed sessions of COMP_SESSION mini-CQEs (a ring created with MLXD_CQE_COMP_HASH):
+ * the title CQE (format 3, byte_cnt = the count) and its mini-CQE arrays in slots 1, 8, 16, ...
+ * (mlx5/cqe_mini.c).  Reported per completion: the poll loop's time, and the CQ bytes it reads
+ * (the 64-byte slots whose bytes it loads: every slot of full CQEs; of a session its title and
+ * its ceil(N/8) array slots; the invalidation byte it stores into each of a session's slots is
+ * counted apart).  scripts/callgrind.sh counts the instructions of bench_comp_drain_B /
+ * bench_full_drain_B.  libmlx5 is not compared: its ibv_poll_cq / ibv_start_poll do not expand
+ * compressed CQEs (rdma-core providers/mlx5/cq.c reads no CQE format 3), although
+ * mlx5dv_create_cq creates such CQs for a DV consumer. */
+#define COMP_RING 4096u
+#define COMP_SESSION 64u           /* the emulated device's cqe_comp_caps.max_num */
+
+static void comp_fill(volatile uint8_t *ring, uint32_t *pi, bool compressed)
+{
+    const uint32_t per = compressed ? COMP_SESSION : 1;
+    for (uint32_t done = 0; done < COMP_RING; done += per, *pi += per) {
+        uint8_t c[64];
+        memset(c, 0, sizeof c);
+        uint32_t v = htonl(compressed ? COMP_SESSION : 4096);
+        memcpy(c + MLXD_CQE_OFF_BYTE_CNT, &v, 4);
+        v = htonl(0x000123);
+        memcpy(c + MLXD_CQE_OFF_SOP_DROP_QPN, &v, 4);
+        uint16_t w = htons((uint16_t)*pi);
+        memcpy(c + MLXD_CQE_OFF_WQE_COUNTER, &w, 2);
+        if (compressed)
+            for (uint32_t k = 0; k * 8 < COMP_SESSION; k++) {
+                uint8_t arr[64];
+                for (uint32_t j = 0; j < 8; j++) {
+                    uint32_t h = htonl(0x5a5a0000u + k * 8 + j), b = htonl(4096);
+                    memcpy(arr + 8 * j, &h, 4);
+                    memcpy(arr + 8 * j + 4, &b, 4);
+                }
+                memcpy((void *)(ring + ((size_t)((*pi + (k ? 8 * k : 1)) & (COMP_RING - 1)) << 6)), arr, 64);
+            }
+        volatile uint8_t *d = ring + ((size_t)(*pi & (COMP_RING - 1)) << 6);
+        memcpy((void *)d, c, 63);
+        uint8_t op = (uint8_t)(MLXD_CQE_RESP_SEND << 4 | (compressed ? 3u << 2 : 0) | ((*pi & COMP_RING) ? 1 : 0));
+        __atomic_store_n((uint8_t *)&d[63], op, __ATOMIC_RELEASE);
+    }
+}
+
+#define COMP_DRAIN(KIND, B)                                                                       \
+    __attribute__((noinline)) unsigned bench_##KIND##_drain_##B(struct mlxd_cq *cq)                \
+    {                                                                                             \
+        unsigned got = 0;                                                                         \
+        while (got < COMP_RING) {                                                                 \
+            int m = mlxd_cq_poll(cq, g_wc, B);                                                    \
+            if (m <= 0) break;                                                                    \
+            got += (unsigned)m;                                                                   \
+        }                                                                                         \
+        return got;                                                                               \
+    }
+COMP_DRAIN(full, 16)
+COMP_DRAIN(full, 64)
+COMP_DRAIN(comp, 16)
+COMP_DRAIN(comp, 64)
+
+static void bench_cqe_comp(void)
+{
+    static const int batches[2] = { 16, 64 };
+    static unsigned (*const drain[2][2])(struct mlxd_cq *) = { { bench_full_drain_16, bench_full_drain_64 },
+                                                               { bench_comp_drain_16, bench_comp_drain_64 } };
+    for (int kind = 0; kind < 2; kind++) {
+        for (int b = 0; b < 2; b++) {
+            char name[48], what[240];
+            snprintf(name, sizeof name, "cqe_%s_batch%d", kind ? "compressed" : "full", batches[b]);
+            snprintf(what, sizeof what, "detached ring of %u, RESP_SEND %s, mlxd_cq_poll(max %d); per completion",
+                     COMP_RING, kind ? "in sessions of 64 mini-CQEs (HASH)" : "as full CQEs", batches[b]);
+            struct result *r = result_new(name, "ns/CQE", what);
+            struct mlxd_detached_cq_opts o = { .sz = sizeof o, .cqe_comp = kind ? MLXD_CQE_COMP_HASH : 0 };
+            struct mlxd_cq *cq = NULL;
+            volatile void *ringv;
+            uint32_t n;
+            volatile uint32_t *dbrec;
+            if (mlxd_cq_create_detached_opts(COMP_RING, &o, &cq) < 0 || mlxd_cq_ring(cq, &ringv, &n, &dbrec) < 0) {
+                result_unavailable(r, "detached CQ: %s", mlxd_errmsg());
+                continue;
+            }
+            size_t P = C.ring_passes;
+            double *v = malloc(P * sizeof *v);
+            uint32_t pi = 0;
+            for (size_t pass = 0; pass < P + 5; pass++) {
+                comp_fill((volatile uint8_t *)ringv, &pi, kind);
+                uint64_t t0 = mlxd__tsc();
+                unsigned got = drain[kind][b](cq);
+                uint64_t t1 = mlxd__tsc();
+                if (got != COMP_RING || g_wc[0].byte_len != 4096) {
+                    result_unavailable(r, "poll returned %u of %u completions (byte_len %u)", got, COMP_RING,
+                                       g_wc[0].byte_len);
+                    break;
+                }
+                if (pass >= 5) v[pass - 5] = ticks_ns((double)(t1 - t0)) / COMP_RING;
+                r->available = true;
+            }
+            if (r->available) {
+                r->s = bench_stats_of(v, P);
+                r->iters = P * COMP_RING;
+            }
+            free(v);
+            mlxd_cq_destroy(cq);
+        }
+        /* CQ bytes read per completion, from the layout the pass was written in */
+        char name[48], what[240];
+        snprintf(name, sizeof name, "cqe_%s_bytes", kind ? "compressed" : "full");
+        const double lines = kind ? 1.0 + (COMP_SESSION + 7) / 8 : COMP_SESSION;
+        snprintf(what, sizeof what, "CQ bytes the poll loop reads per completion (%s)%s",
+                 kind ? "title + 8 array slots per 64" : "one slot each",
+                 kind ? "; plus 1 invalidation byte stored per slot" : "");
+        struct result *r = result_new(name, "B/CQE", what);
+        double bytes[1] = { lines * 64.0 / COMP_SESSION };
+        r->s = bench_stats_of(bytes, 1);
+        r->iters = 1;
+        r->available = true;
+    }
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -906,7 +1030,23 @@ struct e2e {
     _Atomic uint64_t seen;       /* 1 + the highest generator frame number the consumer took */
     uint64_t window;             /* frames in flight the generator allows itself */
     uint64_t window_timeouts;    /* frames it stopped waiting for (lost on the wire) */
+    bool nap;                    /* the consumer sleeps when its queue is empty */
+    double t0, t_last;           /* the generator's start; when the consumer took the last frame */
+    struct mlxd_emu_nic_stats es;   /* the emulated port's counters at the end (have_es) */
+    bool have_es;
+    /* CPU time (ns) of the generator, monitor and consumer threads over the run, and of the
+     * whole process: the rest is the emulated NIC's engine thread */
+    uint64_t cpu_gen, cpu_mon, cpu_con, cpu_all;
 };
+
+static uint64_t cpu_ns(clockid_t clk)
+{
+    struct timespec ts;
+    clock_gettime(clk, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#define E2E_NAP_NS 100000     /* the nap consumer's sleep when its queue is empty */
 
 /* The generator's flow control (a sensor bridge has none): frame k is sent only once the consumer
  * has taken frame k - window (by the frame number in its metadata, so that a frame lost on the
@@ -929,7 +1069,9 @@ static void *e2e_monitor(void *arg)
 {
     struct e2e *e = arg;
     pin_self(C.cpu_monitor);
+    uint64_t c0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
     e->mon_rc = mlxd_receiver_blocking_monitor(e->r);
+    e->cpu_mon = cpu_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
     return NULL;
 }
 
@@ -937,86 +1079,169 @@ static void *e2e_gen(void *arg)
 {
     struct e2e *e = arg;
     pin_self(C.cpu_producer >= 0 ? C.cpu_producer : C.cpu_consumer);
+    uint64_t c0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
     e->gen_rc = mlxd_gen_run(&e->map, &e->g, &e->so, &e->st);
+    e->cpu_gen = cpu_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
     atomic_store(&e->gen_done, true);
     return NULL;
 }
 
-static void bench_e2e_one(uint64_t fsize, bool event)
+/* Default geometry: pages enough for 4 MiB (3 ms at 10 Gb/s, so that a consumer that naps
+ * 100 us, or is descheduled for a while, does not hold the generator), at least 16 (8 from
+ * 1 MiB frames, 4 from 4 MiB), at most 4096; the window half the pages (the device then never
+ * comes back to a page the consumer has not taken) and half the receives posted (the monitor
+ * re-posts in batches: the port never runs out of receives). */
+static unsigned e2e_default_pages(uint64_t fsize, size_t page)
 {
-    struct e2e_row *row = &g_e2e[g_ne2e < MAX_E2E - 1 ? g_ne2e++ : g_ne2e];
-    memset(row, 0, sizeof *row);
-    row->frame_size = fsize;
-    row->mode = event ? "event" : "busy";
-    struct e2e e;
-    memset(&e, 0, sizeof e);
-    unsigned pages = C.e2e_pages ? C.e2e_pages : fsize >= (4u << 20) ? 4 : fsize >= (1u << 20) ? 8 : 16;
+    unsigned min = fsize >= (4u << 20) ? 4 : fsize >= (1u << 20) ? 8 : 16;
+    uint64_t want = ((4u << 20) + page - 1) / page;
+    return want > 4096 ? 4096 : want > min ? (unsigned)want : min;
+}
+
+/* Starts the receiver and sets up the generator's map and options.  false (row->reason set) on
+ * failure, with nothing left started. */
+static bool e2e_start(struct e2e *e, struct e2e_row *row, uint64_t fsize, bool event, uint8_t **bufp)
+{
     size_t page = mlxd_hsb_min_page_size(fsize);
+    unsigned pages = C.e2e_pages ? C.e2e_pages : e2e_default_pages(fsize, page);
     size_t size = page * pages;
     uint8_t *buf = NULL;
-    if (posix_memalign((void **)&buf, 4096, size)) { snprintf(row->reason, sizeof row->reason, "out of memory"); return; }
+    if (posix_memalign((void **)&buf, 4096, size)) { snprintf(row->reason, sizeof row->reason, "out of memory"); return false; }
     memset(buf, 0, size);
     uint64_t frames = (uint64_t)(C.e2e_mb * 1048576.0 / (double)fsize);
     if (frames < 16) frames = 16;
     if (frames > 20000) frames = 20000;
-    e.r = mlxd_receiver_new();
+    e->r = mlxd_receiver_new();
+    unsigned depth = C.e2e_recv_depth ? C.e2e_recv_depth : 256;    /* the receiver's default */
     struct mlxd_receiver_opts o = { .sz = sizeof o, .device = "mlx5_0", .port = 1, .buffer = (uintptr_t)buf,
         .buffer_size = size, .frame_size = fsize, .page_size = page, .pages = pages,
         .metadata_offset = mlxd_hsb_metadata_offset(fsize), .peer_ip = "127.0.0.1",
         .queue_size = C.e2e_queue ? C.e2e_queue : pages, .recv_depth = C.e2e_recv_depth,
         .mode = event ? MLXD_RECEIVER_EVENT : MLXD_RECEIVER_BUSY_POLL };
-    if (mlxd_receiver_start(e.r, &o) < 0) {
+    if (mlxd_receiver_start(e->r, &o) < 0) {
         snprintf(row->reason, sizeof row->reason, "mlxd_receiver_start: %s", mlxd_errmsg());
-        mlxd_receiver_destroy(e.r);
+        mlxd_receiver_destroy(e->r);
         free(buf);
-        return;
+        return false;
     }
-    uint32_t lip = mlxd_receiver_local_ipv4(e.r);
-    char dst[32];
+    uint32_t lip = mlxd_receiver_local_ipv4(e->r);
+    static char dst[32];
     snprintf(dst, sizeof dst, "%u.%u.%u.%u", lip >> 24, (lip >> 16) & 255, (lip >> 8) & 255, lip & 255);
-    e.map = (struct mlxd_replay_map){ .qpn = mlxd_receiver_qp_number(e.r), .rkey = mlxd_receiver_rkey(e.r),
-                                      .base_va = mlxd_receiver_external_frame_memory(e.r),
-                                      .page_size = page, .pages = pages };
-    e.window = C.e2e_window < 0 ? pages / 2 : (uint64_t)C.e2e_window;
-    e.so = (struct mlxd_send_opts){ .sz = sizeof e.so, .dst_ip = dst, .src_ip = "127.0.0.1", .sent_frame = e.window ? e2e_window : NULL,
-                                    .ctx = &e };
-    e.g = (struct mlxd_gen_opts){ .sz = sizeof e.g, .frame_size = fsize, .frames = frames, .first_page = 1,
-                                  .payload_size = C.e2e_packet };
-    pthread_t mon, gen;
-    pthread_create(&mon, NULL, e2e_monitor, &e);
-    pin_self(C.cpu_consumer);
+    e->map = (struct mlxd_replay_map){ .qpn = mlxd_receiver_qp_number(e->r), .rkey = mlxd_receiver_rkey(e->r),
+                                       .base_va = mlxd_receiver_external_frame_memory(e->r),
+                                       .page_size = page, .pages = pages };
+    uint64_t half = (pages < depth ? pages : depth) / 2;
+    e->window = C.e2e_window < 0 ? (half ? half : 1) : (uint64_t)C.e2e_window;
+    e->so = (struct mlxd_send_opts){ .sz = sizeof e->so, .dst_ip = dst, .src_ip = "127.0.0.1",
+                                     .sent_frame = e->window ? e2e_window : NULL, .ctx = e };
+    e->g = (struct mlxd_gen_opts){ .sz = sizeof e->g, .frame_size = fsize, .frames = frames, .first_page = 1,
+                                   .payload_size = C.e2e_packet };
+    *bufp = buf;
+    return true;
+}
+
+/* The consumer: takes frames (nap: without waiting, and sleeps E2E_NAP_NS when none is queued;
+ * spin: get_next_frame with a timeout, which spins while frames keep coming) until the
+ * generator is done and the last frame is in or 0.3 s passed without one. */
+static void e2e_consume(struct e2e *e)
+{
     struct mlxd_receiver_frame f;
-    mlxd_receiver_get_next_frame(e.r, 0, &f);
-    double t0 = bench_mono_raw_s(), t_last = t0;
-    pthread_create(&gen, NULL, e2e_gen, &e);
-    uint64_t got = 0;
+    uint64_t c0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+    mlxd_receiver_get_next_frame(e->r, 0, &f);      /* the consumer is ready: frames queue */
+    e->t0 = e->t_last = bench_mono_raw_s();
     for (;;) {
-        if (mlxd_receiver_get_next_frame(e.r, 20, &f)) {
-            got++;
+        if (mlxd_receiver_get_next_frame(e->r, e->nap ? 0 : 20, &f)) {
             uint64_t fn = (uint64_t)f.metadata.frame_number32 + 1;    /* the generator's frame k */
-            if (fn > atomic_load_explicit(&e.seen, memory_order_relaxed))
-                atomic_store_explicit(&e.seen, fn, memory_order_release);
-            t_last = bench_mono_raw_s();
+            if (fn > atomic_load_explicit(&e->seen, memory_order_relaxed))
+                atomic_store_explicit(&e->seen, fn, memory_order_release);
+            e->t_last = bench_mono_raw_s();
             continue;
         }
-        struct mlxd_receiver_stats st;
-        mlxd_receiver_stats(e.r, &st);
-        if (atomic_load(&e.gen_done) && !mlxd_receiver_frames_ready(e.r) &&
-            (st.frames >= frames || bench_mono_raw_s() - t_last > 0.3)) break;
-        if (bench_mono_raw_s() - t0 > 60) break;
+        if (atomic_load(&e->gen_done) && !mlxd_receiver_frames_ready(e->r)) {
+            struct mlxd_receiver_stats st;      /* (reads sysfs: only once the generator is done) */
+            mlxd_receiver_stats(e->r, &st);
+            if (st.frames >= e->g.frames || bench_mono_raw_s() - e->t_last > 0.3) break;
+        }
+        if (bench_mono_raw_s() - e->t0 > 60) break;
+        if (e->nap) {
+            /* the queue is empty: sleep instead of spinning, so that the CPU goes to the
+             * generator and the emulated NIC; what came meanwhile is taken in one go */
+            struct timespec ts = { 0, E2E_NAP_NS };
+            nanosleep(&ts, NULL);
+        }
     }
-    double t_gen_end = bench_mono_raw_s();
+    e->cpu_con = cpu_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+}
+
+/* Where the frames that were sent but not received went, and those the consumer never saw:
+ * the note after the row ("" when every frame was received and taken). */
+static void e2e_note(struct e2e_row *row, const struct e2e *e, const struct mlxd_receiver_stats *st)
+{
+    char *n = row->note;
+    size_t cap = sizeof row->note, len = 0;
+#define NOTE(...) do { if (len < cap) len += (size_t)snprintf(n + len, cap - len, __VA_ARGS__); } while (0)
+    uint64_t missing = row->sent > row->received ? row->sent - row->received : 0;
+    if (missing) {
+        uint64_t no_recv = st->hw_counters_valid ? st->out_of_buffer : st->hw_drops;
+        NOTE("  (%" PRIu64 " not received: %" PRIu64 " packets dropped for want of a posted receive", missing, no_recv);
+        if (e->have_es) NOTE(", %" PRIu64 " packets lost before the port (its socket full)", e->es.rx_dropped_socket);
+        NOTE(")");
+    }
+    if (st->dropped) NOTE("  (%" PRIu64 " received but dropped from the full queue)", st->dropped);
+    if (row->timeouts) NOTE("  (the window waited 100 ms %" PRIu64 " times)", row->timeouts);
+#undef NOTE
+}
+
+/* Where the CPU time went, per frame received: the profile of the run in four numbers (CPU
+ * time, not wall time: what other work on the machine takes does not count) and the frame rate
+ * they would allow if the threads had the machine's CPUs to themselves. */
+static void e2e_say_cpu(const struct e2e *e, uint64_t frames, const char *mode, uint64_t fsize)
+{
+    if (!frames) return;
+    uint64_t known = e->cpu_gen + e->cpu_mon + e->cpu_con;
+    double nic = e->cpu_all > known ? (double)(e->cpu_all - known) : 0;
+    double us = 1e3 * (double)frames;
+    double total = (double)e->cpu_all / us;
+    say("mlxd-bench: e2e %" PRIu64 " B %s: CPU per frame: generator %.1f us, emulated NIC %.1f us, "
+        "monitor %.1f us, consumer %.1f us; %.1f us in all (%d CPUs: at most %.1f Gb/s)\n",
+        fsize, mode, (double)e->cpu_gen / us, nic / us, (double)e->cpu_mon / us, (double)e->cpu_con / us,
+        total, C.ncpus, total > 0 ? C.ncpus * 1e6 / total * (double)fsize * 8 / 1e9 : 0);
+}
+
+static void bench_e2e_one(uint64_t fsize, bool event, bool nap, const char *name)
+{
+    struct e2e_row *row = &g_e2e[g_ne2e < MAX_E2E - 1 ? g_ne2e++ : g_ne2e];
+    memset(row, 0, sizeof *row);
+    row->frame_size = fsize;
+    row->mode = name;
+    struct e2e e;
+    memset(&e, 0, sizeof e);
+    e.nap = nap;
+    uint8_t *buf = NULL;
+    if (!e2e_start(&e, row, fsize, event, &buf)) return;
+    pthread_t mon, gen;
+    uint64_t c0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
+    pthread_create(&mon, NULL, e2e_monitor, &e);
+    pin_self(C.cpu_consumer);
+    pthread_create(&gen, NULL, e2e_gen, &e);
+    e2e_consume(&e);
     pthread_join(gen, NULL);
     struct mlxd_receiver_stats st;
     mlxd_receiver_stats(e.r, &st);
+    /* the emulated port's counters (emu/mlxd_emu.h, found with dlsym), while it is still open */
+    int (*nic_stats)(unsigned, struct mlxd_emu_nic_stats *) =
+        (int (*)(unsigned, struct mlxd_emu_nic_stats *))dlsym(RTLD_DEFAULT, "mlxd_emu_nic_stats");
+    e.es.sz = sizeof e.es;
+    e.have_es = nic_stats && nic_stats(0, &e.es) == 0;
     mlxd_receiver_close(e.r);
     pthread_join(mon, NULL);
-    (void)t_gen_end;
+    e.cpu_all = cpu_ns(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    e2e_say_cpu(&e, st.frames, row->mode, fsize);
     row->window = e.window;
     row->timeouts = e.window_timeouts;
     row->sent = e.st.frames;
     row->received = st.frames;
-    row->seconds = t_last - t0;
+    row->seconds = e.t_last - e.t0;
     if (e.gen_rc < 0) {
         snprintf(row->reason, sizeof row->reason, "generator: %d", e.gen_rc);
     } else if (row->seconds > 0 && st.frames) {
@@ -1024,23 +1249,30 @@ static void bench_e2e_one(uint64_t fsize, bool event)
         row->gbps = row->fps * (double)fsize * 8 / 1e9;
         row->send_gbps = (double)e.st.bytes * 8 / 1e9 / row->seconds;
         row->ok = true;
+        e2e_note(row, &e, &st);
     } else {
         snprintf(row->reason, sizeof row->reason, "no frame received");
     }
-    (void)got;
     mlxd_receiver_destroy(e.r);
     free(buf);
 }
 
 static void bench_e2e(void)
 {
+    static const struct { const char *mode, *consumer, *name; } runs[] = {
+        { "busy", "nap", "busy/nap" }, { "busy", "spin", "busy/spin" },
+        { "event", "nap", "event/nap" }, { "event", "spin", "event/spin" },
+    };
     char sizes[256];
     snprintf(sizes, sizeof sizes, "%s", C.e2e_sizes);
     for (char *s = strtok(sizes, ","); s; s = strtok(NULL, ",")) {
         uint64_t fs = strtoull(s, NULL, 0);
         if (!fs) continue;
-        if (strstr(C.e2e_modes, "busy")) { say("mlxd-bench: e2e %" PRIu64 " B busy-poll...\n", fs); bench_e2e_one(fs, false); }
-        if (strstr(C.e2e_modes, "event")) { say("mlxd-bench: e2e %" PRIu64 " B event...\n", fs); bench_e2e_one(fs, true); }
+        for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+            if (!strstr(C.e2e_modes, runs[i].mode) || !strstr(C.e2e_consumers, runs[i].consumer)) continue;
+            say("mlxd-bench: e2e %" PRIu64 " B, %s monitor, %s consumer...\n", fs, runs[i].mode, runs[i].consumer);
+            bench_e2e_one(fs, !strcmp(runs[i].mode, "event"), !strcmp(runs[i].consumer, "nap"), runs[i].name);
+        }
     }
 }
 
@@ -1182,17 +1414,16 @@ static void print_table(FILE *f)
         else if (r->instr_note[0]) fprintf(f, "%-18s %10s instructions: unavailable: %s\n", "", "", r->instr_note);
     }
     if (g_ne2e) {
-        fprintf(f, "\n%-8s %-6s %10s %10s %10s %12s %10s %10s %7s\n", "#e2e", "mode", "frame_B", "sent", "received",
+        fprintf(f, "\n%-8s %-10s %10s %10s %10s %12s %10s %10s %7s\n", "#e2e", "mode", "frame_B", "sent", "received",
                 "frames/s", "Gb/s", "seconds", "window");
         for (int i = 0; i < g_ne2e; i++) {
             const struct e2e_row *e = &g_e2e[i];
             if (!e->ok) {
-                fprintf(f, "%-8s %-6s %10" PRIu64 " unavailable: %s\n", "e2e", e->mode, e->frame_size, e->reason);
+                fprintf(f, "%-8s %-10s %10" PRIu64 " unavailable: %s\n", "e2e", e->mode, e->frame_size, e->reason);
                 continue;
             }
-            fprintf(f, "%-8s %-6s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %12.1f %10.3f %10.3f %7" PRIu64 "%s\n", "e2e",
-                    e->mode, e->frame_size, e->sent, e->received, e->fps, e->gbps, e->seconds, e->window,
-                    e->timeouts ? "  (frames lost on the wire: the window waited 100 ms for some)" : "");
+            fprintf(f, "%-8s %-10s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %12.1f %10.3f %10.3f %7" PRIu64 "%s\n", "e2e",
+                    e->mode, e->frame_size, e->sent, e->received, e->fps, e->gbps, e->seconds, e->window, e->note);
         }
     }
     if (want("compare")) {
@@ -1406,13 +1637,13 @@ static bool make_dir(const char *opt, const char *path)
     return true;
 }
 
-#define TEST_NAMES "empty,ring,replay,emu-ring,handoff,handoff-event,e2e,compare"
+#define TEST_NAMES "empty,ring,replay,emu-ring,cqe-comp,handoff,handoff-event,e2e,compare"
 
 static void usage(FILE *f)
 {
     fprintf(f,
 "usage: mlxd-bench [options]\n"
-"  --tests LIST         comma list of: empty,ring,replay,emu-ring,handoff,handoff-event,e2e,compare (default all)\n"
+"  --tests LIST         comma list of: empty,ring,replay,emu-ring,cqe-comp,handoff,handoff-event,e2e,compare (default all)\n"
 "  --quick              fewer iterations (a smoke run)\n"
 "  --json | --csv       machine-readable output on stdout instead of the table\n"
 "  --json-out FILE, --csv-out FILE   also write them to files\n"
@@ -1426,16 +1657,21 @@ static void usage(FILE *f)
 "  --emu-passes N       passes per batch size on the emulated ring (and libmlx5's), default 100\n"
 "  --emu-samples N      samples of 100 empty polls on the emulated ring (and libmlx5's), default 5000\n"
 "  --e2e-sizes LIST     frame sizes for e2e (default 4096,65536,1048576,8388608)\n"
-"  --e2e-modes LIST     busy,event (default busy)\n"
+"  --e2e-modes LIST     the receiver's monitor: busy,event (default both)\n"
+"  --e2e-consumer LIST  how the consumer waits: nap (takes what is queued, sleeps 100 us when nothing\n"
+"                       is), spin (get_next_frame with a timeout: spins while frames keep coming);\n"
+"                       default nap.  The e2e rows name both: busy/nap, event/spin, ...\n"
 "  --e2e-mb N           MiB sent per frame size (default 192)\n"
 "  --e2e-packet N       RDMA payload bytes per packet of the e2e generator (128..4096, multiple of 128;\n"
 "                       default 4096: the emulated ports' MTU)\n"
-"  --e2e-pages N        e2e receiver geometry: pages (1..4096; default 16, 8 from 1 MiB, 4 from 4 MiB frames),\n"
+"  --e2e-pages N        e2e receiver geometry: pages (1..4096; default enough for 4 MiB, at least 16, 8 from\n"
+"                       1 MiB, 4 from 4 MiB frames),\n"
 "  --e2e-queue N        queue_size (1..pages; default pages), --e2e-recv-depth N (2..32768; default\n"
 "  --e2e-recv-depth N   the receiver's); the mode is --e2e-modes\n"
 "  --e2e-window N       frames the generator may have in flight before it waits for the consumer\n"
-"                       (-1 = pages/2); default 0: no pacing, as fast as the generator goes, and what\n"
-"                       overruns the emulated UC wire is lost (sent - received)\n"
+"                       (default -1 = half the pages and of the receives posted); 0: no pacing, as fast\n"
+"                       as the generator goes, and what overruns the emulated UC wire is lost (sent -\n"
+"                       received, the causes after the row)\n"
 "  --no-emulate         do not re-execute under the emulator (a real ConnectX; hand-off and the\n"
 "                       emulated rings are then unavailable)\n"
 "  --no-park            keep the emulator's engine thread awake during the busy-poll hand-off (by\n"
@@ -1448,7 +1684,7 @@ static void usage(FILE *f)
  * them. */
 static int e2e_option(const char *a, const char *v, int *i)
 {
-    static const char *const names[] = { "--e2e-sizes", "--e2e-modes", "--e2e-mb", "--e2e-window",
+    static const char *const names[] = { "--e2e-sizes", "--e2e-modes", "--e2e-consumer", "--e2e-mb", "--e2e-window",
                                          "--e2e-packet", "--e2e-pages", "--e2e-queue", "--e2e-recv-depth" };
     bool known = false;
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) known |= !strcmp(a, names[k]);
@@ -1465,6 +1701,7 @@ static int e2e_option(const char *a, const char *v, int *i)
         C.e2e_sizes = v;
     }
     else if (!strcmp(a, "--e2e-modes")) { if (!opt_list(a, v, "busy,event")) return 2; C.e2e_modes = v; }
+    else if (!strcmp(a, "--e2e-consumer")) { if (!opt_list(a, v, "nap,spin")) return 2; C.e2e_consumers = v; }
     else if (!strcmp(a, "--e2e-mb")) { if (!opt_u64(a, v, 1, 4096, &x)) return 2; C.e2e_mb = (double)x; }
     else if (!strcmp(a, "--e2e-window")) {
         if (!strcmp(v, "-1")) C.e2e_window = -1;
@@ -1579,6 +1816,7 @@ static void run_tests(void)
     if (want("ring")) { say("mlxd-bench: detached ring...\n"); bench_ring_detached(); }
     if (want("replay")) { say("mlxd-bench: replay feeder...\n"); bench_replay(); }
     if (want("emu-ring")) { say("mlxd-bench: emulated ring...\n"); bench_ring_emu(); }
+    if (want("cqe-comp")) { say("mlxd-bench: CQE compression...\n"); bench_cqe_comp(); }
     if (want("handoff")) { say("mlxd-bench: hand-off busy-poll...\n"); bench_handoff(false); }
     if (want("handoff-event")) { say("mlxd-bench: hand-off event...\n"); bench_handoff(true); }
     if (want("e2e")) bench_e2e();

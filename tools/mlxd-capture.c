@@ -389,6 +389,8 @@ struct run {
     uint64_t expected;          /* frames expected (0 = unknown) */
     int link_state;             /* --link-down: 0 not yet, 1 down, 2 back up */
     double link_down_t;
+    uint64_t gen_window;        /* --generate --fps 0: frames in flight (0: not paced) */
+    uint64_t gen_lost;          /* frames the window gave up waiting for: taken as lost */
     uint8_t *buf;               /* the frame buffer (--gpu: the host copy to check frames in) */
     uint64_t dbuf;              /* --gpu: the device memory receiving the frames */
     size_t bufsize;
@@ -453,13 +455,41 @@ static void link_control(struct run *r, uint64_t sent)
     }
 }
 
-/* After each frame sent: the link control, then lock-step pacing when asked for. */
+/* --generate --fps 0 ("as fast as possible") sends as fast as the port completes the frames:
+ * frame k + 1 goes out once the monitor has completed frame k + 1 - gen_window, as a lossless
+ * RoCE network's pause frames (PFC) hold a sender while the receiving port's buffer is full.
+ * Unpaced, the generator (a UDP GSO send per frame) outran the emulated port on a loaded host:
+ * its UDP socket overflowed, or the port ran out of receives while the monitor waited for a
+ * CPU, and frames were lost (issue 18).  The window is on completions, not on the consumer:
+ * a slow consumer is still lapped.  A frame that never completes (lost on the wire: a fault,
+ * the link down) would shrink the window for good: after GEN_WINDOW_WAIT_S without a
+ * completion the frames missing are taken as lost (gen_lost), and taken back as they come. */
+#define GEN_WINDOW_WAIT_S 0.02
+static void gen_window_wait(struct run *r, uint64_t frame)
+{
+    double deadline = 0;
+    uint64_t seen = atomic_load(&g_ready), last = seen;
+    if (r->gen_lost > frame + 1 - seen)      /* some taken as lost came after all */
+        r->gen_lost = seen > frame + 1 ? 0 : frame + 1 - seen;
+    while (seen + r->gen_lost + r->gen_window < frame + 2 && !__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
+        if (seen != last) { last = seen; deadline = 0; }
+        if (!deadline) deadline = now_s() + GEN_WINDOW_WAIT_S;
+        else if (now_s() > deadline) { r->gen_lost = frame + 2 - r->gen_window - seen; break; }
+        struct timespec ts = { 0, 20000 };
+        nanosleep(&ts, NULL);
+        seen = atomic_load(&g_ready);
+    }
+}
+
+/* After each frame sent: the link control, then lock-step pacing or the generator's window. */
 static bool sent_frame(void *ctx, uint64_t frame)
 {
     struct run *r = ctx;
     link_control(r, frame + 1);
     if (r->c->replay && !strcmp(r->c->pace, "lockstep") && r->link_state != 1)
         return lockstep_wait(ctx, frame);
+    if (r->gen_window && r->link_state != 1)
+        gen_window_wait(r, frame);
     return !__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE);
 }
 
@@ -488,6 +518,7 @@ static void *feed_main(void *arg)
     atomic_store(&r->feed_done, true);
     return NULL;
 }
+
 
 /* 0 when buf holds what the capture's packets write (mapped by m), 1 when not, -1 if it cannot
  * tell (a write outside the buffer).  *nbytes: the bytes the capture writes (each counted once,
@@ -665,6 +696,22 @@ struct outcome {
     char delay_json[256];           /* the summary's "nic_to_host_delay_us" member (delay_report) */
 };
 
+/* Close's drain counts what completed after the monitor's last poll (at_close, with those CQEs'
+ * hw_drops and errors): the frame counters as close left them, the port's counters as read
+ * while the device was open (*st on entry). */
+static void after_close_stats(struct mlxd_receiver *rx, struct mlxd_receiver_stats *st)
+{
+    struct mlxd_receiver_stats fin;
+    if (mlxd_receiver_stats(rx, &fin) < 0) return;
+    fin.rx_write_requests = st->rx_write_requests;
+    fin.rx_write_requests_valid = st->rx_write_requests_valid;
+    fin.out_of_buffer = st->out_of_buffer;
+    fin.out_of_sequence = st->out_of_sequence;
+    fin.hw_counters_valid = st->hw_counters_valid;
+    fin.link_down_ns = st->link_down_ns;
+    *st = fin;
+}
+
 /* Where every frame the source sent went (docs/receiver.md "Where every frame went"): the
  * receiver's causes up to its newest frame, and the frames sent after that which never came
  * (out_of_buffer beyond the CQEs' hw_drops: no receive posted; the rest lost before the port). */
@@ -676,7 +723,7 @@ struct account {
 static struct account account_of(const struct run *R, const struct mlxd_receiver_stats *st)
 {
     struct account a = { .sent = R->c->replay || R->c->generate ? R->sst.frames : 0 };
-    uint64_t seen = st->frames + st->errors + st->bad_page + st->hw_drops + st->lost;
+    uint64_t seen = st->frames + st->errors + st->bad_page + st->hw_drops + st->lost + st->at_close;
     uint64_t tail = a.sent > seen ? a.sent - seen : 0;
     uint64_t oob = st->hw_counters_valid && st->out_of_buffer > st->hw_drops
                    ? st->out_of_buffer - st->hw_drops : 0;
@@ -700,18 +747,23 @@ static bool frames_wrong(const struct mlxd_receiver_stats *st, const struct acco
 static void print_accounting(const struct run *R, const struct mlxd_receiver_stats *st,
                              const struct account *a)
 {
-    if (a->sent)
+    if (a->sent) {
         printf("accounting: %" PRIu64 " frames sent = %" PRIu64 " received + %" PRIu64 " lost before "
                "the port (%" PRIu64 " while the link was down) + %" PRIu64 " dropped for want of a "
                "posted receive + %" PRIu64 " error completions + %" PRIu64 " bad pages + %" PRIu64
-               " lost and %" PRIu64 " dropped for want of a receive after the last frame received\n",
+               " lost and %" PRIu64 " dropped for want of a receive after the last frame received%s",
                a->sent, st->frames, st->lost, st->lost_link_down, st->hw_drops, st->errors, st->bad_page,
-               a->tail_lost, a->tail_no_recv);
-    else
+               a->tail_lost, a->tail_no_recv, st->at_close ? "" : "\n");
+        if (st->at_close)           /* received while the receiver closed: not delivered */
+            printf(" + %" PRIu64 " arrived while the receiver closed\n", st->at_close);
+    } else {
         printf("accounting: %" PRIu64 " received, %" PRIu64 " lost before the port (%" PRIu64
                " while the link was down), %" PRIu64 " dropped for want of a posted receive, %" PRIu64
-               " error completions, %" PRIu64 " bad pages\n", st->frames, st->lost, st->lost_link_down,
-               st->hw_drops, st->errors, st->bad_page);
+               " error completions, %" PRIu64 " bad pages%s", st->frames, st->lost, st->lost_link_down,
+               st->hw_drops, st->errors, st->bad_page, st->at_close ? "" : "\n");
+        if (st->at_close)
+            printf(", %" PRIu64 " arrived while the receiver closed\n", st->at_close);
+    }
     printf("of the %" PRIu64 " received: %" PRIu64 " without metadata (all-zero block), %" PRIu64
            " shorter and %" PRIu64 " longer than --frame-size %" PRIu64 "", st->frames,
            st->missing_metadata, st->short_frames, st->long_frames, R->c->frame_size);
@@ -774,10 +826,10 @@ static void print_json_summary(const struct run *R, const struct tally *T, const
     printf(",\"frames_sent\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"lost_link_down\":%" PRIu64 ",\"hw_drops\":%" PRIu64
            ",\"lost_after_last\":%" PRIu64 ",\"no_receive_after_last\":%" PRIu64 ",\"missing_metadata\":%" PRIu64
            ",\"short_frames\":%" PRIu64 ",\"long_frames\":%" PRIu64 ",\"out_of_sequence\":%" PRIu64 ",\"events\":%" PRIu64 ",\"port_down\":%" PRIu64
-           ",\"port_up\":%" PRIu64 ",\"link_down_ms\":%.3f", a->sent, st->lost, st->lost_link_down, st->hw_drops,
+           ",\"port_up\":%" PRIu64 ",\"link_down_ms\":%.3f,\"at_close\":%" PRIu64, a->sent, st->lost, st->lost_link_down, st->hw_drops,
            a->tail_lost, a->tail_no_recv, st->missing_metadata, st->short_frames, st->long_frames,
            st->out_of_sequence, st->events,
-           st->port_down, st->port_up, st->link_down_ns / 1e6);
+           st->port_down, st->port_up, st->link_down_ns / 1e6, st->at_close);
     printf("%s,\"seconds\":%.3f,\"ok\":%s}\n", o->delay_json, o->elapsed, ok ? "true" : "false");
 }
 
@@ -1183,6 +1235,12 @@ static int start_feeder(struct run *R, pthread_t *feed, bool *started)
     R->so.ctx = R;
     if (c->replay && !strcmp(c->pace, "recorded"))
         R->so.pacing = MLXD_PACE_RECORDED;
+    if (c->generate && c->fps == 0) {
+        /* gen_window_wait: 4 MiB in flight (3 ms at 10 Gb/s; the port's socket holds more), at
+         * most 64 frames (a quarter of the 256 receives the receiver posts) */
+        uint64_t w = (4u << 20) / c->page_size;
+        R->gen_window = w < 1 ? 1 : w > 64 ? 64 : w;
+    }
     if (pthread_create(feed, NULL, feed_main, R)) {
         fprintf(stderr, "mlxd-capture: cannot start the feeder thread\n");
         return -1;
@@ -1384,6 +1442,7 @@ static int finish(struct run *R, const pthread_t *feed, pthread_t mon, const str
     int crc = mlxd_receiver_close(R->rx);
     if (crc < 0) fprintf(stderr, "mlxd-capture: close: %s\n", mlxd_errmsg());
     pthread_join(mon, NULL);
+    after_close_stats(R->rx, &o2.st);
     if (R->monitor_rc < 0) fprintf(stderr, "mlxd-capture: monitor: %s\n", R->monitor_err);
     if (R->feed_rc < 0) fprintf(stderr, "mlxd-capture: feeder: %s\n", R->feed_err);
 

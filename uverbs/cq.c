@@ -96,6 +96,8 @@ static int kernel_create_cq(struct mlxd_cq *cq, uint32_t ncqe, const struct mlxd
     req.cqe_size = MLXD_CQE_SIZE;
     req.flags = MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX | (cq->real_time ? MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS : 0);
     req.uar_page_index = (uint16_t)nic->uar_page_id;
+    req.cqe_comp_en = cq->cqe_comp != 0;
+    req.cqe_comp_res_format = (uint8_t)cq->cqe_comp;
     uint32_t resp_cqe = 0;
     struct ioc c;
     ioc_init(&c, UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_CREATE);
@@ -146,6 +148,9 @@ int mlxd_cq_create(struct mlxd_nic *nic, uint32_t entries, const struct mlxd_cq_
                       "(MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS not reported)", fn, nic->name);
         goto fail;
     }
+    cq->cqe_comp = opts && opts->sz > offsetof(struct mlxd_cq_opts, cqe_comp) ? opts->cqe_comp : 0;
+    if (cq->cqe_comp && (rc = mlxd__cqe_comp_check(nic, cq->cqe_comp)) != 0) goto fail;
+    cq->comp = cq->cqe_comp != 0;
     cq->nic = nic;
     cq->cqe_version = nic->cqe_version;
     cq->qp_table = nic->qp_table;
@@ -175,21 +180,36 @@ fail:
     return rc;
 }
 
-int mlxd_cq_create_detached(uint32_t entries, struct mlxd_cq **out)
+int mlxd_cq_create_detached_opts(uint32_t entries, const struct mlxd_detached_cq_opts *opts, struct mlxd_cq **out)
 {
+    static const char fn[] = "mlxd_cq_create_detached";
     if (!out || !entries || entries > MAX_DETACHED_CQE)
-        return mlxd_err(EINVAL, "mlxd_cq_create_detached: entries must be 1..%u and out not NULL", MAX_DETACHED_CQE);
+        return mlxd_err(EINVAL, "%s: entries must be 1..%u and out not NULL", fn, MAX_DETACHED_CQE);
+    if (opts && opts->sz < offsetof(struct mlxd_detached_cq_opts, cqe_comp) + sizeof opts->cqe_comp)
+        return mlxd_err(EINVAL, "%s: opts->sz %zu is too small", fn, opts->sz);
+    int rc = opts ? mlxd__opts_tail_check(fn, "opts", opts, opts->sz, sizeof *opts) : 0;
+    if (rc) return rc;
+    uint32_t comp = opts ? opts->cqe_comp : 0;
+    if (comp & (comp - 1) || comp > MLXD_CQE_COMP_CSUM_STRIDX)
+        return mlxd_err(EINVAL, "%s: cqe_comp 0x%x is not one mini-CQE format (1, 2 or 4)", fn, comp);
     struct mlxd_cq *cq = calloc(1, sizeof *cq);
-    if (!cq) return mlxd_err(ENOMEM, "mlxd_cq_create_detached: out of memory");
+    if (!cq) return mlxd_err(ENOMEM, "%s: out of memory", fn);
     if (ring_alloc(cq, mlxd__roundup_pow2(entries < 2 ? 2 : entries))) {
         free(cq);
-        return mlxd_err(ENOMEM, "mlxd_cq_create_detached: cannot allocate the ring");
+        return mlxd_err(ENOMEM, "%s: cannot allocate the ring", fn);
     }
     cq->detached = true;
     cq->cqe_version = 1;
+    cq->cqe_comp = comp;
+    cq->comp = comp != 0;
     cq->state = OBJ_LIVE;
     *out = cq;
     return 0;
+}
+
+int mlxd_cq_create_detached(uint32_t entries, struct mlxd_cq **out)
+{
+    return mlxd_cq_create_detached_opts(entries, NULL, out);
 }
 
 int mlxd_cq_destroy(struct mlxd_cq *cq)

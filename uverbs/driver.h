@@ -17,6 +17,25 @@
 
 enum obj_state { OBJ_LIVE = 0x4c495645 /* "LIVE" */, OBJ_DEAD = 0x44454144 /* "DEAD" */ };
 
+/* What a run of CQEs of one QP frees in that QP's rings (mlx5/poll.c struct release). */
+struct mlxd__run {
+    struct mlxd_qp *qp;            /* the run's QP (NULL: none yet, or a CQE of no known QP) */
+    uint32_t rq_done;              /* receives the run completed */
+    const uint64_t *sq_next;       /* sq_next[] of the run's last requester CQE; NULL: none */
+};
+
+/* A compressed CQE session being expanded (mlx5/cqe_mini.c): its title is the CQE at ci, which
+ * stays there (and the consumer index with it) until the last mini-CQE has been returned. */
+struct mlxd__zip {
+    uint32_t n;                    /* mini-CQEs of the session; 0: none open */
+    uint32_t i;                    /* the next one to return */
+    bool     req;                  /* a requester session (s_wqe_info mini-CQEs) */
+    uint16_t wc;                   /* the title's wqe_counter (responder: + i per mini-CQE) */
+    struct mlxd__run run;          /* what the returned completions free, at the session's end */
+    uint8_t  title[64];            /* the title CQE, format bits cleared */
+    uint64_t tmpl[7];              /* responder: the completion of the title (struct mlxd_completion) */
+};
+
 struct mlxd_cq {
     /* --- hot: mlxd_cq_poll / mlxd_cq_arm --- */
     volatile uint8_t *buf;          /* ncqe CQEs of 64 bytes */
@@ -30,6 +49,7 @@ struct mlxd_cq {
     uint8_t  cqe_version;
     bool     events;                /* armable (comp channel attached) */
     bool     detached;
+    bool     comp;                  /* cqe_comp != 0, here in the hot line: poll_batch's hook */
     uint32_t cqn;
     struct mlxd_qp *hot_qp;         /* the QP of the last batch's last run, when it has a receive
                                        ring: the poll loop's hot path (mlx5/poll.c); written by
@@ -48,13 +68,17 @@ struct mlxd_cq {
     bool     ignore_overrun;        /* IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN */
     bool     real_time;             /* MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS */
     uint32_t ci_sink[2];            /* dbrec of an overrun-ignoring CQ */
-    uint64_t committed;             /* the send/receive depths of its QPs (under nic->lock): the
+    uint64_t committed;             /* the send/receive depths of its QPs, and the depth of each
+                                       SRQ whose QPs complete receives here (under nic->lock): the
                                        overrun checks of mlxd_qp_create */
     unsigned qps;                   /* QPs using this CQ (under nic->lock) */
     int      destroy_result;
     struct mlxd_cq *next;
     struct mlxd_recorder *recorder; /* mlxd_cq_record_start: the poll loop's general path copies
                                        each consumed CQE there (mlx5/record.c); NULL: off */
+    uint32_t cqe_comp;              /* enum mlxd_cqe_comp: the responder mini-CQE format the CQ
+                                       was created with; 0: no CQE compression (mlx5/cqe_mini.c) */
+    struct mlxd__zip zip;           /* the compressed session at ci being expanded (cqe_mini.c) */
 };
 
 /* A shared receive queue (uverbs/srq.c, mlx5/srq.c).  The WQEs form a list linked by their
@@ -82,11 +106,23 @@ struct mlxd_srq {
     size_t   mem_len;
     uint64_t pinned_ring, pinned_db;
     unsigned qps;                   /* live QPs using it (under nic->lock) */
+    struct mlxd_srq_cq *rcqs;       /* the receive CQs of its QPs: its depth counts on each once */
     int      destroy_result;
     struct mlxd_srq *next;
 };
-/* mlx5/srq.c: the completion of SRQ WQE index wc: its wr_id; frees the WQE (poll thread). */
+/* A receive CQ of an SRQ's QPs (uverbs/qp.c): the SRQ's depth is in cq->committed while users
+ * QPs (or QPs being created) complete its receives there (under nic->lock). */
+struct mlxd_srq_cq {
+    struct mlxd_cq *cq;
+    unsigned users;
+    struct mlxd_srq_cq *next;
+};
+/* mlx5/srq.c: the completion of SRQ WQE index wc: its wr_id; links the WQE after tail (poll
+ * thread).  mlxd_srq_receive may fill it only once mlxd__srq_free has counted it, which the
+ * poll loop does once per run of completions and only after the CQ's doorbell record handed
+ * their CQE slots back (struct release in mlx5/poll.c). */
 uint64_t mlxd__srq_complete(struct mlxd_srq *srq, uint32_t wc);
+void mlxd__srq_free(struct mlxd_srq *srq, uint32_t n);
 void mlxd__srq_release(struct mlxd_srq *srq);
 
 struct mlxd_qp {
@@ -256,6 +292,21 @@ void mlxd__qp_release(struct mlxd_qp *qp);
 /* Removes the CQEs of QP qpn that the software owns from cq (mlx5/cq_clean.c), after
  * QP_DESTROY, with no poll of cq running; returns how many. */
 uint32_t mlxd__cq_clean(struct mlxd_cq *cq, uint32_t qpn);
+/* uverbs/cqe_comp.c: 0 when the device compresses CQEs in mini-CQE format `format` (enum
+ * mlxd_cqe_comp), else -EINVAL / -EOPNOTSUPP with the message set. */
+int mlxd__cqe_comp_check(struct mlxd_nic *nic, uint32_t format);
+/* mlx5/poll.c for mlx5/cqe_mini.c: decode one full CQE c into w with the general path's rules
+ * (run carries the QP and what is freed; account false: no SRQ WQE is taken back, for a
+ * template); the general path's batch of n owned full CQEs at ci (after the read barrier);
+ * freeing a run's ring slots (after the doorbell record handed its CQE slots back). */
+void mlxd__decode_one(const struct mlxd_cq *cq, const uint8_t *c, struct mlxd_completion *w,
+                      struct mlxd__run *run, bool account);
+int  mlxd__poll_full(struct mlxd_cq *cq, struct mlxd_completion *out, uint32_t n);
+void mlxd__release_run(const struct mlxd__run *run);
+/* mlx5/cqe_mini.c: a CQ created with CQE compression polls here (the poll loop's hook: the CQ
+ * never has a hot QP); a destroyed QP is forgotten by an open session. */
+int  mlxd__cq_poll_mini(struct mlxd_cq *cq, struct mlxd_completion *out, int max);
+void mlxd__cq_mini_forget_qp(struct mlxd_cq *cq, const struct mlxd_qp *qp);
 uint32_t mlxd__cq_clean_srq(struct mlxd_cq *cq, uint32_t qpn, struct mlxd_srq *srq);
 /* Sizing shared with the tests' expectations (rdma-core providers/mlx5/verbs.c
  * mlx5_calc_send_wqe, mlx5_calc_sq_size). */

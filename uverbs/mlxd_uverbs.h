@@ -313,6 +313,36 @@ struct mlxd_cq_opts {
     bool     ignore_overrun;   /* IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN (see below) */
     bool     real_time_ts;     /* CQE timestamps in real time (MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS;
                                   see below); -EOPNOTSUPP where the device has no such clock */
+    uint32_t cqe_comp;         /* CQE compression: 0 off, else the responder mini-CQE format,
+                                  enum mlxd_cqe_comp (see below) */
+};
+
+/* CQE compression (cqe_comp; the kernel's mlx5_ib_create_cq.cqe_comp_en / cqe_comp_res_format,
+ * include/uapi/rdma/mlx5-abi.h; what libmlx5's mlx5dv_create_cq does with
+ * MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE): the NIC may write a burst of CQEs that differ only
+ * in what a mini-CQE carries as one title CQE and 8-byte mini-CQEs (8 per 64-byte slot), which
+ * mlxd_cq_poll expands into the same completions (mlx5/cqe_mini.c; docs/driver.md):
+ *   - the values are the bits of enum mlx5dv_cqe_comp_res_format (infiniband/mlx5dv.h), one of
+ *     them: HASH (a mini-CQE holds the RSS hash and byte_cnt), CSUM (checksum, byte_cnt),
+ *     CSUM_STRIDX (checksum, stride index, byte_cnt); requester completions always use the
+ *     s_wqe_info mini-CQE (wqe_counter, WQE opcode, byte_cnt).  The hash, checksum and stride
+ *     index have no field in struct mlxd_completion, so every format gives the same completions;
+ *   - what a mini-CQE lacks is the title's: the immediate, QPN, flags, and the timestamp, which
+ *     is the title's for every completion of a session (choose no compression when per-CQE
+ *     timestamps matter); the NIC compresses only CQEs whose immediates etc. are equal (a
+ *     sensor bridge's WRITE-with-immediate frames, each with its own immediate, are not);
+ *   - the gain: 8 bytes of CQ read per completion instead of 64, and fewer instructions;
+ *   - errors: -EOPNOTSUPP the device reports no CQE compression (mlx5_ib_query_device_resp
+ *     cqe_comp_caps.max_num 0) or not this format (its supported_format); -EINVAL a value that
+ *     is not one format bit; the kernel's refusals as its errno (message "CQ_CREATE");
+ *   - mlxd_cq_poll returns -EPROTO (nothing consumed) for a title that announces fewer than 2
+ *     or more mini-CQEs than the ring holds, or that has an opcode no session can have;
+ *   - a compressed CQ cannot be recorded (mlxd_cq_record_start: -EINVAL); a destroyed QP's
+ *     CQEs behind a compressed session stay in the CQ (they complete with qp NULL). */
+enum mlxd_cqe_comp {
+    MLXD_CQE_COMP_HASH = 1,         /* MLX5DV_CQE_RES_FORMAT_HASH */
+    MLXD_CQE_COMP_CSUM = 2,         /* MLX5DV_CQE_RES_FORMAT_CSUM */
+    MLXD_CQE_COMP_CSUM_STRIDX = 4,  /* MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX */
 };
 
 /* CQE timestamps (struct mlxd_completion.timestamp, mlx5_cqe64.timestamp) come in one of two

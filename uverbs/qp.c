@@ -6,6 +6,7 @@
  * qp_state_table. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -68,34 +69,6 @@ static const uint8_t *gid_by_index(const struct mlxd_nic *nic, uint32_t idx)
     return NULL;
 }
 
-/* A CQ must hold every completion its QPs can have outstanding (ibv_create_cq(3)): otherwise
- * the NIC overruns it, raises a CQ error and the QPs go to error (issue 13: a busy-polling user
- * saw 4 of 16 completions, then silence). */
-static int cq_overrun_check(const char *fn, struct mlxd_cq *cq, struct mlxd_cq *rcq, uint32_t send,
-                            uint32_t recv)
-{
-    struct mlxd_nic *nic = cq->nic;
-    pthread_mutex_lock(&nic->lock);
-    uint64_t on_cq = send + (rcq == cq ? (uint64_t)recv : 0);
-    uint64_t have = cq->committed, rhave = rcq->committed;
-    unsigned users = cq->qps, rusers = rcq->qps;
-    pthread_mutex_unlock(&nic->lock);
-    if (have + on_cq > cq->ncqe)
-        return mlxd_err(EINVAL, "%s: send_depth %u + recv_depth %u + %llu of %u QP%s already on the CQ = %llu "
-                        "completions could be outstanding, more than the CQ's %u entries (it would overrun: CQ error, "
-                        "its QPs to error); create the CQ with at least %llu entries, or set opts.share_cq to share "
-                        "it deliberately", fn, send, rcq == cq ? recv : 0, (unsigned long long)have,
-                        users, users == 1 ? "" : "s", (unsigned long long)(have + on_cq), cq->ncqe,
-                        (unsigned long long)(have + on_cq));
-    if (rcq != cq && rhave + recv > rcq->ncqe)
-        return mlxd_err(EINVAL, "%s: recv_depth %u + %llu of %u QP%s already on recv_cq = %llu completions could "
-                        "be outstanding, more than recv_cq's %u entries (it would overrun); create it with at "
-                        "least %llu entries, or set opts.share_cq to share it deliberately", fn, recv,
-                        (unsigned long long)rhave, rusers, rusers == 1 ? "" : "s",
-                        (unsigned long long)(rhave + recv), rcq->ncqe, (unsigned long long)(rhave + recv));
-    return 0;
-}
-
 /* Whether the QP's sends use BlueFlame: the device must have write-combining registers
  * (bf_reg_size != 0); MLXD_BLUEFLAME_OFF never, _ON always then, _DEFAULT unless the environment
  * says MLX5_SHUT_UP_BF (set and not "0"), as libmlx5 reads it (rdma-core providers/mlx5/mlx5.c
@@ -139,31 +112,6 @@ static int qp_doorbell_uar(struct mlxd_nic *nic, struct mlxd_qp *qp, const struc
 bool mlxd_qp_blueflame(const struct mlxd_qp *qp)
 {
     return qp && qp->state == OBJ_LIVE && qp->bf_buf_size != 0;
-}
-
-/* An overrun-ignoring CQ must never overrun (mlxd_uverbs.h: the device would overwrite CQEs
- * nobody polled): the send and receive depths of the QPs completing into it must fit its
- * entries.  Reserves them (under nic->lock) or returns -EINVAL changing nothing. */
-static int cq_depth_reserve(struct mlxd_nic *nic, struct mlxd_cq *cq, struct mlxd_cq *rcq, uint32_t sd, uint32_t rd,
-                            int sign)
-{
-    int rc = 0;
-    pthread_mutex_lock(&nic->lock);
-    if (sign > 0) {
-        uint64_t need_s = cq->committed + sd + (rcq == cq ? rd : 0), need_r = rcq->committed + rd;
-        if (cq->ignore_overrun && need_s > cq->ncqe)
-            rc = mlxd_err(EINVAL, "mlxd_qp_create: the overrun-ignoring CQ 0x%x has %u entries, its QPs' depths "
-                          "would need %llu", cq->cqn, cq->ncqe, (unsigned long long)need_s);
-        else if (rcq != cq && rcq->ignore_overrun && need_r > rcq->ncqe)
-            rc = mlxd_err(EINVAL, "mlxd_qp_create: the overrun-ignoring recv_cq 0x%x has %u entries, its QPs' "
-                          "depths would need %llu", rcq->cqn, rcq->ncqe, (unsigned long long)need_r);
-    }
-    if (!rc) {
-        cq->committed += (uint64_t)sign * sd;
-        rcq->committed += (uint64_t)sign * rd;
-    }
-    pthread_mutex_unlock(&nic->lock);
-    return rc;
 }
 
 /* QP_CREATE (mlx5 driver data: the buffer, its doorbell record, the UAR page of its own) for a
@@ -255,11 +203,20 @@ static void rq_geometry(uint32_t depth, uint32_t recv_sge, uint32_t *cnt, uint32
     *shift = (uint32_t)__builtin_ctz(stride);
 }
 
-int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct mlxd_qp **out)
+/* What mlxd_qp_create derives from its arguments (create_plan). */
+struct qp_plan {
+    struct mlxd_cq *cq, *rcq;
+    struct mlxd_srq *srq;
+    uint32_t type, send_depth, recv_depth, send_sge, recv_sge, gid_index;
+    uint32_t sq_wqebbs, rq_cnt, rq_shift;
+    bool share;
+    const uint8_t *gid;
+};
+
+/* The arguments of mlxd_qp_create, checked (each refusal names what is wrong), into *p. */
+static int create_plan(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct qp_plan *p)
 {
     static const char fn[] = "mlxd_qp_create";
-    if (!cq || cq->detached || cq->state != OBJ_LIVE || !cq->nic || !nic_ok(cq->nic) || !opts || !out)
-        return mlxd_err(EINVAL, "%s: invalid/destroyed/detached CQ, closed NIC, or NULL opts/out", fn);
     struct mlxd_nic *nic = cq->nic;
     if (opts->sz < offsetof(struct mlxd_qp_opts, user_data) + sizeof opts->user_data)
         return mlxd_err(EINVAL, "%s: opts->sz %zu is too small", fn, opts->sz);
@@ -268,9 +225,11 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
     if (opts->psn > 0xffffff) return mlxd_err(EINVAL, "%s: psn 0x%x exceeds 24 bits", fn, opts->psn);
     if (opts->sz > offsetof(struct mlxd_qp_opts, blueflame) && opts->blueflame > MLXD_BLUEFLAME_OFF)
         return mlxd_err(EINVAL, "%s: blueflame %u is not DEFAULT (0), ON (1) or OFF (2)", fn, opts->blueflame);
-    uint32_t type = opts->type ? opts->type : MLXD_QP_RC;
-    if (type != MLXD_QP_RC && type != MLXD_QP_UC && type != MLXD_QP_UD)
-        return mlxd_err(EINVAL, "%s: type %u is not RC (2), UC (3) or UD (4)", fn, type);
+    memset(p, 0, sizeof *p);
+    p->cq = cq;
+    p->type = opts->type ? opts->type : MLXD_QP_RC;
+    if (p->type != MLXD_QP_RC && p->type != MLXD_QP_UC && p->type != MLXD_QP_UD)
+        return mlxd_err(EINVAL, "%s: type %u is not RC (2), UC (3) or UD (4)", fn, p->type);
     /* srq came after blueflame: an older caller's smaller struct does not have it */
     struct mlxd_srq *srq = opts->sz >= offsetof(struct mlxd_qp_opts, srq) + sizeof opts->srq ? opts->srq : NULL;
     if (srq && (srq->state != OBJ_LIVE || srq->nic != nic))
@@ -280,113 +239,221 @@ int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct m
                         "both must be 0)", fn, opts->recv_depth, opts->max_recv_sge);
     if (!opts->send_depth && !opts->recv_depth && !srq)
         return mlxd_err(EINVAL, "%s: send and receive depth are both 0 and no SRQ", fn);
-    struct mlxd_cq *rcq = opts->recv_cq ? opts->recv_cq : cq;
-    if (rcq->state != OBJ_LIVE || rcq->nic != nic) return mlxd_err(EINVAL, "%s: recv_cq is destroyed or of another NIC", fn);
-    uint32_t recv_sge = opts->max_recv_sge ? opts->max_recv_sge : 1;
+    p->srq = srq;
+    p->rcq = opts->recv_cq ? opts->recv_cq : cq;
+    if (p->rcq->state != OBJ_LIVE || p->rcq->nic != nic) return mlxd_err(EINVAL, "%s: recv_cq is destroyed or of another NIC", fn);
+    p->recv_sge = opts->max_recv_sge ? opts->max_recv_sge : 1;
     /* max_send_sge came after user_data: an older caller's smaller struct does not have it */
     bool has_send_sge = opts->sz >= offsetof(struct mlxd_qp_opts, max_send_sge) + sizeof opts->max_send_sge;
-    uint32_t send_sge = has_send_sge && opts->max_send_sge ? opts->max_send_sge : 1;
-    if (send_sge > nic->max_sge) return mlxd_err(EINVAL, "%s: max_send_sge %u exceeds the device's maximum %u", fn, send_sge, nic->max_sge);
-    if (recv_sge > nic->max_sge) return mlxd_err(EINVAL, "%s: max_recv_sge %u exceeds the device's maximum %u", fn, recv_sge, nic->max_sge);
+    p->send_sge = has_send_sge && opts->max_send_sge ? opts->max_send_sge : 1;
+    if (p->send_sge > nic->max_sge) return mlxd_err(EINVAL, "%s: max_send_sge %u exceeds the device's maximum %u", fn, p->send_sge, nic->max_sge);
+    if (p->recv_sge > nic->max_sge) return mlxd_err(EINVAL, "%s: max_recv_sge %u exceeds the device's maximum %u", fn, p->recv_sge, nic->max_sge);
     if (opts->send_depth > nic->max_qp_wr) return mlxd_err(EINVAL, "%s: send depth %u exceeds the device's maximum %u", fn, opts->send_depth, nic->max_qp_wr);
     if (opts->recv_depth > nic->max_qp_wr) return mlxd_err(EINVAL, "%s: receive depth %u exceeds the device's maximum %u", fn, opts->recv_depth, nic->max_qp_wr);
     if (opts->max_inline > nic->port.max_inline) return mlxd_err(EINVAL, "%s: max_inline %u exceeds the device's maximum %u", fn, opts->max_inline, nic->port.max_inline);
-    bool share = opts->sz >= offsetof(struct mlxd_qp_opts, share_cq) + sizeof opts->share_cq && opts->share_cq;
-    if (!share && !cq->ignore_overrun && !rcq->ignore_overrun) {   /* those: cq_depth_reserve */
-        int orc = cq_overrun_check(fn, cq, rcq, opts->send_depth, opts->recv_depth);
-        if (orc) return orc;
-    }
-    uint32_t gid_index = opts->has_gid_index ? opts->gid_index : (uint32_t)nic->default_gid;
-    const uint8_t *gid = gid_by_index(nic, gid_index);
-    if (!gid) return mlxd_err(EINVAL, "%s: GID index %u is not a valid GID of port 1", fn, gid_index);
-
-    uint32_t sq_wqebbs = 0, rq_cnt = 0, rq_shift = 0;
-    int src = sq_size(nic, type, opts, send_sge, &sq_wqebbs);
+    p->send_depth = opts->send_depth;
+    p->recv_depth = opts->recv_depth;
+    p->share = opts->sz >= offsetof(struct mlxd_qp_opts, share_cq) + sizeof opts->share_cq && opts->share_cq;
+    p->gid_index = opts->has_gid_index ? opts->gid_index : (uint32_t)nic->default_gid;
+    p->gid = gid_by_index(nic, p->gid_index);
+    if (!p->gid) return mlxd_err(EINVAL, "%s: GID index %u is not a valid GID of port 1", fn, p->gid_index);
+    int src = sq_size(nic, p->type, opts, p->send_sge, &p->sq_wqebbs);
     if (src) return src;
-    rq_geometry(opts->recv_depth, recv_sge, &rq_cnt, &rq_shift);
-    int rc = cq_depth_reserve(nic, cq, rcq, opts->send_depth, opts->recv_depth, 1);
-    if (rc) return rc;
-    struct mlxd_qp *qp = calloc(1, sizeof *qp);
-    if (!qp) {
-        cq_depth_reserve(nic, cq, rcq, opts->send_depth, opts->recv_depth, -1);
-        return mlxd_err(ENOMEM, "%s: out of memory", fn);
+    rq_geometry(opts->recv_depth, p->recv_sge, &p->rq_cnt, &p->rq_shift);
+    return 0;
+}
+
+static struct mlxd_srq_cq **srq_cq_slot(struct mlxd_srq *srq, const struct mlxd_cq *rcq)
+{
+    struct mlxd_srq_cq **u = &srq->rcqs;
+    while (*u && (*u)->cq != rcq) u = &(*u)->next;
+    return u;
+}
+
+/* The overrun checks and the reservation of the depths they check, in one critical section
+ * (under nic->lock): two creations at once cannot both pass on the same room.  A CQ must hold
+ * every completion its QPs can have outstanding (ibv_create_cq(3)), else the NIC overruns it,
+ * raises a CQ error and the QPs go to error (issue 13: a busy-polling user saw 4 of 16
+ * completions, then silence): send_depth on cq, recv_depth on rcq, and for a QP of an SRQ the
+ * SRQ's depth on rcq, once per receive CQ of the SRQ's QPs (no more of its receives can be
+ * outstanding).  share_cq skips the check, but not for an overrun-ignoring CQ, which must never
+ * overrun (mlxd_uverbs.h: the device would overwrite CQEs nobody polled).  Returns 0 with the
+ * depths reserved, or -EINVAL / -ENOMEM changing nothing. */
+static int cq_reserve_locked(const struct qp_plan *p)
+{
+    static const char fn[] = "mlxd_qp_create";
+    struct mlxd_cq *cq = p->cq, *rcq = p->rcq;
+    struct mlxd_srq_cq **slot = p->srq ? srq_cq_slot(p->srq, rcq) : NULL;
+    uint32_t srq_d = slot && !*slot ? p->srq->depth : 0;     /* the first QP of the SRQ on rcq */
+    uint64_t recv = (uint64_t)p->recv_depth + srq_d, on_cq = p->send_depth + (rcq == cq ? recv : 0);
+    uint64_t have = cq->committed, rhave = rcq->committed;
+    char srq_on_cq[40] = "", srq_on_rcq[40] = "";
+    if (srq_d) snprintf(srq_on_rcq, sizeof srq_on_rcq, " + SRQ depth %u", srq_d);
+    if (srq_d && rcq == cq) memcpy(srq_on_cq, srq_on_rcq, sizeof srq_on_cq);
+    if (!p->share && !cq->ignore_overrun && !rcq->ignore_overrun) {
+        if (have + on_cq > cq->ncqe)
+            return mlxd_err(EINVAL, "%s: send_depth %u + recv_depth %u%s + %llu of %u QP%s already on the CQ "
+                            "= %llu completions could be outstanding, more than the CQ's %u entries (it would overrun: "
+                            "CQ error, its QPs to error); create the CQ with at least %llu entries, or set opts.share_cq "
+                            "to share it deliberately", fn, p->send_depth, rcq == cq ? p->recv_depth : 0,
+                            srq_on_cq, (unsigned long long)have, cq->qps, cq->qps == 1 ? "" : "s",
+                            (unsigned long long)(have + on_cq), cq->ncqe, (unsigned long long)(have + on_cq));
+        if (rcq != cq && rhave + recv > rcq->ncqe)
+            return mlxd_err(EINVAL, "%s: recv_depth %u%s + %llu of %u QP%s already on recv_cq = %llu "
+                            "completions could be outstanding, more than recv_cq's %u entries (it would overrun); create "
+                            "it with at least %llu entries, or set opts.share_cq to share it deliberately", fn,
+                            p->recv_depth, srq_on_rcq, (unsigned long long)rhave, rcq->qps, rcq->qps == 1 ? "" : "s",
+                            (unsigned long long)(rhave + recv), rcq->ncqe, (unsigned long long)(rhave + recv));
     }
-    size_t rq_bytes = (size_t)rq_cnt << rq_shift;
-    size_t bufl = rq_bytes + (size_t)sq_wqebbs * MLXD_SEND_WQE_BB;
+    if (cq->ignore_overrun && have + on_cq > cq->ncqe)
+        return mlxd_err(EINVAL, "%s: the overrun-ignoring CQ 0x%x has %u entries, its QPs' depths would need %llu",
+                        fn, cq->cqn, cq->ncqe, (unsigned long long)(have + on_cq));
+    if (rcq != cq && rcq->ignore_overrun && rhave + recv > rcq->ncqe)
+        return mlxd_err(EINVAL, "%s: the overrun-ignoring recv_cq 0x%x has %u entries, its QPs' depths would need "
+                        "%llu", fn, rcq->cqn, rcq->ncqe, (unsigned long long)(rhave + recv));
+    if (slot && !*slot && !(*slot = calloc(1, sizeof **slot)))
+        return mlxd_err(ENOMEM, "%s: out of memory", fn);
+    if (slot) {
+        (*slot)->cq = rcq;
+        (*slot)->users++;
+    }
+    cq->committed += p->send_depth;
+    rcq->committed += recv;
+    return 0;
+}
+
+static int cq_reserve(const struct qp_plan *p)
+{
+    pthread_mutex_lock(&p->cq->nic->lock);
+    int rc = cq_reserve_locked(p);
+    pthread_mutex_unlock(&p->cq->nic->lock);
+    return rc;
+}
+
+/* Gives back what cq_reserve_locked reserved (under nic->lock). */
+static void cq_unreserve_locked(struct mlxd_cq *cq, struct mlxd_cq *rcq, uint32_t send_depth, uint32_t recv_depth,
+                                struct mlxd_srq *srq)
+{
+    cq->committed -= send_depth;
+    rcq->committed -= recv_depth;
+    struct mlxd_srq_cq **slot = srq ? srq_cq_slot(srq, rcq) : NULL;
+    if (slot && *slot && --(*slot)->users == 0) {
+        struct mlxd_srq_cq *u = *slot;
+        rcq->committed -= srq->depth;
+        *slot = u->next;
+        free(u);
+    }
+}
+
+static void cq_unreserve(const struct qp_plan *p)
+{
+    pthread_mutex_lock(&p->cq->nic->lock);
+    cq_unreserve_locked(p->cq, p->rcq, p->send_depth, p->recv_depth, p->srq);
+    pthread_mutex_unlock(&p->cq->nic->lock);
+}
+
+/* The QP's memory (its rings and doorbell record in one mapping, the wr_id tables) and the
+ * fields of the plan; 0 or -ENOMEM (what was allocated stays for mlxd__qp_release). */
+static int qp_memory(struct mlxd_qp *qp, const struct qp_plan *p, const struct mlxd_qp_opts *opts)
+{
+    static const char fn[] = "mlxd_qp_create";
+    size_t rq_bytes = (size_t)p->rq_cnt << p->rq_shift;
+    size_t bufl = rq_bytes + (size_t)p->sq_wqebbs * MLXD_SEND_WQE_BB;
     long pg = sysconf(_SC_PAGESIZE);
     bufl = (bufl + (size_t)pg - 1) & ~((size_t)pg - 1);
     size_t len = bufl + (size_t)pg;       /* + one page for the doorbell record */
     void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) {
-        free(qp);
-        cq_depth_reserve(nic, cq, rcq, opts->send_depth, opts->recv_depth, -1);
-        return mlxd_err(ENOMEM, "%s: cannot allocate a %zu-byte QP buffer", fn, len);
-    }
+    if (m == MAP_FAILED) return mlxd_err(ENOMEM, "%s: cannot allocate a %zu-byte QP buffer", fn, len);
     madvise(m, len, MADV_DONTFORK);
     qp->mem = m;
     qp->mem_len = len;
     qp->db = (uint8_t *)m + bufl;
-    if (sq_wqebbs) {
-        qp->sq_wrid = calloc(sq_wqebbs, sizeof *qp->sq_wrid);
-        qp->sq_next = calloc(sq_wqebbs, sizeof *qp->sq_next);
+    if (p->sq_wqebbs) {
+        qp->sq_wrid = calloc(p->sq_wqebbs, sizeof *qp->sq_wrid);
+        qp->sq_next = calloc(p->sq_wqebbs, sizeof *qp->sq_next);
     }
-    if (rq_cnt) qp->rq_wrid = calloc(rq_cnt, sizeof *qp->rq_wrid);
-    if (!qp->db || (sq_wqebbs && (!qp->sq_wrid || !qp->sq_next)) || (rq_cnt && !qp->rq_wrid)) {
-        rc = mlxd_err(ENOMEM, "%s: out of memory", fn);
-        goto fail_mem;
-    }
+    if (p->rq_cnt) qp->rq_wrid = calloc(p->rq_cnt, sizeof *qp->rq_wrid);
+    if ((p->sq_wqebbs && (!qp->sq_wrid || !qp->sq_next)) || (p->rq_cnt && !qp->rq_wrid))
+        return mlxd_err(ENOMEM, "%s: out of memory", fn);
     qp->dbrec = qp->db;
-    qp->rq = rq_cnt ? (uint8_t *)m : NULL;
-    qp->sq = sq_wqebbs ? (uint8_t *)m + rq_bytes : NULL;
-    qp->sq_wqebbs = sq_wqebbs;
-    qp->sq_depth = opts->send_depth;
-    qp->rq_wqe_cnt = rq_cnt;
-    qp->rq_depth = opts->recv_depth;
-    qp->rq_wqe_shift = rq_shift;
-    qp->max_recv_sge = recv_sge;
-    qp->max_send_sge = send_sge;
+    qp->rq = p->rq_cnt ? (uint8_t *)m : NULL;
+    qp->sq = p->sq_wqebbs ? (uint8_t *)m + rq_bytes : NULL;
+    qp->sq_wqebbs = p->sq_wqebbs;
+    qp->sq_depth = p->send_depth;
+    qp->rq_wqe_cnt = p->rq_cnt;
+    qp->rq_depth = p->recv_depth;
+    qp->rq_wqe_shift = p->rq_shift;
+    qp->max_recv_sge = p->recv_sge;
+    qp->max_send_sge = p->send_sge;
     qp->max_inline = opts->max_inline;
-    qp->type = type;
-    qp->nic = nic;
-    qp->send_cq = cq;
-    qp->recv_cq = rcq;
-    qp->srq = srq;
+    qp->type = p->type;
+    qp->nic = p->cq->nic;
+    qp->send_cq = p->cq;
+    qp->recv_cq = p->rcq;
+    qp->srq = p->srq;
     qp->user_data = opts->user_data;
-    qp->gid_index = gid_index;
-    memcpy(qp->gid, gid, 16);
+    qp->gid_index = p->gid_index;
+    memcpy(qp->gid, p->gid, 16);
     qp->psn = opts->psn ? (opts->psn & 0xffffff) : random_psn();
+    return 0;
+}
 
-    /* a user index (cqe_version 1) */
+/* A free user index (cqe_version 1), marked taken; 0 or -ENOSPC. */
+static int take_uidx(struct mlxd_nic *nic, struct mlxd_qp *qp)
+{
     pthread_mutex_lock(&nic->lock);
     uint32_t uidx = 0;
     while (uidx < MLXD_MAX_QPS && nic->qp_table[uidx]) uidx++;
-    if (uidx == MLXD_MAX_QPS) {
-        pthread_mutex_unlock(&nic->lock);
-        rc = mlxd_err(ENOSPC, "%s %s: the NIC's table of %u QPs is full", fn, nic->name, MLXD_MAX_QPS);
-        goto fail_mem;
-    }
-    table_set(nic, uidx, &reserved_slot);
+    if (uidx < MLXD_MAX_QPS) table_set(nic, uidx, &reserved_slot);
     pthread_mutex_unlock(&nic->lock);
+    if (uidx == MLXD_MAX_QPS)
+        return mlxd_err(ENOSPC, "mlxd_qp_create %s: the NIC's table of %u QPs is full", nic->name, MLXD_MAX_QPS);
     qp->uidx = uidx;
+    return 0;
+}
 
+/* The created QP goes live: in the NIC's table and list, counted on its CQs and SRQ. */
+static void publish_qp(struct mlxd_nic *nic, struct mlxd_qp *qp)
+{
+    pthread_mutex_lock(&nic->lock);
+    table_set(nic, qp->uidx, qp);
+    qp->next = nic->qps;
+    nic->qps = qp;
+    qp->send_cq->qps++;
+    if (qp->recv_cq != qp->send_cq) qp->recv_cq->qps++;
+    if (qp->srq) qp->srq->qps++;
+    pthread_mutex_unlock(&nic->lock);
+}
+
+int mlxd_qp_create(struct mlxd_cq *cq, const struct mlxd_qp_opts *opts, struct mlxd_qp **out)
+{
+    if (!cq || cq->detached || cq->state != OBJ_LIVE || !cq->nic || !nic_ok(cq->nic) || !opts || !out)
+        return mlxd_err(EINVAL, "mlxd_qp_create: invalid/destroyed/detached CQ, closed NIC, or NULL opts/out");
+    struct mlxd_nic *nic = cq->nic;
+    struct qp_plan p;
+    int rc = create_plan(cq, opts, &p);
+    if (rc) return rc;
+    rc = cq_reserve(&p);
+    if (rc) return rc;
+    struct mlxd_qp *qp = calloc(1, sizeof *qp);
+    if (!qp) {
+        cq_unreserve(&p);
+        return mlxd_err(ENOMEM, "mlxd_qp_create: out of memory");
+    }
+    rc = qp_memory(qp, &p, opts);
+    if (rc) goto fail_mem;
+    rc = take_uidx(nic, qp);
+    if (rc) goto fail_mem;
     uint32_t page_id = 0;
-    rc = qp_doorbell_uar(nic, qp, opts, sq_wqebbs, &page_id);
+    rc = qp_doorbell_uar(nic, qp, opts, p.sq_wqebbs, &page_id);
     if (rc) goto fail_uidx;
-
     uint32_t qpn = 0;
-    rc = kernel_create_qp(qp, cq, rcq, opts->send_depth, opts->recv_depth, page_id, &qpn);
+    rc = kernel_create_qp(qp, cq, p.rcq, p.send_depth, p.recv_depth, page_id, &qpn);
     if (rc) goto fail_uar;
     qp->qpn = qpn & 0xffffff;
     qp->ib_state = 0;
     qp->state = OBJ_LIVE;
-    pthread_mutex_lock(&nic->lock);
-    table_set(nic, uidx, qp);
-    qp->next = nic->qps;
-    nic->qps = qp;
-    cq->qps++;
-    if (rcq != cq) rcq->qps++;
-    if (srq) srq->qps++;
-    pthread_mutex_unlock(&nic->lock);
+    publish_qp(nic, qp);
     *out = qp;
     mlxd_err_clear();   /* no stale message from an earlier refusal */
     return 0;
@@ -395,12 +462,12 @@ fail_uar:
     mlxd__uar_free(nic, qp->uar_handle, qp->uar_map);
 fail_uidx:
     pthread_mutex_lock(&nic->lock);
-    table_set(nic, uidx, NULL);
+    table_set(nic, qp->uidx, NULL);
     pthread_mutex_unlock(&nic->lock);
 fail_mem:
     mlxd__qp_release(qp);
     free(qp);
-    cq_depth_reserve(nic, cq, rcq, opts->send_depth, opts->recv_depth, -1);
+    cq_unreserve(&p);
     return rc;
 }
 
@@ -564,11 +631,12 @@ int mlxd_qp_destroy(struct mlxd_qp *qp)
     if (nic->qp_table[qp->uidx] == qp) table_set(nic, qp->uidx, NULL);
     if (qp->send_cq->hot_qp == qp) qp->send_cq->hot_qp = NULL;
     if (qp->recv_cq->hot_qp == qp) qp->recv_cq->hot_qp = NULL;
+    mlxd__cq_mini_forget_qp(qp->send_cq, qp);
+    mlxd__cq_mini_forget_qp(qp->recv_cq, qp);
     qp->send_cq->qps--;
     if (qp->recv_cq != qp->send_cq) qp->recv_cq->qps--;
     if (qp->srq && !rc) qp->srq->qps--;       /* a QP the kernel kept still holds its SRQ */
-    qp->send_cq->committed -= qp->sq_depth;
-    qp->recv_cq->committed -= qp->rq_depth;
+    cq_unreserve_locked(qp->send_cq, qp->recv_cq, qp->sq_depth, qp->rq_depth, qp->srq);
     pthread_mutex_unlock(&nic->lock);
     if (rc) return mlxd_err(-rc, "mlxd_qp_destroy %s: the kernel refused QP_DESTROY of QP 0x%x: %s", nic->name, qp->qpn, strerror(-rc));
     /* its completions nobody polled leave the CQs too (as libmlx5's ibv_destroy_qp): they would

@@ -26,6 +26,11 @@ void mlxd__srq_release(struct mlxd_srq *srq)
     srq->pinned_ring = srq->pinned_db = 0;
     if (srq->mem) munmap(srq->mem, srq->mem_len);
     free(srq->wrid);
+    while (srq->rcqs) {             /* none once its QPs are gone; a closing NIC's may remain */
+        struct mlxd_srq_cq *u = srq->rcqs;
+        srq->rcqs = u->next;
+        free(u);
+    }
     srq->mem = NULL;
     srq->wrid = NULL;
     srq->buf = NULL;

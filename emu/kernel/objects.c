@@ -573,6 +573,23 @@ int emu_k_dereg_mr(struct emu_file *f, struct k_mr *mr)
 
 /* ---------------------------------------------------------------------------------------------
  * CQ (k: hw/mlx5/cq.c mlx5_ib_create_cq, create_cq_user) */
+/* k: create_cq_user: cqe_comp_en == 1 (other values are ignored) needs the HCA's cqe_compression
+ * cap for 64-byte CQEs (cqe_compression_128 for 128-byte ones, which this device lacks), else
+ * EOPNOTSUPP; mini_cqe_res_format_to_hw: exactly one of HASH, CSUM, CSUM_STRIDX, else EINVAL;
+ * CSUM_STRIDX needs mini_cqe_resp_stride_index, else EOPNOTSUPP. */
+static int cq_comp_format(const struct mlx5_ib_create_cq *ucmd, uint8_t *fmt)
+{
+    if (ucmd->cqe_comp_en != 1) return 0;
+    if (ucmd->cqe_size != 64 || !emu_nic_cqe_comp_max()) return -EOPNOTSUPP;
+    switch (ucmd->cqe_comp_res_format) {
+    case MLX5_IB_CQE_RES_FORMAT_HASH: case MLX5_IB_CQE_RES_FORMAT_CSUM: break;
+    case MLX5_IB_CQE_RES_FORMAT_CSUM_STRIDX: if (!emu_nic_cqe_comp_stridx()) return -EOPNOTSUPP; break;
+    default: return -EINVAL;
+    }
+    *fmt = ucmd->cqe_comp_res_format;
+    return 0;
+}
+
 int emu_k_create_cq(struct emu_file *f, const struct emu_cq_args *a, uint32_t *handle,
                     uint32_t *resp_cqe, uint32_t *cqn)
 {
@@ -599,7 +616,6 @@ int emu_k_create_cq(struct emu_file *f, const struct emu_cq_args *a, uint32_t *h
     if (ucmd.db_addr & 7) return -EINVAL;
     r = emu_check_range(ucmd.db_addr, 8, PROT_READ | PROT_WRITE);
     if (r) return r;
-    if (ucmd.cqe_comp_en) return -EOPNOTSUPP;                 /* no CQE compression */
     if (ucmd.flags & MLX5_IB_CREATE_CQ_FLAGS_CQE_128B_PAD) return -EOPNOTSUPP;  /* no cqe_128_always */
     /* k: create_cq_user: REAL_TIME_TS needs the real-time timestamp format */
     if ((ucmd.flags & MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS) && !emu_nic_clock_real_time()) return -EOPNOTSUPP;
@@ -613,6 +629,10 @@ int emu_k_create_cq(struct emu_file *f, const struct emu_cq_args *a, uint32_t *h
     } else {
         uar = f->static_uars[0];
     }
+    /* (after the UAR index, as create_cq_user orders it) */
+    uint8_t comp_fmt = 0;
+    r = cq_comp_format(&ucmd, &comp_fmt);
+    if (r) return r;
     struct k_evq *chan = NULL, *async = NULL;
     if (a->comp_channel_fd >= 0) chan = emu_evq_by_fd(a->comp_channel_fd);
     async = emu_evq_by_fd(a->event_fd >= 0 ? a->event_fd : f->ctx.default_async_fd);
@@ -634,6 +654,7 @@ int emu_k_create_cq(struct emu_file *f, const struct emu_cq_args *a, uint32_t *h
     cq->pub.dbrec = (volatile uint32_t *)(uintptr_t)ucmd.db_addr;
     cq->pub.ignore_overrun = (a->flags & IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN) != 0;
     cq->pub.real_time_ts = (ucmd.flags & MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS) != 0;
+    cq->pub.cqe_comp = comp_fmt;
     cq->pub.uar = &uar->pub;
     cq->pub.channel = chan ? &chan->chan : NULL;
     cq->pub.async_fd = async ? async->chan.fd : -1;
@@ -768,6 +789,7 @@ static int qp_bfreg(struct emu_file *f, const struct mlx5_ib_create_qp *ucmd, st
     if (ucmd->flags & MLX5_QP_FLAG_UAR_PAGE_INDEX) {
         *uar = emu_k_find_uar_by_page(f, ucmd->bfreg_index);
         if (!*uar) return -EINVAL;
+        *bf_off = 0;   /* the page only: the library picks the bfreg in it (nic_doorbell.c) */
     } else if (ucmd->flags & MLX5_QP_FLAG_BFREG_INDEX) {
         /* bfregn_to_uar_index: static table only */
         if (f->ctx.dyn_uar || ucmd->bfreg_index >= f->total_bfregs) return -EINVAL;
@@ -865,7 +887,6 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
         qp->pub.qpn = ((ds->qp_gen++ & 0xff) << 16) | slot;
         qp->pub.uar = &uar->pub;
         qp->pub.bf_off = bf_off;
-        qp->pub.page_bfregs = ucmd.flags & MLX5_QP_FLAG_UAR_PAGE_INDEX;
         qp->pub.async_fd = async ? async->chan.fd : -1;
         ds->qp_tab[slot] = qp;
         r = emu_nic_qp_create(&qp->pub);

@@ -143,6 +143,13 @@ static int cmd_ex_query_device(struct emu_file *f, const struct emu_wcmd *w)
     struct mlx5_ib_query_device_resp mresp;
     memset(&mresp, 0, sizeof mresp);
     mresp.response_length = (uint32_t)(w->uhw_outlen < sizeof mresp ? w->uhw_outlen : sizeof mresp);
+    /* k: mlx5_ib_query_device: cqe_comp_caps from the HCA caps cqe_compression,
+     * cqe_compression_max_num and mini_cqe_resp_stride_index */
+    if (emu_nic_cqe_comp_max()) {
+        mresp.cqe_comp_caps.max_num = emu_nic_cqe_comp_max();
+        mresp.cqe_comp_caps.supported_format = MLX5_IB_CQE_RES_FORMAT_HASH | MLX5_IB_CQE_RES_FORMAT_CSUM |
+                                               (emu_nic_cqe_comp_stridx() ? MLX5_IB_CQE_RES_FORMAT_CSUM_STRIDX : 0);
+    }
     r = udata_out(w, &mresp, sizeof mresp, true);
     if (!r) r = respond(w, &resp, sizeof resp);
     return r;

@@ -89,13 +89,19 @@ struct nic_qp {
     /* requester */
     uint16_t sq_ci;             /* next WQEBB counter to fetch */
     uint16_t sq_rung;           /* WQEBB counter the UAR doorbell has announced (nic_doorbell.c) */
+    uint8_t  bfregs;            /* bfregs of its UAR its rings come in (bit k: 0x800 + 0x200 k) */
     uint32_t next_psn;          /* PSN of the next packet sent */
     struct nic_msg *msgs;       /* ring, cap = sq_wqe_cnt */
     uint32_t cap, head, send, tail;  /* head: oldest not completed; send: being sent; tail: next free */
     uint32_t send_pkt;          /* packets of msgs[send] already sent */
+    uint32_t sent_hi;           /* one past the last message sent from (>= send: a retransmission
+                                   rewinds send, not this), and the PSN after the highest sent: */
+    uint32_t psn_hi;            /* an ACK of any PSN sent counts, even after the rewind */
     uint64_t deadline_ns;       /* RC retransmission timer (0 = stopped) */
     uint64_t rnr_until_ns;      /* RC: RNR wait */
     int      retries_left, rnr_left;
+    uint32_t peer_pid;          /* at the last timer expiry: the peer QP's process, the CPU time */
+    uint64_t peer_ran;          /* of its engine threads (nic_peer.c) */
     /* responder */
     uint32_t epsn, msn;
     uint16_t rq_ci;             /* next receive WQE (bound to a message while in_msg) */
@@ -130,6 +136,7 @@ struct nic_cq {
     uint8_t  fired_sn;          /* sn of the arm that produced the last event */
     bool     overrun;
     bool     failed;            /* a CQ error was raised (mlxd_emu_inject_event): no more CQEs */
+    struct nic_zip *zip;        /* CQE compression: the burst being collected (nic_cqe_comp.c) */
 };
 
 struct nic_txslot { uint8_t buf[NIC_PKT_MAX]; uint32_t len; struct sockaddr_in to; };
@@ -157,6 +164,7 @@ struct nic_dev {
     struct emu_device *dev;
     pthread_t thread;
     atomic_bool stop;
+    _Atomic uint64_t passes;    /* engine passes made (nic_peer.c: did this NIC run?) */
     int      sock;
     struct sockaddr_in self;
     struct nic_share *share;    /* NULL: the port is not shared (port_share.c) */
@@ -182,6 +190,7 @@ uint64_t nic_now_ns(void);
 
 /* nic_doorbell.c: takes the rings from q's bfreg; returns how many */
 int nic_doorbell_scan(struct nic_qp *q);
+uint8_t nic_doorbell_bfregs(const struct emu_qp *qp);
 struct nic_dev *nic_dev_get(unsigned index);      /* registry (NULL if not open) */
 extern atomic_bool nic_engines_parked;             /* mlxd_emu_bench_park */
 void nic_qp_to_err(struct nic_qp *q, int event);  /* event < 0: none */
@@ -203,6 +212,13 @@ struct nic_cqe {
     uint8_t  inl_len;
 };
 int  nic_cqe_write(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c);
+int  nic_cq_room(struct nic_dev *nd, struct emu_cq *cq, uint32_t idx);
+void nic_cqe_put(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c, uint32_t byte_cnt,
+                 uint8_t format, uint32_t n);
+/* nic_cqe_comp.c: a compressing CQ's CQEs are held while they can join one session, written
+ * when one cannot, at the session's maximum, and at the end of every engine pass (the burst) */
+int  nic_cqe_comp_write(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c);
+void nic_cqe_comp_flush(struct nic_dev *nd, struct nic_cq *c);
 int  nic_cq_poll_arm(struct nic_dev *nd, struct nic_cq *c);
 
 /* nic_req.c: requester */
@@ -267,6 +283,11 @@ void wire_fault_parse_env(struct nic_dev *nd);
 int  share_open(struct nic_dev *nd, const struct sockaddr_in *self);
 void share_close(struct nic_dev *nd);
 void share_close_struct(struct nic_share *sh);
+uint32_t share_qpn_holder(const struct sockaddr_in *port, uint32_t qpn);
+
+#define NIC_THREAD_NAME "mlxd-nic"    /* the engine threads' name (nic_peer.c finds them by it) */
+bool nic_peer_frozen(struct nic_qp *q);
+bool nic_local_passes(const struct sockaddr_in *port, uint64_t *passes);
 /* bth: a received UDP payload of len bytes.  True if its destination QP belongs to another
  * process: then it was forwarded there (rx_forwarded) or lost (rx_unknown_qp). */
 bool share_forward(struct nic_dev *nd, const uint8_t *bth, uint32_t len,

@@ -35,15 +35,15 @@ static void fire(struct nic_dev *nd, struct nic_cq *c)
     emu_comp_event(cq);
 }
 
-int nic_cqe_write(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c)
+/* Overrun: the consumer index (dbrec[0]) says slot index idx has not been consumed.  A CQ created
+ * with IGNORE_OVERRUN (cqc.oi) is never checked: the slot is overwritten. */
+int nic_cq_room(struct nic_dev *nd, struct emu_cq *cq, uint32_t idx)
 {
     struct nic_cq *nc = cq->nic;
     if (!cq->buf || !cq->ncqe || (nc && nc->failed)) return -1;
-    /* overrun: the consumer index (dbrec[0]) says the slot has not been consumed.  A CQ created
-     * with IGNORE_OVERRUN (cqc.oi) is never checked: the slot is overwritten. */
     if (cq->dbrec && !cq->ignore_overrun) {
         uint32_t ci = __builtin_bswap32(__atomic_load_n(&cq->dbrec[0], __ATOMIC_ACQUIRE)) & 0xffffff;
-        if (((cq->pi - ci) & 0xffffff) >= cq->ncqe) {
+        if (((idx - ci) & 0xffffff) >= cq->ncqe) {
             if (nc && !nc->overrun) {
                 nc->overrun = true;
                 nd->st.async_events++;
@@ -52,6 +52,15 @@ int nic_cqe_write(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c
             return -1;
         }
     }
+    return 0;
+}
+
+/* Writes c at the producer index: the CQE with byte_cnt and CQE format as given (format 3, a
+ * compressed session's title, has the session's mini-CQE count as byte_cnt and takes n slots),
+ * op_own last; then the completion event if one is armed. */
+void nic_cqe_put(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c, uint32_t byte_cnt,
+                 uint8_t format, uint32_t n)
+{
     uint32_t slot = cq->pi & (cq->ncqe - 1);
     volatile uint8_t *e = cq->buf + (size_t)slot * cq->cqe_size + (cq->cqe_size == 128 ? 64 : 0);
     uint8_t owner = (cq->pi & cq->ncqe) ? 1 : 0;
@@ -63,7 +72,7 @@ int nic_cqe_write(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c
     if (!err) {
         memcpy(tmp + 36, &c->imm, 4);
         v = __builtin_bswap32(c->flags_rqpn); memcpy(tmp + 24, &v, 4);
-        v = __builtin_bswap32(c->byte_cnt); memcpy(tmp + 44, &v, 4);
+        v = __builtin_bswap32(byte_cnt); memcpy(tmp + 44, &v, 4);
         uint64_t ts = __builtin_bswap64(emu_nic_cqe_timestamp(cq));
         memcpy(tmp + 48, &ts, 8);
     } else {
@@ -75,7 +84,6 @@ int nic_cqe_write(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c
     memcpy(tmp + 56, &v, 4);
     uint16_t w = __builtin_bswap16(c->wqe_counter);
     memcpy(tmp + 60, &w, 2);
-    uint8_t format = 0;
     if (c->inl) {    /* scatter-to-CQE: 64-byte CQE bytes 0..31, or the slot's first half */
         if (cq->cqe_size == 128) { memcpy((void *)(e - 64), c->inl, c->inl_len); format = 2; }
         else { memcpy(tmp, c->inl, c->inl_len); format = 1; }
@@ -83,11 +91,18 @@ int nic_cqe_write(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c
     memcpy((void *)e, tmp, 63);
     uint8_t op_own = (uint8_t)(c->opcode << 4 | format << 2 | (c->se ? 2 : 0) | owner);
     __atomic_store_n(&e[63], op_own, __ATOMIC_RELEASE);
-    cq->pi++;
-    nd->st.cqes++;
+    cq->pi += n;
+    nd->st.cqes += n;
     /* completion event: armed for any completion, or solicited-only and this one is solicited
      * or an error (IB spec 11.4.2.2: errors also satisfy a solicited-only request) */
-    if (cq->armed && (!cq->armed_solicited || c->se || err)) fire(nd, nc);
+    if (cq->armed && (!cq->armed_solicited || c->se || err)) fire(nd, cq->nic);
+}
+
+int nic_cqe_write(struct nic_dev *nd, struct emu_cq *cq, const struct nic_cqe *c)
+{
+    if (cq->cqe_comp && cq->nic) return nic_cqe_comp_write(nd, cq, c);
+    if (nic_cq_room(nd, cq, cq->pi)) return -1;
+    nic_cqe_put(nd, cq, c, c->byte_cnt, 0, 1);
     return 0;
 }
 

@@ -41,6 +41,22 @@ uint64_t nic_now_ns(void)
 }
 
 
+/* The engine passes of this process's device whose port is `port`, in *passes; false: none. */
+bool nic_local_passes(const struct sockaddr_in *port, uint64_t *passes)
+{
+    bool found = false;
+    pthread_mutex_lock(&reg_lock);
+    for (unsigned i = 0; i < EMU_MAX_DEVICES && !found; i++) {
+        const struct nic_dev *d = registry[i];
+        if (d && d->self.sin_addr.s_addr == port->sin_addr.s_addr && d->self.sin_port == port->sin_port) {
+            *passes = atomic_load_explicit(&d->passes, memory_order_relaxed);
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return found;
+}
+
 struct nic_dev *nic_dev_get(unsigned index)
 {
     return index < EMU_MAX_DEVICES ? registry[index] : NULL;
@@ -116,6 +132,7 @@ int emu_nic_qp_create(struct emu_qp *qp)
     if (!q->msgs) { free(q); return -ENOMEM; }
     q->qp = qp;
     q->nd = nd;
+    q->bfregs = nic_doorbell_bfregs(qp);
     qp->nic = q;
     q->next = nd->qps;
     nd->qps = q;
@@ -128,6 +145,12 @@ void emu_nic_qp_destroy(struct emu_qp *qp)
     if (!q) return;
     for (struct nic_qp **pp = &q->nd->qps; *pp; pp = &(*pp)->next)
         if (*pp == q) { *pp = q->next; break; }
+    /* CQEs a compressing CQ still holds reach the ring before QP_DESTROY returns, as a
+     * ConnectX's do: after it, the driver cleans the QP's CQEs from the CQ (nic_cqe_comp.c) */
+    struct emu_cq *cqs[2] = { qp->send_cq, qp->recv_cq };
+    for (int i = 0; i < 2; i++)
+        if (cqs[i] && cqs[i]->nic && ((struct nic_cq *)cqs[i]->nic)->zip)
+            nic_cqe_comp_flush(q->nd, cqs[i]->nic);
     qp->nic = NULL;
     free(q->msgs);
     free(q);
@@ -152,7 +175,7 @@ void emu_nic_qp_modified(struct emu_qp *qp, uint32_t old_state)
         break;
     case NIC_QPS_RTS:
         if (old_state == NIC_QPS_RTR || old_state == NIC_QPS_INIT) {
-            q->next_psn = qp->attr.sq_psn & MLXD_ROCE_PSN_MASK;
+            q->next_psn = q->psn_hi = qp->attr.sq_psn & MLXD_ROCE_PSN_MASK;
             q->retries_left = qp->attr.retry_cnt;
             q->rnr_left = qp->attr.rnr_retry;
         }
@@ -192,6 +215,7 @@ void emu_nic_cq_destroy(struct emu_cq *cq)
         for (struct nic_cq **pp = &nd->cqs; *pp; pp = &(*pp)->next)
             if (*pp == c) { *pp = c->next; break; }
     cq->nic = NULL;
+    free(c->zip);
     free(c);
 }
 
@@ -275,6 +299,8 @@ static int engine_pass(struct nic_dev *nd)
         if (q->ack_pending) nic_resp_flush_acks(q);
         work += nic_req_progress(q);    /* ACKs may have opened the window */
     }
+    /* the pass's burst of CQEs ends: a compressing CQ writes what it held (nic_cqe_comp.c) */
+    for (struct nic_cq *c = nd->cqs; c; c = c->next) if (c->zip) nic_cqe_comp_flush(nd, c);
     for (struct nic_cq *c = nd->cqs; c; c = c->next) work += nic_cq_poll_arm(nd, c);
     wire_tx_flush(nd);
     return work;
@@ -303,6 +329,7 @@ static void *engine_main(void *arg)
         int work = 0;
         if (pthread_mutex_trylock(&nd->dev->lock) == 0) {
             work = engine_pass(nd);
+            atomic_fetch_add_explicit(&nd->passes, 1, memory_order_relaxed);
             if (!work) pcap_writer_flush(nd);
             pthread_mutex_unlock(&nd->dev->lock);
         } else {
@@ -388,6 +415,9 @@ int emu_nic_device_open(struct emu_device *dev)
     dev->nic = nd;
     atomic_store(&nd->stop, false);
     if (pthread_create(&nd->thread, NULL, engine_main, nd)) { rc = -EAGAIN; goto fail_pcap; }
+    /* named now, not when it first runs: a peer looks for it by name (nic_peer.c), also before
+     * the scheduler has given it a CPU */
+    pthread_setname_np(nd->thread, NIC_THREAD_NAME);
     pthread_mutex_lock(&reg_lock);
     registry[idx] = nd;
     pthread_mutex_unlock(&reg_lock);

@@ -109,6 +109,7 @@ static void fail_head(struct nic_qp *q, uint8_t synd, uint8_t vendor)
     struct nic_msg *m = M(q, q->head);
     q->head++;
     if (q->send < q->head) { q->send = q->head; q->send_pkt = 0; }
+    if (q->sent_hi < q->head) q->sent_hi = q->head;
     complete(q, m, synd, vendor);
     q->deadline_ns = 0;
     if (nic_qp_is_ud(q) && q->qp->state != NIC_QPS_ERR) {
@@ -121,13 +122,22 @@ static void fail_head(struct nic_qp *q, uint8_t synd, uint8_t vendor)
     nic_qp_to_err(q, -1);
 }
 
-static bool outstanding(const struct nic_qp *q) { return q->head != q->send || q->send_pkt; }
+static bool outstanding(const struct nic_qp *q) { return q->head != q->sent_hi; }
 
-/* Completes the messages fully acknowledged by an ACK of `psn` (RC). */
+/* After packets went out: how far the QP has ever sent (sent_hi, psn_hi). */
+static void note_sent(struct nic_qp *q)
+{
+    uint32_t hi = q->send + (q->send_pkt ? 1u : 0u);
+    if ((int32_t)(hi - q->sent_hi) > 0) q->sent_hi = hi;
+    if (mlxd_roce_psn_diff(q->next_psn, q->psn_hi) > 0) q->psn_hi = q->next_psn;
+}
+
+/* Completes the messages fully acknowledged by an ACK of `psn` (RC): any sent, also those a
+ * retransmission (send rewound by go_back) has not reached again; it then goes on after them. */
 static void ack_through(struct nic_qp *q, uint32_t psn)
 {
     bool progress = false;
-    while (q->head != q->send) {
+    while (q->head != q->sent_hi) {
         struct nic_msg *m = M(q, q->head);
         if (m->opcode != NIC_OP_NOP && m->opcode != NIC_OP_UMR) {
             if (nic_op_has_response(m->opcode)) {
@@ -140,6 +150,11 @@ static void ack_through(struct nic_qp *q, uint32_t psn)
         complete(q, m, 0, 0);
         progress = true;
         if (q->qp->state == NIC_QPS_ERR) return;
+    }
+    if (progress && (int32_t)(q->head - q->send) > 0) {
+        q->send = q->head;
+        q->send_pkt = 0;
+        q->next_psn = q->head != q->sent_hi ? M(q, q->head)->first_psn : q->psn_hi;
     }
     if (progress) {
         q->retries_left = q->qp->attr.retry_cnt;
@@ -443,7 +458,7 @@ void nic_req_flush(struct nic_qp *q)
         q->head++;
         complete(q, m, NIC_SYND_WR_FLUSH, 0xf9);
     }
-    q->send = q->tail = q->head;
+    q->send = q->tail = q->sent_hi = q->head;
     q->send_pkt = 0;
     q->deadline_ns = 0;
     flush_unfetched(q);
@@ -452,7 +467,7 @@ void nic_req_flush(struct nic_qp *q)
 void nic_req_reset(struct nic_qp *q)
 {
     q->sq_ci = q->sq_rung = 0;
-    q->head = q->send = q->tail = q->send_pkt = 0;
+    q->head = q->send = q->tail = q->send_pkt = q->sent_hi = 0;
     q->deadline_ns = q->rnr_until_ns = 0;
 }
 
@@ -520,6 +535,7 @@ int nic_req_progress(struct nic_qp *q)
             m->first_psn = q->next_psn;
             m->npsn = 0;
             q->send++;
+            note_sent(q);
             work++;
             continue;
         }
@@ -533,6 +549,7 @@ int nic_req_progress(struct nic_qp *q)
         work += (int)n;
         if (rc && n && !q->deadline_ns) q->deadline_ns = q->nd->now_ns + timeout_ns(q);
         if (q->send_pkt >= m->npsn) { q->send++; q->send_pkt = 0; }
+        note_sent(q);
     }
     if (!rc) {
         while (q->head != q->send) {
@@ -552,6 +569,11 @@ void nic_req_timers(struct nic_qp *q)
     if (!is_rc(q) || q->qp->state != NIC_QPS_RTS || !q->deadline_ns || q->rnr_until_ns) return;
     if (q->nd->now_ns < q->deadline_ns) return;
     if (!outstanding(q)) { q->deadline_ns = 0; return; }
+    if (nic_peer_frozen(q)) {     /* not lost: the peer's NIC did not run (nic_peer.c) */
+        q->nd->st.timeouts_peer_frozen++;
+        q->deadline_ns = q->nd->now_ns + timeout_ns(q);
+        return;
+    }
     q->nd->st.timeouts++;
     if (--q->retries_left < 0) {
         fail_head(q, NIC_SYND_RETRY_EXC, 0x81);
@@ -567,8 +589,9 @@ void nic_req_on_ack(struct nic_qp *q, const struct mlxd_roce_pkt *p)
     if (!is_rc(q) || (q->qp->state != NIC_QPS_RTS && q->qp->state != NIC_QPS_SQD)) return;
     if (!outstanding(q)) return;
     uint32_t base = M(q, q->head)->first_psn;
-    /* only PSNs of packets sent and not yet acknowledged (or the one just before) count */
-    if (mlxd_roce_psn_diff(p->psn, base) < -1 || mlxd_roce_psn_diff(p->psn, q->next_psn) >= 0) {
+    /* only PSNs of packets sent and not yet acknowledged (or the one just before) count: also
+     * those sent before a retransmission rewound next_psn (a late ACK of the first sending) */
+    if (mlxd_roce_psn_diff(p->psn, base) < -1 || mlxd_roce_psn_diff(p->psn, q->psn_hi) >= 0) {
         q->nd->st.rx_dup++;
         return;
     }
@@ -613,7 +636,7 @@ void nic_req_on_read_resp(struct nic_qp *q, const struct mlxd_roce_pkt *p)
     if (!is_rc(q) || (q->qp->state != NIC_QPS_RTS && q->qp->state != NIC_QPS_SQD)) return;
     struct nic_msg *m = NULL;
     uint32_t i;
-    for (i = q->head; i != q->send; i++) {
+    for (i = q->head; i != q->sent_hi; i++) {
         struct nic_msg *x = M(q, i);
         if (x->opcode != NIC_OP_RDMA_READ) continue;
         int32_t d = mlxd_roce_psn_diff(p->psn, x->first_psn);

@@ -224,6 +224,27 @@ void emu_nic_qpn_release(struct emu_device *dev, uint32_t slot)
     (void)fcntl(sh->tabfd, F_OFD_SETLK, &fl);
 }
 
+/* The pid of the process holding the QPN slot of qpn on the port at `port` (its entry's lock is
+ * held), or 0: none, or the port is not a shared emulated one.  For nic_peer.c. */
+uint32_t share_qpn_holder(const struct sockaddr_in *port, uint32_t qpn)
+{
+    char dir[512], ip[INET_ADDRSTRLEN], path[600];
+    if (run_dir(dir, sizeof dir)) return 0;
+    inet_ntop(AF_INET, &port->sin_addr, ip, sizeof ip);
+    snprintf(path, sizeof path, "%s/%s-%u.qpn", dir, ip, (unsigned)ntohs(port->sin_port));
+    int fd = sys_open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    uint32_t slot = qpn % EMU_QPN_SLOTS, pid = 0;
+    struct flock fl = slot_lock(slot, F_WRLCK);
+    uint64_t e = 0;
+    /* a lock of another open file description conflicts: held means the entry is live */
+    if (fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK &&
+        syscall(SYS_pread64, fd, &e, sizeof e, (off_t)slot * (off_t)sizeof e) == (long)sizeof e)
+        pid = (uint32_t)e;
+    sys_close(fd);
+    return pid;
+}
+
 /* In front of a forwarded packet: where it really came from (network order). */
 struct fwd_hdr {
     uint32_t src_ip;

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include "nic.h"
+#include "udp_gso.h"
 
 int wire_open(struct nic_dev *nd)
 {
@@ -196,7 +197,7 @@ void wire_tx_flush(struct nic_dev *nd)
     if (!nd->ntx) return;
     struct mmsghdr mm[NIC_TX_BATCH];
     struct iovec iov[NIC_TX_BATCH];
-    union { char buf[CMSG_SPACE(sizeof(uint16_t))]; struct cmsghdr align; } ctl[NIC_TX_BATCH];
+    union mlxd__udp_gso_ctl ctl[NIC_TX_BATCH];
     unsigned n = nd->ntx, nm = 0;
     for (unsigned i = 0; i < n; i++) {
         iov[i].iov_base = nd->tx[i].buf + MLXD_ROCE_BTH_OFF;
@@ -221,17 +222,7 @@ void wire_tx_flush(struct nic_dev *nd)
         h->msg_namelen = sizeof nd->tx[i].to;
         h->msg_iov = &iov[i];
         h->msg_iovlen = j - i;
-        if (j - i > 1) {
-            memset(ctl[nm].buf, 0, sizeof ctl[nm].buf);   /* no stale padding to the kernel */
-            h->msg_control = ctl[nm].buf;
-            h->msg_controllen = sizeof ctl[nm].buf;
-            struct cmsghdr *c = CMSG_FIRSTHDR(h);
-            c->cmsg_level = SOL_UDP;
-            c->cmsg_type = UDP_SEGMENT;
-            c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-            uint16_t gs = (uint16_t)seg;
-            memcpy(CMSG_DATA(c), &gs, sizeof gs);
-        }
+        if (j - i > 1) mlxd__udp_gso_attach(h, &ctl[nm], (uint16_t)seg);
         nm++;
         i = j;
     }

@@ -18,7 +18,7 @@ for t in "$@"; do
     fuzz_cqe_dump) cp "$SRC"/fixtures/cqe-dumps/*.txt "$seeds"/ ;;
     fuzz_pcap|fuzz_capture) for p in "$SRC"/fixtures/roce-pcaps/*.pcap "$SRC"/fixtures/crafted-pcaps/*.pcap; do
                  [ "$(wc -c < "$p")" -le 32768 ] && cp "$p" "$seeds"/; done; maxlen=32768 ;;
-    fuzz_roce|fuzz_hsb|fuzz_wire|fuzz_ioctl|fuzz_poll)
+    fuzz_roce|fuzz_hsb|fuzz_wire|fuzz_ioctl|fuzz_poll|fuzz_cqe_mini)
       MLXD_FUZZ_MKSEEDS="$seeds" "$bin" >/dev/null 2>"$B/fuzz-seeds/$t.log" ||
         { echo "fuzz: $t: seed generation failed:"; cat "$B/fuzz-seeds/$t.log"; fail=1; continue; }
       [ $t = fuzz_wire ] && maxlen=12288 ;;

@@ -10,6 +10,7 @@
 #include "../../emu/nic/nic_engine.c"
 #include "../../emu/nic/nic_clock.c"
 #include "../../emu/nic/nic_cq.c"
+#include "../../emu/nic/nic_cqe_comp.c"
 #include "../../emu/nic/nic_req.c"
 #include "../../emu/nic/nic_doorbell.c"
 #include "../../emu/nic/nic_resp.c"
@@ -20,6 +21,7 @@
 #include "../../emu/nic/wire_udp.c"
 #include "../../emu/nic/pcap_writer.c"
 #include "../../emu/nic/port_share.c"
+#include "../../emu/nic/nic_peer.c"
 #include "../../abi/roce.c"
 #include "../../abi/error.c"
 
@@ -1198,17 +1200,26 @@ static void case_uar_doorbell(void)
     dev_close(1);
 }
 
+/* Two devices, an RC pair qa -> qb, A's region (key 0x700, its first 100 bytes `fill`) and B's
+ * remotely writable one (key 0x800), 8 KiB each: the setup of the doorbell cases. */
+static struct pair write_pair(uint32_t qa, uint32_t qb, uint8_t fill, struct emu_mr **la, struct emu_mr **lb)
+{
+    dev_open(0, g_port, 4096);
+    dev_open(1, g_port, 4096);
+    struct pair p = pair_new(2, qa, qb, 16, 3);
+    *la = mr_new(0, 8192, 0x700, NIC_ACC_LOCAL_WRITE);
+    *lb = mr_new(1, 8192, 0x800, NIC_ACC_LOCAL_WRITE | NIC_ACC_REMOTE_WRITE);
+    memset(MRP(*la), fill, 100);
+    return p;
+}
+
 /* The doorbell record alone starts nothing (a ConnectX acts on the UAR doorbell register):
  * WQEs posted with the record moved but no UAR write are not executed; the UAR write of the
  * last one runs them all, and only up to the index it names. */
 static void case_no_uar(void)
 {
-    dev_open(0, g_port, 4096);
-    dev_open(1, g_port, 4096);
-    struct pair p = pair_new(2, 0x1b1, 0x2b1, 16, 3);
-    struct emu_mr *la = mr_new(0, 8192, 0x700, NIC_ACC_LOCAL_WRITE);
-    struct emu_mr *lb = mr_new(1, 8192, 0x800, NIC_ACC_LOCAL_WRITE | NIC_ACC_REMOTE_WRITE);
-    memset(MRP(la), 0x5a, 100);
+    struct emu_mr *la, *lb;
+    struct pair p = write_pair(0x1b1, 0x2b1, 0x5a, &la, &lb);
     struct sge s = {100, 0x700, la->addr};
     uint8_t got[64];
     g_skip_uar = true;
@@ -1237,6 +1248,83 @@ static void case_no_uar(void)
     CHECK_EQ(got[60] << 8 | got[61], w2);
     CHECK_EQ(MRP(lb)[1099], 0x5a);
     CHECK_EQ(MRP(lb)[2099], 0x5a);
+    dev_close(0);
+    dev_close(1);
+}
+
+/* An ACK of a PSN sent before a retransmission rewound the requester (its timer expired, the
+ * ACK was late) still acknowledges: the message completes though the retransmission has not
+ * gone out again (a responder that completed and destroyed its QP would never answer it). */
+static void case_late_ack(void)
+{
+    struct emu_mr *la, *lb;
+    struct pair p = write_pair(0x1e1, 0x2e1, 0, &la, &lb);
+    struct sge s = {3000, 0x700, la->addr};           /* 3 packets at MTU 1024: PSNs first..+2 */
+    uint8_t got[64];
+    lock(1);                                          /* B's NIC does not run: no ACK */
+    uint16_t w0 = post_send(p.a, NIC_OP_RDMA_WRITE, 0x08, 0, lb->addr, 0x800, &s, 1);
+    struct nic_qp *q = p.a->qp.nic;
+    for (int t = 0; t < 2000; t++) {                  /* A sent the 3 packets */
+        lock(0);
+        bool sent = q->send == q->tail && q->head + 1 == q->tail;
+        unlock(0);
+        if (sent) break;
+        usleep(1000);
+    }
+    lock(0);
+    CHECK_EQ(q->send, q->head + 1);
+    uint32_t first = M(q, q->head)->first_psn;
+    go_back(q);                                       /* the timer's retransmission, not yet sent */
+    struct mlxd_roce_pkt ack = {.opcode = MLXD_ROCE_TRANSPORT_RC | MLXD_ROCE_OP_ACKNOWLEDGE,
+                                .psn = (first + 2) & MLXD_ROCE_PSN_MASK, .aeth_syndrome = 0};
+    nic_req_on_ack(q, &ack);                          /* the late ACK of the last packet */
+    CHECK_EQ(q->head, q->tail);                       /* completed: nothing left to send */
+    CHECK_EQ(q->send, q->tail);
+    CHECK_EQ(q->next_psn, (first + 3) & MLXD_ROCE_PSN_MASK);
+    unlock(0);
+    CHECK(cq_poll(p.sa, got, 2000));
+    CHECK_EQ(got[63] >> 4, NIC_CQE_REQ);
+    CHECK_EQ(got[60] << 8 | got[61], w0);
+    unlock(1);
+    dev_close(0);
+    dev_close(1);
+}
+
+/* A ring may come in any bfreg of the QP's UAR page (0x800 + 0x200 k, either 256-byte half), as
+ * libmlx5 places its own bfregs in a page the kernel knows only by its index
+ * (MLX5_QP_FLAG_UAR_PAGE_INDEX, rdma-core providers/mlx5/verbs.c mlx5_insert_dyn_uuars): the ring
+ * names the QP.  A ring naming a QP not of this UAR starts nothing. */
+static void case_bfreg_any(void)
+{
+    struct emu_mr *la, *lb;
+    struct pair p = write_pair(0x1d1, 0x2d1, 0x5a, &la, &lb);
+    struct sge s = {100, 0x700, la->addr};
+    uint8_t got[64];
+    g_skip_uar = true;
+    uint16_t w0 = post_send(p.a, NIC_OP_RDMA_WRITE, 0x08, 0, lb->addr, 0x800, &s, 1);
+    uint16_t w1 = post_send(p.a, NIC_OP_RDMA_WRITE, 0x08, 0, lb->addr + 1000, 0x800, &s, 1);
+    g_skip_uar = false;
+    uint64_t c0, c1;
+    memcpy(&c0, (const void *)p.a->qp.sq, 8);
+    memcpy(&c1, (const void *)(p.a->qp.sq + 64), 8);
+    /* the first WQE's ring with another QP number (0x1d2: no QP of this UAR) in the 0xc00 bfreg */
+    uint64_t other = c0;
+    ((uint8_t *)&other)[6] = (uint8_t)(0x1d2 & 0xff);
+    __atomic_store_n((uint64_t *)(uar_pages[0] + 0xc00), other, __ATOMIC_RELEASE);
+    CHECK(!cq_poll(p.sa, got, 300));
+    CHECK_EQ(MRP(lb)[0], 0);
+    /* the first WQE rung in the second half of the 0xa00 bfreg: it runs, the second does not */
+    __atomic_store_n((uint64_t *)(uar_pages[0] + 0xb00), c0, __ATOMIC_RELEASE);
+    CHECK(cq_poll(p.sa, got, 2000));
+    CHECK_EQ(got[60] << 8 | got[61], w0);
+    CHECK(!cq_poll(p.sa, got, 200));
+    CHECK_EQ(MRP(lb)[99], 0x5a);
+    CHECK_EQ(MRP(lb)[1000], 0);
+    /* the second rung in the last half of the page (0xf00) */
+    __atomic_store_n((uint64_t *)(uar_pages[0] + 0xf00), c1, __ATOMIC_RELEASE);
+    CHECK(cq_poll(p.sa, got, 2000));
+    CHECK_EQ(got[60] << 8 | got[61], w1);
+    CHECK_EQ(MRP(lb)[1099], 0x5a);
     dev_close(0);
     dev_close(1);
 }
@@ -1474,6 +1562,7 @@ int main(int argc, char **argv)
         {"uar_doorbell", case_uar_doorbell}, {"err_local_prot", case_err_local_prot},
         {"cq_overrun", case_cq_overrun}, {"fault_idx", case_fault_idx},
         {"fault_env", case_fault_env}, {"no_uar", case_no_uar},
+        {"bfreg_any", case_bfreg_any}, {"late_ack", case_late_ack},
         {"zero_len_recv", case_zero_len_recv}, {"uc_rc_only_ops", case_uc_rc_only_ops},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
