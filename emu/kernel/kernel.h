@@ -162,6 +162,7 @@ struct emu_devstate {
     struct k_qp **qp_tab;           /* EMU_QP_SLOTS, allocated at first open */
     struct k_mr **mr_tab;           /* EMU_MR_SLOTS */
     uint32_t qp_cursor, qp_gen, mr_cursor, mr_gen;
+    uint64_t mkey_serial;           /* allocations of mkeys so far (emu_mr.mkey_serial) */
     uint32_t next_cqn, next_pdn, next_uar_page, next_srqn;
     unsigned nsrq;
     unsigned nqp, ncq, nmr, npd;

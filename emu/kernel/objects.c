@@ -464,6 +464,7 @@ uint32_t emu_mkey_take(struct emu_devstate *ds, struct k_mr *mr)
         if (s < 2 || ds->mr_tab[s]) continue;
         ds->mr_cursor = s + 1;
         mr->slot = s;
+        mr->pub.mkey_serial = ++ds->mkey_serial;
         ds->mr_tab[s] = mr;
         return (s << 8) | (ds->mr_gen++ & 0xff);
     }
