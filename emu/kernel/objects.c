@@ -346,7 +346,7 @@ void emu_k_fill_device_attr(struct emu_file *f, void *respv)
     r->max_qp_wr = EMU_MAX_QP_WR;
     r->device_cap_flags = (1u << 10) | (1u << 11) | (1u << 12); /* PORT_ACTIVE_EVENT, SYS_IMAGE_GUID, RC_RNR_NAK_GEN */
     /* memory windows: k: hw/mlx5/main.c mlx5_ib_query_device, with the imaicl capability:
-     * IB_DEVICE_MEM_WINDOW | IB_DEVICE_MEM_WINDOW_TYPE_2B, max_mw = the mkey table (emu/kernel/mw.c) */
+     * IB_DEVICE_MEM_WINDOW | IB_DEVICE_MEM_WINDOW_TYPE_2B, max_mw = the mkey table (emu/kernel/mw_objects.c) */
     r->device_cap_flags |= IB_UVERBS_DEVICE_MEM_WINDOW | IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2B;
     r->max_mw = EMU_MAX_MR;
     r->max_sge = EMU_MAX_SGE;
