@@ -366,7 +366,7 @@ void emu_k_fill_device_attr(struct emu_file *f, void *respv)
     r->atomic_cap = 1;
     r->max_ah = 0x7fffffff;
     /* k: mlx5_ib_query_device: max_srq_wr = (1 << log_max_srq_sz) - 1, max_srq_sge =
-     * max_wqe_sz_rq / 16 - 1 (srq.c) */
+     * max_wqe_sz_rq / 16 - 1 (srq_objects.c) */
     r->max_srq = EMU_MAX_SRQ;
     r->max_srq_wr = (1u << EMU_LOG_MAX_SRQ_SZ) - 1;
     r->max_srq_sge = EMU_MAX_RQ_DESC / 16 - 1;
