@@ -164,6 +164,7 @@ enum mlxd_wqe_opcode {
 #define MLXD_WQE_CTRL_SOLICITED         0x02u
 #define MLXD_WQE_CTRL_FENCE             0x80u
 #define MLXD_WQE_CTRL_INITIATOR_SMALL_FENCE 0x20u
+#define MLXD_WQE_CTRL_FM_MASK           0xe0u   /* fm: bits 7:5 of fm_ce_se, one mode */
 
 /* Remote address segment (struct mlx5_wqe_raddr_seg, 16 bytes). */
 #define MLXD_WQE_RADDR_SIZE         16u

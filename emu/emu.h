@@ -77,6 +77,10 @@ struct emu_pd {
 
 struct emu_mr {
     uint32_t handle, lkey, rkey;
+    /* which allocation of the mkey this is: unique per device for its life (the key's 8-bit tag
+     * repeats, and a freed slot is taken again), so a window can tell its region from a later
+     * one under the same key */
+    uint64_t mkey_serial;
     uint64_t addr;          /* process VA of the first byte */
     uint64_t iova;          /* address the NIC (and remote peers) use: hca_va / iova */
     uint64_t length;        /* bytes */
@@ -89,12 +93,14 @@ struct emu_mr {
      * bound (mw_free false) rkey is the bound key (its low byte chosen by the bind), iova/length
      * the window as peers address it, access its REMOTE_* rights, mw_base the window's first
      * byte as an address of the region mw_mr_key names (looked up again at each access: a
-     * region deregistered meanwhile fails the access), and for type 2 mw_qpn the one QP it may
-     * be used through (emu/nic/nic_mw.c). */
+     * region deregistered meanwhile fails the access, and so does another region under the same
+     * key, told apart by mw_mr_serial, its mkey_serial at bind time), and for type 2 mw_qpn the
+     * one QP it may be used through (emu/nic/nic_mw.c). */
     uint8_t  mw_type;       /* 0: a memory region; 1 or 2: a window of that type */
     bool     mw_free;
     uint32_t mw_qpn;
     uint32_t mw_mr_key;
+    uint64_t mw_mr_serial;
     uint64_t mw_base;
 };
 

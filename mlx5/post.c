@@ -157,12 +157,17 @@ static inline bool ring_full(const struct mlxd_qp *qp, uint32_t nbb)
 }
 
 /* The bookkeeping of a WQE written at pi: its wr_id and where the ring is free up to after it;
- * the initiator small fence the WQE after a memory window bind carries (libmlx5 next_fence). */
+ * the initiator small fence the WQE after a memory window bind carries (libmlx5 next_fence).
+ * The fence mode is one 3-bit value (bits 7:5), not flags: an entry that asks for FENCE (4<<5)
+ * keeps it, the pending small fence (1<<5) goes only into an entry with none; ORing them would
+ * give 5, which no fence mode names (mlx5dv.h MLX5_WQE_CTRL_*; rdma-core providers/mlx5/qp.c
+ * picks one the same way). */
 static inline void posted(struct mlxd_qp *qp, const struct mlxd_entry *e, uint32_t pi, uint32_t nbb)
 {
     uint32_t idx = pi & (qp->sq_wqebbs - 1);
     if (mlxd_unlikely(qp->next_fence)) {
-        qp->sq[((size_t)idx << MLXD_SEND_WQE_SHIFT) + MLXD_WQE_CTRL_OFF_FM_CE_SE] |= qp->next_fence;
+        volatile uint8_t *fm = qp->sq + ((size_t)idx << MLXD_SEND_WQE_SHIFT) + MLXD_WQE_CTRL_OFF_FM_CE_SE;
+        if (!(*fm & MLXD_WQE_CTRL_FM_MASK)) *fm |= qp->next_fence;
         qp->next_fence = 0;
     }
     qp->sq_wrid[idx] = e->wr_id;

@@ -46,6 +46,12 @@
  * frame-ready callback) and while get_next_frame waits.  get_next_frame, frames_ready,
  * frame_check, stats and the queries may run on any thread at any time.  destroy runs after
  * every other call on the receiver has returned.
+ * Threads of its own: in busy-poll mode with a device, start creates one events thread (all
+ * signals blocked) that blocks on the NIC's async-event fd and hands events to the monitor
+ * through a mailbox; close joins it before closing the device.  A fixture replay has its feeder
+ * thread instead; event mode has none.  The receiver never calls the application's callbacks
+ * from its own threads: the frame-ready and event handlers run on the monitor thread
+ * (docs/receiver.md, "The threads of a receiver").
  */
 #ifndef MLXD_RECEIVER_H
 #define MLXD_RECEIVER_H
@@ -276,7 +282,7 @@ struct mlxd_receiver_event {
     uint64_t frames_lost;        /* RESUMED: frames lost across the outage */
 };
 
-/* Called on the monitor thread for each event, as it is read (NULL: stop calling).  Stays set
+/* Called on the monitor thread for each event, as it is handled (NULL: stop calling).  Stays set
  * across start/close; register before the monitor starts.  It may call next_event and close,
  * not blocking_monitor.  Events are queued whether or not a callback is set. */
 typedef void (*mlxd_receiver_event_fn)(void *ctx, const struct mlxd_receiver_event *ev);
@@ -285,9 +291,9 @@ void mlxd_receiver_set_event_handler(struct mlxd_receiver *r, mlxd_receiver_even
 /* Takes the oldest queued event into *ev without waiting; false when none is queued (or r/ev
  * NULL).  The queue holds 64 events from start on; when full the oldest is dropped and counted
  * (stats.events_dropped).  Any thread; events stay readable after close until the next start.
- * Latency: event mode polls the async fd beside the completion channel; busy-poll mode looks at
- * it at most every millisecond (one poll(2) per millisecond, no system call per frame), so an
- * event is reported within a few milliseconds. */
+ * Latency: event mode polls the async fd beside the completion channel; in busy-poll mode the
+ * receiver's events thread blocks on it and the monitor takes what it read within one loop, so
+ * an event is reported as soon as the monitor runs (no system call on the monitor for it). */
 bool mlxd_receiver_next_event(struct mlxd_receiver *r, struct mlxd_receiver_event *ev);
 
 /* "port down", "QP fatal error (IB_EVENT_QP_FATAL)", ...: a static string, "unknown event" for
@@ -337,9 +343,10 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
  * the frame (queue semantics: see get_next_frame), call the frame-ready callback, re-post
  * receives in batches of repost_batch.  Error completions are counted by syndrome and their
  * receives re-posted.  None of these stops the loop.
- * Busy-poll mode makes no system call per frame (clock_gettime is the vDSO's); it looks at the
- * NIC's async events at most every millisecond (one poll(2)); event mode polls the async fd
- * beside the completion channel.  Events and the frames that never came are counted in the
+ * Busy-poll mode makes no system call per frame (clock_gettime is the vDSO's) except a
+ * FUTEX_WAKE for a consumer that really sleeps; the NIC's async events are read by the
+ * receiver's events thread and handled here (one atomic load per loop); event mode polls the
+ * async fd beside the completion channel.  Events and the frames that never came are counted in the
  * stats and reported through mlxd_receiver_next_event / the event handler (a port flap does not
  * stop the loop).
  * CUDA: the loop makes the CUDA context that was current at start (the buffer's, when none was)
@@ -355,10 +362,11 @@ int mlxd_receiver_blocking_monitor(struct mlxd_receiver *r);
 
 /* Ends the run: wakes the monitor and waits for it to return (unless called on the monitor's own
  * thread, e.g. from the callback: then the monitor tears down as it returns), wakes consumers
- * waiting in get_next_frame (they return false), moves the QP to ERR, drains the CQ (the flush
- * completions, stats.flushed, and the frames that completed after the monitor's last poll,
- * stats.at_close, with their CQEs' hw_drops and errors; a replay's records likewise once its
- * feeder stopped), destroys the QP, deregisters the buffer, destroys the CQ and closes the device.
+ * waiting in get_next_frame (they return false), joins the busy mode's events thread, moves
+ * the QP to ERR, drains the CQ (the flush completions, stats.flushed, and the frames that
+ * completed after the monitor's last poll, stats.at_close, with their CQEs' hw_drops and
+ * errors; a replay's records likewise once its feeder stopped), destroys the QP, deregisters
+ * the buffer, destroys the CQ and closes the device.
  * No file descriptor, mapping or thread is left.  Not started: does nothing, returns 0.
  * Returns 0 or the first teardown error, its message prefixed "mlxd_receiver_close: "
  * (everything is released anyway). */

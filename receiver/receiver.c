@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +32,7 @@
 #define DEFAULT_REPOST_BATCH 16u
 #define POLL_BATCH 32
 #define DRAIN_MS 500
-#define EVENT_CHECK_NS 1000000ull  /* busy mode looks at the async fd at most this often */
-#define EVENT_CHECK_SPINS 64u      /* idle polls between two clock reads */
+#define EV_BOX 8                   /* events one look at the async fd hands to the monitor */
 #define FN_RESTART 32768u          /* a frame-number jump this large is a restart, not a loss */
 #define RTR_TRIES 5                /* connect_rtr: as Holoscan Sensor Bridge's receiver */
 #define RTR_RETRY_MS 200
@@ -66,7 +66,8 @@ struct mlxd_receiver {
     _Atomic bool started;          /* written under lock; read without it by the queries */
     pthread_t monitor_thread;
     _Atomic bool stop;
-    int stop_fd;                   /* eventfd waking the event-mode monitor; -1 in busy mode */
+    int stop_fd;                   /* eventfd waking the event-mode monitor, or the busy mode's
+                                      events thread; -1 when not started */
 
     /* configuration of the current run */
     struct mlxd_receiver_opts o;
@@ -122,8 +123,6 @@ struct mlxd_receiver {
     _Atomic(mlxd_receiver_event_fn) ev_cb;   /* kept across starts */
     _Atomic(void *) ev_ctx;
     _Atomic uint64_t acct[A_COUNT];
-    uint64_t ev_check_ns;          /* busy mode: CLOCK_REALTIME ns of the last look (monitor) */
-    unsigned ev_spins;             /* idle polls since the last clock read (monitor) */
     bool resume_pending;           /* monitor: the port came back, no frame since */
     uint64_t outage_ns;            /* monitor: length of the last outage */
     uint64_t lost_at_down;         /* monitor: acct[A_LOST] when the port went down */
@@ -132,6 +131,23 @@ struct mlxd_receiver {
     uint64_t since_good;           /* monitor: frames accounted otherwise since then */
     uint64_t hw_base[2];           /* hw_counters at start */
     bool hw_base_ok[2];
+
+    /* busy mode: the events thread (events_thread) blocks on the async fd and hands what it
+     * reads to the monitor through this one-slot mailbox, so that the monitor looks at events
+     * with one load per loop and no system call.  The events thread fills ev_box/ev_n/ev_err
+     * and release-stores ev_full; the monitor acquire-loads it, handles the events, and clears
+     * it under ev_lock (a wake per batch of events, never per frame).  A full mailbox blocks
+     * the events thread: the kernel keeps later events queued on the fd, none is dropped. */
+    pthread_t ev_thread;
+    bool ev_thread_on;             /* under lock */
+    _Atomic bool ev_stop;          /* teardown: the events thread returns */
+    pthread_mutex_t ev_lock;       /* the events thread's wait for an empty mailbox */
+    pthread_cond_t ev_cond;
+    _Alignas(64) _Atomic bool ev_full;
+    int ev_n;                      /* events in ev_box */
+    int ev_err;                    /* mlxd_wait failed: its negative errno, ev_msg its message */
+    struct mlxd_event ev_box[EV_BOX];
+    char ev_msg[256];
 };
 
 struct mlxd_receiver *mlxd_receiver_new(void)
@@ -152,6 +168,8 @@ struct mlxd_receiver *mlxd_receiver_new(void)
     }
     pthread_mutex_init(&r->lock, NULL);
     pthread_cond_init(&r->cond, NULL);
+    pthread_mutex_init(&r->ev_lock, NULL);
+    pthread_cond_init(&r->ev_cond, NULL);
     r->stop_fd = -1;
     r->gid_index = -1;
     r->fork_gen = mlxd__fork_gen;
@@ -288,6 +306,99 @@ static void count_completion_error(struct mlxd_receiver *r, const struct mlxd_co
     atomic_fetch_add_explicit(&r->by_syndrome[c->syndrome], 1, memory_order_relaxed);
 }
 
+/* ---- the busy mode's events thread ---------------------------------------------------- */
+
+/* Hands the mailbox to the monitor and waits until it is empty again (or teardown). */
+static void post_events(struct mlxd_receiver *r)
+{
+    atomic_store_explicit(&r->ev_full, true, memory_order_release);
+    pthread_mutex_lock(&r->ev_lock);
+    while (atomic_load_explicit(&r->ev_full, memory_order_acquire) && !atomic_load(&r->ev_stop))
+        pthread_cond_wait(&r->ev_cond, &r->ev_lock);
+    pthread_mutex_unlock(&r->ev_lock);
+}
+
+/* Blocks in poll(2) on the NIC's async fd and the stop eventfd; reads what arrives (mlxd_wait
+ * with no wait) into the mailbox.  An error reading is handed over too (the monitor returns
+ * it) and ends the thread. */
+static void *events_thread(void *arg)
+{
+    struct mlxd_receiver *r = arg;
+    int async_fd = -1, comp_fd = -1;
+    int rc = mlxd_event_fds(r->nic, &async_fd, &comp_fd);
+    while (rc == 0 && !atomic_load(&r->ev_stop)) {
+        struct pollfd p[2] = { { .fd = async_fd, .events = POLLIN }, { .fd = r->stop_fd, .events = POLLIN } };
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = mlxd_err(errno, "mlxd_receiver: the events thread's poll: %s", strerror(errno));
+            break;
+        }
+        if (p[1].revents) {   /* close (ev_stop tells), or a child of fork's write: drained */
+            uint64_t v;
+            ssize_t rd = read(r->stop_fd, &v, sizeof v);
+            (void)rd;
+        }
+        if (atomic_load(&r->ev_stop) || !p[0].revents)
+            continue;
+        int n = mlxd_wait(r->nic, 0, r->ev_box, EV_BOX);
+        if (n < 0) {
+            rc = n;
+            break;
+        }
+        if (n == 0) {
+            if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL))   /* no busy loop on a dead fd */
+                poll(&p[1], 1, 10);
+            continue;
+        }
+        r->ev_n = n;
+        r->ev_err = 0;
+        post_events(r);
+    }
+    if (rc < 0 && !atomic_load(&r->ev_stop)) {
+        r->ev_n = 0;
+        r->ev_err = rc;
+        snprintf(r->ev_msg, sizeof r->ev_msg, "%s", mlxd_errmsg());
+        post_events(r);
+    }
+    return NULL;
+}
+
+/* Busy mode with a NIC: starts the events thread (its signals blocked: they go to the
+ * application's threads). */
+static int start_events_thread(struct mlxd_receiver *r)
+{
+    if (r->o.mode == MLXD_RECEIVER_EVENT || !r->nic)
+        return 0;
+    atomic_store(&r->ev_stop, false);
+    atomic_store(&r->ev_full, false);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&r->ev_thread, NULL, events_thread, r);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc)
+        return mlxd_err(rc, "mlxd_receiver_start: pthread_create (the events thread): %s", strerror(rc));
+    r->ev_thread_on = true;
+    return 0;
+}
+
+static void stop_events_thread(struct mlxd_receiver *r)
+{
+    if (!r->ev_thread_on)
+        return;
+    atomic_store(&r->ev_stop, true);
+    pthread_mutex_lock(&r->ev_lock);
+    pthread_cond_broadcast(&r->ev_cond);
+    pthread_mutex_unlock(&r->ev_lock);
+    uint64_t one = 1;
+    ssize_t wr = write(r->stop_fd, &one, sizeof one);
+    (void)wr;
+    pthread_join(r->ev_thread, NULL);
+    r->ev_thread_on = false;
+    atomic_store(&r->ev_full, false);
+}
+
 /* Completions close takes from the CQ after the monitor's last poll: the frames among them are
  * received but not delivered (the queue is closed), counted as at_close; the packets their CQEs
  * say were dropped before them for want of a receive count in hw_drops, error completions as
@@ -338,6 +449,7 @@ static int teardown(struct mlxd_receiver *r)
     char first_msg[512] = "";
 #define KEEP(x) do { int _rc = (x); if (_rc < 0 && !first) { first = _rc; \
         snprintf(first_msg, sizeof first_msg, "%s", mlxd_errmsg()); } } while (0)
+    stop_events_thread(r);         /* it reads the NIC's async fd: joined before the NIC goes */
     if (r->qp) {
         KEEP(mlxd_qp_to_error(r->qp));
         drain_qp(r);
@@ -387,8 +499,6 @@ static void reset_accounting(struct mlxd_receiver *r)
     for (int i = 0; i < A_COUNT; i++)
         atomic_store(&r->acct[i], 0);
     rx_evq_reset(&r->evq);
-    r->ev_check_ns = 0;
-    r->ev_spins = 0;
     r->resume_pending = false;
     r->outage_ns = 0;
     r->good_seen = false;
@@ -620,11 +730,10 @@ static void reset_counters(struct mlxd_receiver *r)
     r->teardown_by_monitor = false;
 }
 
-/* Event mode: the eventfd that wakes the monitor at close (teardown closes it). */
+/* The eventfd that wakes the event-mode monitor, or the busy mode's events thread, at close
+ * (teardown closes it). */
 static int open_stop_fd(struct mlxd_receiver *r)
 {
-    if (r->o.mode != MLXD_RECEIVER_EVENT)
-        return 0;
     r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (r->stop_fd < 0)
         return mlxd_err(errno, "mlxd_receiver_start: eventfd: %s", strerror(errno));
@@ -809,6 +918,8 @@ int mlxd_receiver_start(struct mlxd_receiver *r, const struct mlxd_receiver_opts
         rc = start_replay(r);
     } else {
         rc = start_device(r, peer, opts->peer_ip);
+        if (rc == 0)
+            rc = start_events_thread(r);
     }
     if (rc < 0)
         goto fail;
@@ -971,20 +1082,38 @@ static __attribute__((noinline)) int read_events(struct mlxd_receiver *r, bool *
     return rc;
 }
 
-/* Busy mode: looks at the async fd when EVENT_CHECK_NS have passed since the last look. */
-static inline int maybe_read_events(struct mlxd_receiver *r, uint64_t now_ns)
+/* Busy mode: handles what the events thread left in the mailbox, then empties it.  Returns 0,
+ * or the first fatal event's (or the events thread's read error's) negative errno. */
+static __attribute__((noinline)) int take_events(struct mlxd_receiver *r)
 {
-    if (now_ns - r->ev_check_ns < EVENT_CHECK_NS || !r->nic)   /* no NIC: a fixture replay */
-        return 0;
-    r->ev_check_ns = now_ns;
-    return read_events(r, NULL);
+    int rc = r->ev_err < 0 ? mlxd_err(-r->ev_err, "%s", r->ev_msg) : 0;
+    char msg[512] = "";
+    if (rc < 0)
+        snprintf(msg, sizeof msg, "%s", r->ev_msg);
+    for (int i = 0; i < r->ev_n; i++) {
+        if (r->ev_box[i].kind == MLXD_EVENT_COMPLETION)
+            continue;
+        int e = on_async(r, &r->ev_box[i]);
+        if (e < 0 && !rc) {
+            rc = e;
+            snprintf(msg, sizeof msg, "%s", mlxd_errmsg());
+        }
+    }
+    pthread_mutex_lock(&r->ev_lock);
+    atomic_store_explicit(&r->ev_full, false, memory_order_release);
+    pthread_cond_signal(&r->ev_cond);
+    pthread_mutex_unlock(&r->ev_lock);
+    if (rc < 0)
+        mlxd_err(-rc, "%s", msg);
+    return rc;
 }
 
-static uint64_t realtime_ns(void)
+/* One load per monitor loop; no system call unless events came. */
+static inline int maybe_take_events(struct mlxd_receiver *r)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);   /* the vDSO's: no system call */
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    if (__builtin_expect(!atomic_load_explicit(&r->ev_full, memory_order_acquire), 1))
+        return 0;
+    return take_events(r);
 }
 
 /* ---- frame accounting ------------------------------------------------------------------ */
@@ -1202,12 +1331,9 @@ static int loop_busy(struct mlxd_receiver *r)
                 if (rc < 0)
                     return rc;
             }
-            if (++r->ev_spins >= EVENT_CHECK_SPINS) {
-                r->ev_spins = 0;
-                int rc = maybe_read_events(r, realtime_ns());
-                if (rc < 0)
-                    return rc;
-            }
+            int rc = maybe_take_events(r);
+            if (rc < 0)
+                return rc;
 #if defined(__x86_64__) || defined(__i386__)
             __builtin_ia32_pause();
 #elif defined(__aarch64__)
@@ -1215,15 +1341,15 @@ static int loop_busy(struct mlxd_receiver *r)
 #endif
             continue;
         }
-        uint64_t t = handle_batch(r, c, n);
+        handle_batch(r, c, n);
         int rc = repost(r, false);
         if (rc < 0)
             return rc;
-        rc = maybe_read_events(r, t);
+        rc = maybe_take_events(r);
         if (rc < 0)
             return rc;
     }
-    return 0;
+    return maybe_take_events(r);   /* what came before close still reaches the application */
 }
 
 static int drain(struct mlxd_receiver *r)
@@ -1403,6 +1529,8 @@ void mlxd_receiver_destroy(struct mlxd_receiver *r)
     free(r->page_md);
     free(r->recvs);
     rx_evq_fini(&r->evq);
+    pthread_cond_destroy(&r->ev_cond);
+    pthread_mutex_destroy(&r->ev_lock);
     pthread_cond_destroy(&r->cond);
     pthread_mutex_destroy(&r->lock);
     free(r);

@@ -59,6 +59,7 @@ CASE(no_uar)
 CASE(bfreg_any)
 CASE(late_ack)
 CASE(zero_len_recv)
+CASE(uc_rc_only_ops)
 START_TEST(fault_env) { run_case_env("fault_env", "MLXD_EMU_FAULT_0=drop_idx=0:4,corrupt_idx=6"); }
 END_TEST
 
@@ -186,6 +187,7 @@ Suite *emu_nic_suite(void)
     tcase_add_test(tc, bfreg_any);
     tcase_add_test(tc, late_ack);
     tcase_add_test(tc, zero_len_recv);
+    tcase_add_test(tc, uc_rc_only_ops);
     tcase_add_test(tc, fault_env);
     tcase_add_test(tc, pcap);
     tcase_add_test(tc, syscalls_write_imm);

@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "driver.h"
 #include "mlxd_emu.h"
 #include "mlxd_error.h"
 #include "mlxd_mlx5.h"
@@ -118,6 +119,24 @@ static void bind_ok(struct side *a, struct mlxd_qp *qp, const struct mlxd_mw_bin
     ck_assert_msg(wc.status == 0, "bind: status %u syndrome 0x%x", wc.status, wc.syndrome);
     ck_assert_uint_eq(wc.wr_id, wr_id);
     ck_assert_uint_eq(wc.opcode, MLXD_WC_BIND_MW);
+}
+
+/* a posts nrecv receives (wr_id 40, then 42) of 256 bytes at a.buf + 32768; b sends 100 bytes
+ * with Invalidate of rkey (wr_id 41) and rings. */
+static void send_inv(struct side *a, struct side *b, const struct pair *p, uint32_t rkey, unsigned nrecv)
+{
+    struct mlxd_local rl = mlxd_region_local(a->reg);
+    rl.addr += 32768;
+    rl.length = 256;
+    struct mlxd_recv rv[2] = { { .wr_id = 40, .num_local = 1, .local = &rl },
+                               { .wr_id = 42, .num_local = 1, .local = &rl } };
+    ck_assert_int_eq(mlxd_qp_receive(p->a, rv, nrecv), (int)nrecv);
+    struct mlxd_local l = mlxd_region_local(b->reg);
+    l.length = 100;
+    struct mlxd_entry e = { .wr_id = 41, .op = MLXD_OP_SEND_INV, .flags = MLXD_SIGNALED, .num_local = 1,
+                            .local = l, .invalidate_rkey = rkey };
+    ck_assert_int_eq(mlxd_qp_post(p->b, &e), 0);
+    ck_assert_int_eq(mlxd_qp_ring(p->b), 0);
 }
 
 static void setup(struct side *a, struct side *b)
@@ -262,17 +281,7 @@ START_TEST(type2_remote_invalidate)
     struct mlxd_mw_bind bd = win(mw, &a, MLXD_ACCESS_REMOTE_WRITE);
     bind_ok(&a, p.a, &bd, 1);
     uint32_t rkey = mlxd_mw_rkey(mw);
-    struct mlxd_local rl = mlxd_region_local(a.reg);
-    rl.addr += 32768;
-    rl.length = 256;
-    struct mlxd_recv rv = { .wr_id = 40, .num_local = 1, .local = &rl };
-    ck_assert_int_eq(mlxd_qp_receive(p.a, &rv, 1), 1);
-    struct mlxd_local l = mlxd_region_local(b.reg);
-    l.length = 100;
-    struct mlxd_entry e = { .wr_id = 41, .op = MLXD_OP_SEND_INV, .flags = MLXD_SIGNALED, .num_local = 1,
-                            .local = l, .invalidate_rkey = rkey };
-    ck_assert_int_eq(mlxd_qp_post(p.b, &e), 0);
-    ck_assert_int_eq(mlxd_qp_ring(p.b), 0);
+    send_inv(&a, &b, &p, rkey, 1);
     struct mlxd_completion s = wait_one(b.cq), r = wait_one(a.cq);
     ck_assert_msg(s.status == 0 && s.opcode == MLXD_WC_SEND, "send: status %u opcode %u", s.status, s.opcode);
     ck_assert_msg(r.status == 0 && r.wr_id == 40 && r.opcode == MLXD_WC_RECV, "recv: status %u", r.status);
@@ -283,6 +292,144 @@ START_TEST(type2_remote_invalidate)
     expect_access_error(&a, access_(&a, &b, p.b, MLXD_OP_WRITE, rkey, 0, 8));
     side_close(&a);
     side_close(&b);
+}
+END_TEST
+
+/* The entry after a bind carries the initiator small fence (1<<5) unless it asks for a fence
+ * mode itself: a FENCE entry keeps FENCE (4<<5), fm is one 3-bit value and 5 names none
+ * (mlx5dv.h MLX5_WQE_CTRL_FENCE / MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE).  A WQE whose fm is 5 is
+ * refused by the NIC: syndrome 0x02 MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR. */
+START_TEST(fence_after_bind)
+{
+    struct side a, b;
+    setup(&a, &b);
+    struct pair p = connect_pair(&a, &b);
+    struct mlxd_mw *mw;
+    ck_assert_int_eq(mlxd_mw_alloc(a.nic, MLXD_MW_TYPE_1, &mw), 0);
+    struct mlxd_mw_bind bd = win(mw, &a, MLXD_ACCESS_REMOTE_WRITE);
+    bind_ok(&a, p.a, &bd, 1);
+    uint32_t pi = p.a->sq_pi & (p.a->sq_wqebbs - 1);
+    struct mlxd_entry e = { .wr_id = 2, .op = MLXD_OP_NOP, .flags = MLXD_SIGNALED | MLXD_FENCE };
+    ck_assert_int_eq(mlxd_qp_post(p.a, &e), 0);
+    ck_assert_uint_eq(p.a->sq[(size_t)pi * 64 + 11], 0x80 | 0x08);      /* FENCE | CQ_UPDATE */
+    ck_assert_int_eq(mlxd_qp_ring(p.a), 0);
+    struct mlxd_completion wc = wait_one(a.cq);
+    ck_assert_msg(wc.status == 0 && wc.wr_id == 2, "status %u syndrome 0x%x", wc.status, wc.syndrome);
+    /* without FENCE the small fence goes in */
+    bind_ok(&a, p.a, &bd, 3);
+    pi = p.a->sq_pi & (p.a->sq_wqebbs - 1);
+    e.wr_id = 4;
+    e.flags = MLXD_SIGNALED;
+    ck_assert_int_eq(mlxd_qp_post(p.a, &e), 0);
+    ck_assert_uint_eq(p.a->sq[(size_t)pi * 64 + 11], 0x20 | 0x08);
+    ck_assert_int_eq(mlxd_qp_ring(p.a), 0);
+    wc = wait_one(a.cq);
+    ck_assert_msg(wc.status == 0 && wc.wr_id == 4, "status %u syndrome 0x%x", wc.status, wc.syndrome);
+    /* fm 5 written into the ring (what ORing the two gave): the NIC refuses the WQE */
+    pi = p.a->sq_pi & (p.a->sq_wqebbs - 1);
+    e.wr_id = 5;
+    ck_assert_int_eq(mlxd_qp_post(p.a, &e), 0);
+    p.a->sq[(size_t)pi * 64 + 11] = 0xa0 | 0x08;
+    ck_assert_int_eq(mlxd_qp_ring(p.a), 0);
+    wc = wait_one(a.cq);
+    ck_assert_msg(wc.wr_id == 5 && wc.status == MLXD_WC_LOC_QP_OP_ERR && wc.syndrome == 0x02,
+                  "status %u syndrome 0x%x", wc.status, wc.syndrome);
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
+/* A SEND with Invalidate whose R_Key names no window bound to the QP (here the region's own
+ * rkey): the responder's class J error.  The receive the message took completes with its cause,
+ * syndrome 0x12 MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR, IBV_WC_REM_INV_REQ_ERR (Linux rxe
+ * RESPST_ERR_INVALIDATE_RKEY: the same status), not as a flush; the requester gets NAK Invalid
+ * Request (0x12 on its side too) and the responder's QP raises IB_EVENT_QP_REQ_ERR. */
+START_TEST(send_inv_refused)
+{
+    struct side a, b;
+    setup(&a, &b);
+    struct pair p = connect_pair(&a, &b);
+    send_inv(&a, &b, &p, mlxd_region_local(a.reg).lkey, 2);
+    struct mlxd_completion s = wait_one(b.cq), r = wait_one(a.cq);
+    ck_assert_msg(s.wr_id == 41 && s.status == MLXD_WC_REM_INV_REQ_ERR && s.syndrome == 0x12,
+                  "send: status %u syndrome 0x%x", s.status, s.syndrome);
+    ck_assert_msg(r.wr_id == 40 && r.status == MLXD_WC_REM_INV_REQ_ERR && r.syndrome == 0x12,
+                  "recv: wr_id %llu status %u syndrome 0x%x", (unsigned long long)r.wr_id, r.status, r.syndrome);
+    r = wait_one(a.cq);                                                  /* the other one flushed */
+    ck_assert_msg(r.wr_id == 42 && r.status == MLXD_WC_WR_FLUSH_ERR, "status %u", r.status);
+    struct mlxd_event ev[2];
+    ck_assert_int_eq(mlxd_wait(a.nic, 5000, ev, 2), 1);
+    ck_assert_uint_eq(ev[0].kind, MLXD_EVENT_QP_REQ_ERROR);
+    side_close(&a);
+    side_close(&b);
+}
+END_TEST
+
+/* A window outlives its region: a's region R is deregistered and a later region X takes R's
+ * mkey slot with the same tag byte, so X's key equals R's (keys are slot << 8 | an 8-bit tag
+ * that moves on per allocation, slots taken next-fit; k: hw/mlx5/mr.c, the key byte).  The
+ * window still names R: an access through it is a remote access error (0x13), X (other memory
+ * registered at R's IOVA) untouched.  The reuse is forced: 255 spare regions sit in the slots
+ * just before R's; once the free-slot cursor has come round to them, as many spares are freed
+ * as make the tag right at R's slot. */
+START_TEST(window_region_reused)
+{
+    struct side a, b;
+    setup(&a, &b);
+    struct pair p = connect_pair(&a, &b);
+    enum { SPARES = 255 };
+    static unsigned char small[4096] __attribute__((aligned(4096)));
+    struct mlxd_region_opts ro = { .sz = sizeof ro, .access = MLXD_ACCESS_LOCAL_WRITE | MLXD_ACCESS_MW_BIND };
+    struct mlxd_region *pilot, *spare[SPARES], *r, *x = NULL;
+    ck_assert_int_eq(mlxd_region_register(a.nic, small, sizeof small, &ro, &pilot), 0);
+    uint32_t pilot_slot = mlxd_region_local(pilot).lkey >> 8;
+    ck_assert_int_eq(mlxd_region_deregister(pilot), 0);
+    for (unsigned i = 0; i < SPARES; i++)
+        ck_assert_int_eq(mlxd_region_register(a.nic, small, sizeof small, &ro, &spare[i]), 0);
+    unsigned char *rbuf = aligned_alloc(4096, BUF), *xbuf = aligned_alloc(4096, BUF);
+    memset(rbuf, 0, BUF);
+    memset(xbuf, 0x5a, BUF);
+    ck_assert_int_eq(mlxd_region_register(a.nic, rbuf, BUF, &ro, &r), 0);
+    uint32_t rkey_r = mlxd_region_local(r).lkey, slot = rkey_r >> 8;
+    ck_assert_uint_eq(mlxd_region_local(spare[0]).lkey >> 8, pilot_slot + 1);   /* contiguous */
+    ck_assert_uint_eq(slot, pilot_slot + 1 + SPARES);
+    struct mlxd_mw *mw;
+    ck_assert_int_eq(mlxd_mw_alloc(a.nic, MLXD_MW_TYPE_1, &mw), 0);
+    struct mlxd_mw_bind bd = { .mw = mw, .region = r, .addr = (uintptr_t)rbuf + WIN_OFF, .length = WIN_LEN,
+                               .access = MLXD_ACCESS_REMOTE_WRITE };
+    bind_ok(&a, p.a, &bd, 1);
+    uint32_t wkey = mlxd_mw_rkey(mw);
+    ck_assert_int_eq(mlxd_region_deregister(r), 0);
+    /* X: other memory at R's IOVA, so that R's key alone would translate into it */
+    struct mlxd_region_opts xo = ro;
+    xo.iova = (uintptr_t)rbuf;
+    unsigned freed = 0;
+    for (unsigned n = 0; n < 200000 && !x; n++) {
+        struct mlxd_region *t;
+        ck_assert_int_eq(mlxd_region_register(a.nic, xbuf, BUF, &xo, &t), 0);
+        uint32_t k = mlxd_region_local(t).lkey;
+        if (k >> 8 == slot) { x = t; break; }
+        ck_assert_int_eq(mlxd_region_deregister(t), 0);
+        if (k >> 8 == pilot_slot) {   /* next: the spares' slots (as freed), then R's */
+            freed = (uint8_t)(rkey_r - k - 1);
+            for (unsigned i = 0; i < freed; i++) ck_assert_int_eq(mlxd_region_deregister(spare[i]), 0);
+        }
+    }
+    ck_assert_msg(x, "R's slot was not taken again");
+    ck_assert_uint_eq(mlxd_region_local(x).lkey, rkey_r);                /* the same key */
+    struct mlxd_local l = mlxd_region_local(b.reg);
+    l.length = 64;
+    struct mlxd_entry e = { .wr_id = 77, .op = MLXD_OP_WRITE, .flags = MLXD_SIGNALED, .num_local = 1, .local = l,
+                            .remote = { .addr = (uintptr_t)rbuf + WIN_OFF, .rkey = wkey } };
+    ck_assert_int_eq(mlxd_qp_post(p.b, &e), 0);
+    ck_assert_int_eq(mlxd_qp_ring(p.b), 0);
+    expect_access_error(&a, wait_one(b.cq));
+    for (unsigned i = 0; i < BUF; i++) ck_assert_uint_eq(xbuf[i], 0x5a);
+    ck_assert_uint_le(freed, SPARES);
+    side_close(&a);
+    side_close(&b);
+    free(rbuf);
+    free(xbuf);
 }
 END_TEST
 
@@ -503,9 +650,18 @@ Suite *mw_suite(void)
     tcase_add_test(tc, type2_bind_other_qp_local_inv);
     tcase_add_test(tc, type2_remote_invalidate);
     tcase_add_test(tc, bind_errors);
+    tcase_add_test(tc, fence_after_bind);
+    tcase_add_test(tc, send_inv_refused);
     tcase_add_test(tc, misuse_is_refused);
     tcase_add_test(tc, faults_leave_nothing);
     tcase_add_test(tc, two_processes);
     suite_add_tcase(s, tc);
+    /* some 65,000 registrations and deregistrations through the emulated kernel: minutes under
+     * the sanitizers on a loaded machine */
+    TCase *reuse = tcase_create("reuse");
+    tcase_set_timeout(reuse, 900);
+    tcase_add_checked_fixture(reuse, mlxd_test_emu_two_devices, NULL);
+    tcase_add_test(reuse, window_region_reused);
+    suite_add_tcase(s, reuse);
     return s;
 }

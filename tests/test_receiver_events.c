@@ -8,6 +8,9 @@
  *   fatal_events         QP fatal, CQ error and device fatal (mlxd_emu_inject_event, the kernel's
  *                        async events) end blocking_monitor with -EIO / -ENODEV and a message
  *                        naming the event, in both modes; counted in the stats; queued.
+ *   event_burst          24 link events while the monitor is held in a callback (both modes):
+ *                        all reach the handler and the queue in order, counted, none dropped
+ *                        (busy mode: the events thread's mailbox fills and waits).
  *   lost_gap             frame numbers 0..9 then 15..24: exactly 5 frames lost, 20 received.
  *   no_receive_and_gap   two causes at once: receives run out (the callback stalls the monitor
  *                        with 2 receives posted) and 5 frame numbers never sent: the CQEs'
@@ -74,9 +77,10 @@ struct ev_rx {
     char dst[32];
     /* the event handler's record */
     pthread_mutex_t lock;
-    struct mlxd_receiver_event seen[16];
+    struct mlxd_receiver_event seen[64];
     unsigned nseen;
     _Atomic unsigned stall_ms;     /* the frame-ready callback sleeps this long once */
+    _Atomic bool stalling;         /* it is sleeping now */
 };
 
 static double mono_s(void)
@@ -90,7 +94,7 @@ static void on_event(void *ctx, const struct mlxd_receiver_event *ev)
 {
     struct ev_rx *x = ctx;
     pthread_mutex_lock(&x->lock);
-    if (x->nseen < 16) x->seen[x->nseen++] = *ev;
+    if (x->nseen < 64) x->seen[x->nseen++] = *ev;
     pthread_mutex_unlock(&x->lock);
 }
 
@@ -98,7 +102,10 @@ static void on_ready(void *ctx)
 {
     struct ev_rx *x = ctx;
     unsigned ms = atomic_exchange(&x->stall_ms, 0);
-    if (ms) usleep(ms * 1000);
+    if (!ms) return;
+    atomic_store(&x->stalling, true);
+    usleep(ms * 1000);
+    atomic_store(&x->stalling, false);
 }
 
 static void *mon_main(void *arg)
@@ -276,6 +283,49 @@ START_TEST(fatal_events)
     ck_assert_int_eq(mlxd_receiver_close(x.r), 0);
     mlxd_receiver_destroy(x.r);
     free(x.buf);
+}
+END_TEST
+
+/* A burst of 24 link events (12 down/up flaps) while the monitor is held in the frame-ready
+ * callback: in busy-poll mode the events thread fills its 8-event mailbox and must wait for the
+ * monitor, the rest wait on the fd.  All 24 reach the handler and the queue, in order, and the
+ * stats count them (none dropped by the hand-over).  _i: mode. */
+START_TEST(event_burst)
+{
+    struct ev_rx x;
+    ev_start(&x, 4096, 8, _i ? MLXD_RECEIVER_EVENT : MLXD_RECEIVER_BUSY_POLL, 0);
+    uint32_t psn = 0;
+    atomic_store(&x.stall_ms, 400);
+    ev_gen(&x, 0, 1, 4096, 1000, &psn);
+    double end = mono_s() + 10;
+    while (!atomic_load(&x.stalling) && mono_s() < end) usleep(500);
+    ck_assert_msg(atomic_load(&x.stalling), "the monitor never called the frame-ready callback");
+    for (int i = 0; i < 12; i++) {
+        ck_assert_int_eq(mlxd_emu_port_set(0, false), 0);
+        ck_assert_int_eq(mlxd_emu_port_set(0, true), 0);
+    }
+    struct mlxd_receiver_stats st;
+    end = mono_s() + 10;
+    do {
+        mlxd_receiver_stats(x.r, &st);
+        if (st.events >= 24) break;
+        usleep(2000);
+    } while (mono_s() < end);
+    ck_assert_uint_eq(st.events, 24);
+    ck_assert_uint_eq(st.port_down, 12);
+    ck_assert_uint_eq(st.port_up, 12);
+    ck_assert_uint_eq(st.events_dropped, 0);
+    ck_assert_uint_eq(count_kind(&x, MLXD_RX_EVENT_PORT_DOWN, NULL), 12);
+    ck_assert_uint_eq(count_kind(&x, MLXD_RX_EVENT_PORT_UP, NULL), 12);
+    struct mlxd_receiver_event q;
+    for (int i = 0; i < 24; i++) {
+        ck_assert(mlxd_receiver_next_event(x.r, &q));
+        ck_assert_uint_eq(q.kind, i % 2 ? MLXD_RX_EVENT_PORT_UP : MLXD_RX_EVENT_PORT_DOWN);
+        ck_assert_uint_eq(q.kernel_type, i % 2 ? 9 : 10);
+    }
+    ck_assert(!mlxd_receiver_next_event(x.r, &q));
+    ck_assert(!atomic_load(&x.mon_done));
+    ev_stop(&x);
 }
 END_TEST
 
@@ -583,6 +633,7 @@ Suite *receiver_events_suite(void)
                          tcase_add_loop_test(tc, fn, 0, n); suite_add_tcase(s, tc); } while (0)
     LOOP(port_flap, 2);
     LOOP(fatal_events, 6);
+    LOOP(event_burst, 2);
     CASE(lost_gap);
     CASE(no_receive_and_gap);
     CASE(short_frame);

@@ -88,7 +88,7 @@ struct mlxd_cq {
     struct mlxd__zip zip;           /* the compressed session at ci being expanded (cqe_mini.c) */
 };
 
-/* A shared receive queue (uverbs/srq.c, mlx5/srq.c).  The WQEs form a list linked by their
+/* A shared receive queue (uverbs/srq.c, mlx5/srq_ring.c).  The WQEs form a list linked by their
  * next_wqe_index (struct mlx5_wqe_srq_next_seg): mlxd_srq_receive fills from head, the poll
  * loop links a completed WQE after tail (the WQE at tail is never posted: head == tail is
  * empty of free WQEs).  free_wqes is released by the poller after it linked the WQE, acquired
@@ -124,7 +124,7 @@ struct mlxd_srq_cq {
     unsigned users;
     struct mlxd_srq_cq *next;
 };
-/* mlx5/srq.c: the completion of SRQ WQE index wc: its wr_id; links the WQE after tail (poll
+/* mlx5/srq_ring.c: the completion of SRQ WQE index wc: its wr_id; links the WQE after tail (poll
  * thread).  mlxd_srq_receive may fill it only once mlxd__srq_free has counted it, which the
  * poll loop does once per run of completions and only after the CQ's doorbell record handed
  * their CQE slots back (struct release in mlx5/poll.c). */

@@ -162,6 +162,7 @@ struct emu_devstate {
     struct k_qp **qp_tab;           /* EMU_QP_SLOTS, allocated at first open */
     struct k_mr **mr_tab;           /* EMU_MR_SLOTS */
     uint32_t qp_cursor, qp_gen, mr_cursor, mr_gen;
+    uint64_t mkey_serial;           /* allocations of mkeys so far (emu_mr.mkey_serial) */
     uint32_t next_cqn, next_pdn, next_uar_page, next_srqn;
     unsigned nsrq;
     unsigned nqp, ncq, nmr, npd;
@@ -198,7 +199,7 @@ struct emu_global {
     struct emu_file *files;         /* every open uverbs file */
     unsigned live[EMU_OBJ__COUNT];
     unsigned live_ah;               /* address handles (ah.c) */
-    unsigned live_mw;               /* memory windows (mw.c) */
+    unsigned live_mw;               /* memory windows (mw_objects.c) */
     unsigned nfiles, ncontexts, nmaps;
     uint64_t pinned_pages;          /* the process's pinned_vm from verbs objects (umem.c) */
     unsigned long long kernel_calls;
@@ -295,7 +296,7 @@ int emu_k_reg_mr(struct emu_file *f, struct k_pd *pd, uint64_t start, uint64_t l
                  uint32_t *handle, uint32_t *lkey, uint32_t *rkey);
 int emu_k_dereg_mr(struct emu_file *f, struct k_mr *mr);
 uint32_t emu_mkey_take(struct emu_devstate *ds, struct k_mr *mr);
-/* mw.c: memory windows (a k_mr whose pub.mw_type is 1 or 2) */
+/* mw_objects.c: memory windows (a k_mr whose pub.mw_type is 1 or 2) */
 int emu_k_alloc_mw(struct emu_file *f, struct k_pd *pd, uint8_t type, const void *udata, size_t ulen,
                    uint32_t *handle, uint32_t *rkey);
 int emu_k_dealloc_mw(struct emu_file *f, struct k_mr *mw);
@@ -306,7 +307,7 @@ int emu_k_create_qp(struct emu_file *f, const struct emu_qp_args *a, struct k_pd
                     struct k_cq *scq, struct k_cq *rcq, uint32_t *handle, uint32_t *qpn,
                     void *uhw_resp /* struct mlx5_ib_create_qp_resp */);
 int emu_k_destroy_qp(struct emu_file *f, struct k_qp *qp, uint32_t *events_reported);
-/* ---- srq.c: shared receive queues (k: core/uverbs_std_types_srq.c, uverbs_cmd.c, hw/mlx5/srq.c) */
+/* ---- srq_objects.c: shared receive queues (k: core/uverbs_std_types_srq.c, uverbs_cmd.c, hw/mlx5/srq.c) */
 struct emu_srq_args {
     uint32_t type, max_wr, max_sge, limit;
     uint64_t user_handle;

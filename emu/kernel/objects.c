@@ -346,7 +346,7 @@ void emu_k_fill_device_attr(struct emu_file *f, void *respv)
     r->max_qp_wr = EMU_MAX_QP_WR;
     r->device_cap_flags = (1u << 10) | (1u << 11) | (1u << 12); /* PORT_ACTIVE_EVENT, SYS_IMAGE_GUID, RC_RNR_NAK_GEN */
     /* memory windows: k: hw/mlx5/main.c mlx5_ib_query_device, with the imaicl capability:
-     * IB_DEVICE_MEM_WINDOW | IB_DEVICE_MEM_WINDOW_TYPE_2B, max_mw = the mkey table (emu/kernel/mw.c) */
+     * IB_DEVICE_MEM_WINDOW | IB_DEVICE_MEM_WINDOW_TYPE_2B, max_mw = the mkey table (emu/kernel/mw_objects.c) */
     r->device_cap_flags |= IB_UVERBS_DEVICE_MEM_WINDOW | IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2B;
     r->max_mw = EMU_MAX_MR;
     r->max_sge = EMU_MAX_SGE;
@@ -366,7 +366,7 @@ void emu_k_fill_device_attr(struct emu_file *f, void *respv)
     r->atomic_cap = 1;
     r->max_ah = 0x7fffffff;
     /* k: mlx5_ib_query_device: max_srq_wr = (1 << log_max_srq_sz) - 1, max_srq_sge =
-     * max_wqe_sz_rq / 16 - 1 (srq.c) */
+     * max_wqe_sz_rq / 16 - 1 (srq_objects.c) */
     r->max_srq = EMU_MAX_SRQ;
     r->max_srq_wr = (1u << EMU_LOG_MAX_SRQ_SZ) - 1;
     r->max_srq_sge = EMU_MAX_RQ_DESC / 16 - 1;
@@ -464,6 +464,7 @@ uint32_t emu_mkey_take(struct emu_devstate *ds, struct k_mr *mr)
         if (s < 2 || ds->mr_tab[s]) continue;
         ds->mr_cursor = s + 1;
         mr->slot = s;
+        mr->pub.mkey_serial = ++ds->mkey_serial;
         ds->mr_tab[s] = mr;
         return (s << 8) | (ds->mr_gen++ & 0xff);
     }

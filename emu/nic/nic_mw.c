@@ -26,7 +26,9 @@
  * MLX5_CQE_SYNDROME_MW_BIND_ERR (0x06, IBV_WC_MW_BIND_ERR) and moves the QP to ERR (the
  * emulator uses that syndrome for a refused invalidation too).  Through a bound window a peer
  * reaches [iova, iova + length) with the window's rights; the region is looked up again at every
- * access, so a region deregistered meanwhile gives a remote access error, never a stale write. */
+ * access, so a region deregistered meanwhile gives a remote access error, never a stale write,
+ * and so does a later region holding the same key (the bind records the region's mkey_serial;
+ * its PD must still be the window's). */
 #include <string.h>
 #include "nic.h"
 
@@ -75,7 +77,8 @@ static struct emu_mr *bind_region(struct nic_qp *q, const struct nic_msg *m, uin
 static uint8_t mw_bind(struct nic_qp *q, struct emu_mr *w, const struct nic_msg *m)
 {
     uint32_t acc = acc_from_mkey(m->umr.access), qpn = m->umr.qpn_mkey >> 8;
-    if (!m->umr.has_klm || !bind_region(q, m, acc)) return NIC_SYND_MW_BIND;
+    struct emu_mr *mr = m->umr.has_klm ? bind_region(q, m, acc) : NULL;
+    if (!mr) return NIC_SYND_MW_BIND;
     if (w->mw_type == 2) {
         if (!(m->umr.flags & UMR_FLAG_CHECK_FREE) || !w->mw_free || qpn != q->qp->qpn)
             return NIC_SYND_MW_BIND;
@@ -88,6 +91,7 @@ static uint8_t mw_bind(struct nic_qp *q, struct emu_mr *w, const struct nic_msg 
     w->access = acc;
     w->mw_base = m->umr.klm_addr;
     w->mw_mr_key = m->umr.klm_key;
+    w->mw_mr_serial = mr->mkey_serial;
     w->mw_qpn = w->mw_type == 2 ? qpn : 0xffffff;
     w->mw_free = false;
     return 0;
@@ -126,8 +130,11 @@ struct emu_mr *nic_mw_translate(struct nic_qp *q, const struct emu_mr *w, uint64
     if (w->mw_free || w->pd != q->qp->pd || (w->mw_type == 2 && w->mw_qpn != q->qp->qpn)) return NULL;
     if (!(w->access & acc) || !(q->qp->attr.access_flags & acc)) return NULL;
     if (va < w->iova || len > w->length || va - w->iova > w->length - len) return NULL;
+    /* the region bound, not whatever holds its key now: a freed slot is taken again and the
+     * key's 8-bit tag repeats, so the key alone may name a later region (of any PD) */
     struct emu_mr *mr = dev->mr_by_key(dev, w->mw_mr_key);
-    if (!mr || mr->mw_type || mr->lkey != w->mw_mr_key || w->mw_base < mr->iova ||
+    if (!mr || mr->mw_type || mr->lkey != w->mw_mr_key || mr->mkey_serial != w->mw_mr_serial ||
+        mr->pd != w->pd || w->mw_base < mr->iova ||
         w->length > mr->length || w->mw_base - mr->iova > mr->length - w->length)
         return NULL;
     q->mw_view = *w;

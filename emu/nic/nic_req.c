@@ -223,6 +223,10 @@ static void fetch(struct nic_qp *q, struct nic_msg *m)
     uint32_t wqebbs = ds ? (ds + 3) / 4 : 1;
     q->sq_ci = (uint16_t)(q->sq_ci + wqebbs);
     if (!ds) { m->err_synd = NIC_SYND_LOCAL_QP_OP; return; }
+    /* fm (bits 7:5) is one fence mode: 0 none, 1 initiator small fence, 2 fence, 3 strong
+     * ordering, 4 small fence and fence (kernel include/linux/mlx5/qp.h MLX5_FENCE_MODE_*; mlx5dv.h
+     * names 1 and 4).  5 to 7 name none: a local QP operation error, as a malformed WQE gets. */
+    if ((m->fm_ce_se >> 5) > 4) { m->err_synd = NIC_SYND_LOCAL_QP_OP; return; }
     uint32_t off = 16, end = ds * 16;
     bool atomic = nic_op_is_atomic(m->opcode), resp = nic_op_has_response(m->opcode);
     bool rdma = m->opcode == NIC_OP_RDMA_WRITE || m->opcode == NIC_OP_RDMA_WRITE_IMM ||

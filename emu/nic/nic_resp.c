@@ -198,9 +198,13 @@ static void drop_uc(struct nic_qp *q)
 }
 
 /* The message kind and position of a request opcode; false for one the responder does not take
- * (IB spec vol. 1 9.2, table 38). */
-static bool classify(uint8_t op, int *kind, bool *first, bool *last)
+ * on this transport (IB spec vol. 1 9.2, table 38): UC has SEND and WRITE only, no READ and no
+ * invalidate (0x36/0x37 name nothing).  mlxd_roce_parse drops those already; this keeps the
+ * responder right on its own. */
+static bool classify(uint8_t opcode, int *kind, bool *first, bool *last)
 {
+    uint8_t op = opcode & 0x1f;
+    if ((opcode & 0xe0) == MLXD_ROCE_TRANSPORT_UC && op > MLXD_ROCE_OP_WRITE_ONLY_IMM) return false;
     static const struct { uint8_t kind, first, last; } t[32] = {
         [MLXD_ROCE_OP_SEND_FIRST] = { K_SEND, 1, 0 },      [MLXD_ROCE_OP_SEND_MIDDLE] = { K_SEND, 0, 0 },
         [MLXD_ROCE_OP_SEND_LAST] = { K_SEND, 0, 1 },       [MLXD_ROCE_OP_SEND_LAST_IMM] = { K_SEND, 0, 1 },
@@ -365,12 +369,16 @@ static bool resp_write(struct nic_qp *q, const struct mlxd_roce_pkt *p, bool fir
  * window bound to this QP, which is invalidated before the completion (IB spec 9.4.1.1.3,
  * 10.6.7.2.5; nic_mw.c); the CQE is MLX5_CQE_RESP_SEND_INV with the R_Key where an immediate
  * goes (rdma-core providers/mlx5/cq.c: IBV_WC_WITH_INV, invalidated_rkey).  An R_Key that does
- * not qualify is a remote access error (the emulator's choice; the data already placed stays). */
+ * not qualify is the responder's class J error: the receive WQE the message took completes with
+ * its cause, MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR (0x12, IBV_WC_REM_INV_REQ_ERR; Linux rxe
+ * rxe_resp.c RESPST_ERR_INVALIDATE_RKEY gives the same status), the requester gets NAK Invalid
+ * Request, the QP goes to ERR.  The data already placed stays. */
 static bool remote_invalidate(struct nic_qp *q, const struct mlxd_roce_pkt *p)
 {
     if (nic_mw_remote_inv(q, p->ieth_rkey)) return true;
     q->in_msg = false;
-    refuse(q, p, true);
+    resp_cqe(q, NIC_CQE_RESP_ERR, NIC_SYND_REMOTE_INVAL_REQ, 0x52, 0, 0, false);
+    refuse(q, p, false);
     return false;
 }
 
@@ -419,7 +427,7 @@ static void responder(struct nic_qp *q, const struct mlxd_roce_pkt *p)
     bool rc = resp_is_rc(q);
     int kind;
     bool first, last;
-    if (!classify(p->opcode & 0x1f, &kind, &first, &last)) {
+    if (!classify(p->opcode, &kind, &first, &last)) {
         q->nd->st.rx_malformed++;
         return;
     }

@@ -761,6 +761,18 @@ static void case_err_retry(void)
     dev_close(1);
 }
 
+/* A UDP socket on device 0's address (me, its port filled in), for packets to device 1 (to). */
+static int crafted_socket(struct sockaddr_in *me, struct sockaddr_in *to)
+{
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    *me = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr = devs[0].cfg.ipv4, .sin_port = 0};
+    CHECK(bind(s, (struct sockaddr *)me, sizeof *me) == 0);
+    socklen_t ml = sizeof *me;
+    getsockname(s, (struct sockaddr *)me, &ml);
+    *to = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr = devs[1].cfg.ipv4, .sin_port = htons(g_port)};
+    return s;
+}
+
 /* UC: errors drop the message silently; the QP stays usable. */
 static void case_uc_errors(void)
 {
@@ -796,6 +808,64 @@ static void case_uc_errors(void)
     CHECK_EQ(got[63] >> 4, NIC_CQE_RESP_WR_IMM);
     CHECK_EQ(rd_be32(got + 44), 50);
     CHECK_EQ(MRP(lb)[1000], 0x11);
+    dev_close(0);
+    dev_close(1);
+}
+
+/* Opcodes of RC only, arriving on a UC QP with the UC transport bits and a valid iCRC: SEND
+ * LAST/ONLY with Invalidate (0x36/0x37) and READ request (0x2c) exist on RC only (IB spec vol. 1
+ * 9.2, table 38: UC has no invalidate, no READ).  Each is malformed: counted, dropped, no CQE,
+ * the receive not taken, the QP stays usable. */
+static void case_uc_rc_only_ops(void)
+{
+    dev_open(0, g_port, 4096);
+    dev_open(1, g_port, 4096);
+    struct pair p = pair_new(3, 0x1a1, 0x2a1, 16, 3);
+    struct emu_mr *la = mr_new(0, 8192, 0x700, NIC_ACC_LOCAL_WRITE);
+    struct emu_mr *lb = mr_new(1, 8192, 0x800, NIC_ACC_LOCAL_WRITE | NIC_ACC_REMOTE_WRITE |
+                                             NIC_ACC_REMOTE_READ);
+    memset(MRP(lb), 0x77, 8192);
+    memset(MRP(la), 0x11, 8192);
+    struct sge rs = {256, 0x800, lb->addr};
+    post_recv(p.b, &rs, 1);
+    struct sockaddr_in me, to;
+    int s = crafted_socket(&me, &to);
+    uint8_t pl[64], pkt[512];
+    memset(pl, 0xee, sizeof pl);
+    struct mlxd_emu_nic_stats st0 = {.sz = sizeof st0}, st = {.sz = sizeof st};
+    CHECK_EQ(mlxd_emu_nic_stats(1, &st0), 0);
+    /* built as the RC opcode (mlxd_roce_build knows no UC invalidate), then given the UC
+     * transport bits and a fresh iCRC */
+    static const uint8_t ops[] = { MLXD_ROCE_OP_SEND_ONLY_INV, MLXD_ROCE_OP_SEND_LAST_INV,
+                                   MLXD_ROCE_OP_READ_REQUEST };
+    for (unsigned i = 0; i < sizeof ops; i++) {
+        bool rd = ops[i] == MLXD_ROCE_OP_READ_REQUEST;
+        struct mlxd_roce_pkt w = {.src_ip = ntohl(me.sin_addr.s_addr), .src_port = ntohs(me.sin_port),
+                                  .dst_ip = ntohl(to.sin_addr.s_addr), .dst_port = g_port,
+                                  .opcode = ops[i], .dest_qp = 0x2a1, .psn = 0x10, .ieth_rkey = 0x800,
+                                  .reth_va = lb->addr, .reth_rkey = 0x800, .reth_len = 64};
+        ssize_t n = mlxd_roce_build(pkt, sizeof pkt, &w, pl, rd ? 0 : 64);
+        CHECK(n > 0);
+        pkt[MLXD_ROCE_BTH_OFF] = (uint8_t)(MLXD_ROCE_TRANSPORT_UC | ops[i]);
+        mlxd_roce_icrc_fill(pkt, (size_t)n);
+        CHECK(sendto(s, pkt + 28, (size_t)n - 28, 0, (struct sockaddr *)&to, sizeof to) == n - 28);
+    }
+    WAIT_STATS(1, &st, st.rx_malformed - st0.rx_malformed >= 3);
+    CHECK_EQ(st.rx_malformed - st0.rx_malformed, 3);
+    CHECK_EQ(st.rx_bad_icrc - st0.rx_bad_icrc, 0);
+    uint8_t got[64];
+    CHECK(!cq_poll(p.rb, got, 20));
+    CHECK(!cq_poll(p.sb, got, 0));
+    CHECK_EQ(qp_state(p.b), NIC_QPS_RTS);
+    for (int i = 0; i < 8192; i++) CHECK_EQ(MRP(lb)[i], 0x77);
+    /* the receive is still there: a UC SEND from A lands in it */
+    struct sge ss = {40, 0x700, la->addr};
+    post_send(p.a, NIC_OP_SEND, 0x08, 0, 0, 0, &ss, 1);
+    CHECK(cq_poll(p.rb, got, 2000));
+    CHECK_EQ(got[63] >> 4, NIC_CQE_RESP_SEND);
+    CHECK_EQ(rd_be32(got + 44), 40);
+    CHECK_EQ(MRP(lb)[0], 0x11);
+    close(s);
     dev_close(0);
     dev_close(1);
 }
@@ -852,14 +922,10 @@ static void case_crafted(void)
     struct pair p = pair_new(2, 0x161, 0x261, 16, 3);
     struct emu_mr *lb = mr_new(1, 8192, 0x800, NIC_ACC_LOCAL_WRITE | NIC_ACC_REMOTE_WRITE);
     memset(MRP(lb), 0x3c, 8192);
-    int s = socket(AF_INET, SOCK_DGRAM, 0);
     /* the crafted packets come from the address QP B is connected to (device 0's), as an
      * attacker on the peer's host would send them; another address is ignored outright */
-    struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr = devs[0].cfg.ipv4, .sin_port = 0};
-    CHECK(bind(s, (struct sockaddr *)&me, sizeof me) == 0);
-    socklen_t ml = sizeof me;
-    getsockname(s, (struct sockaddr *)&me, &ml);
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr = devs[1].cfg.ipv4, .sin_port = htons(g_port)};
+    struct sockaddr_in me, to;
+    int s = crafted_socket(&me, &to);
     uint8_t pl[256], pkt[512];
     memset(pl, 0xee, sizeof pl);
     struct mlxd_roce_pkt w = {.src_ip = ntohl(me.sin_addr.s_addr), .src_port = ntohs(me.sin_port),
@@ -1497,7 +1563,7 @@ int main(int argc, char **argv)
         {"cq_overrun", case_cq_overrun}, {"fault_idx", case_fault_idx},
         {"fault_env", case_fault_env}, {"no_uar", case_no_uar},
         {"bfreg_any", case_bfreg_any}, {"late_ack", case_late_ack},
-        {"zero_len_recv", case_zero_len_recv},
+        {"zero_len_recv", case_zero_len_recv}, {"uc_rc_only_ops", case_uc_rc_only_ops},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (!strcmp(argv[1], cases[i].name)) { cases[i].fn(); printf("ok %s\n", argv[1]); return 0; }

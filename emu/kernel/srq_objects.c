@@ -1,4 +1,4 @@
-/* srq.c: shared receive queues, the kernel half.
+/* srq_objects.c: shared receive queues, the kernel half.
  *
  * Rules from k: core/uverbs_std_types_srq.c (SRQ_CREATE / SRQ_DESTROY), core/uverbs_cmd.c
  * (ib_uverbs_modify_srq, ib_uverbs_query_srq), core/verbs.c ib_destroy_srq_user (an SRQ that QPs

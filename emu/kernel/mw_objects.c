@@ -1,4 +1,4 @@
-/* mw.c: memory windows, the kernel's side: ALLOC_MW and DEALLOC_MW (legacy write commands 14
+/* mw_objects.c: memory windows, the kernel's side: ALLOC_MW and DEALLOC_MW (legacy write commands 14
  * and 16; rdma-core 44 sends ALLOC_MW by write() and DEALLOC_MW through the ioctl method
  * MW_DESTROY when the kernel has it, which it has since 5.x).
  *

@@ -1,4 +1,4 @@
-/* srq.c: posting to a shared receive queue, and freeing its WQEs as their completions are
+/* srq_ring.c: posting to a shared receive queue, and freeing its WQEs as their completions are
  * polled (rdma-core providers/mlx5/srq.c mlx5_post_srq_recv, mlx5_free_srq_wqe; kernel
  * drivers/infiniband/hw/mlx5/srq.c mlx5_ib_post_srq_recv, mlx5_ib_free_srq_wqe).
  * A WQE: struct mlx5_wqe_srq_next_seg (16 bytes; next_wqe_index BE16 at byte 2), then
