@@ -216,7 +216,7 @@ sanitize:
 # die_after_fork=0: several suites fork a second emulated process (emu_shared, fork_mid_capture)
 # from a parent whose emulator already runs threads; TSan would kill such a child at its first
 # pthread_create.
-TSAN_SUITES ?= races soak receiver receiver_live receiver_events receiver_replay receiver_fixture receiver_cuda record replay frameq emu_nic emu_shared driver ud verbs srq mw
+TSAN_SUITES ?= races soak receiver receiver_live receiver_events receiver_replay receiver_fixture receiver_cuda record replay frameq emu_nic emu_shared driver ud verbs srq mw cqe_mini
 tsan:
 	$(MAKE) BUILD=build-tsan SAN="-fsanitize=thread" OPT="-O1 -g" all $(patsubst $(BUILD)/%,build-tsan/%,$(RUNNER) $(HELPERS))
 	@fail=0; for s in $${CK_RUN_SUITE:-$(TSAN_SUITES)}; do \
