@@ -16,6 +16,8 @@
  *   - an error is -EPROTO and only where the reference walk below finds a title that cannot
  *     start a session (a count below 2 or above 64, or an opcode other than REQ and 1..4):
  *     bad sessions are reported, never decoded;
+ *   - a full CQE or title whose QPN is MLXD__QPN_CLEANED (0xFFFFFF, a unit a QP destroy
+ *     marked: mlx5/cq_clean.c) gives no completion, its slots are consumed;
  *   - the completions are those of the reference walk: the same number, each one's wqe_counter
  *     (a full CQE's own; a responder mini-CQE's the title's + its place; a requester one's from
  *     its s_wqe_info) and a responder mini-CQE's byte_len (its byte_cnt);
@@ -84,9 +86,13 @@ static void walk(const uint8_t *ring, uint32_t start, struct expect *x)
         const uint8_t *c = r + (size_t)(ci & (NCQE - 1)) * 64;
         uint8_t op = c[63];
         if ((op & 1) != ((ci & NCQE) != 0) || op >> 4 == 0xF) return;
+        /* a unit a QP destroy marked (QPN 0xFFFFFF, MLXD__QPN_CLEANED) gives no completion */
+        bool gone = c[57] == 0xff && c[58] == 0xff && c[59] == 0xff;
         if (((op >> 2) & 3) != 3) {
-            x->wc[x->n] = (uint16_t)(c[60] << 8 | c[61]);
-            x->len[x->n++] = UINT32_MAX;
+            if (!gone) {
+                x->wc[x->n] = (uint16_t)(c[60] << 8 | c[61]);
+                x->len[x->n++] = UINT32_MAX;
+            }
             ci++;
             continue;
         }
@@ -94,7 +100,7 @@ static void walk(const uint8_t *ring, uint32_t start, struct expect *x)
         uint8_t opc = op >> 4;
         if (cnt < 2 || cnt > NCQE || (opc != 0 && (opc < 1 || opc > 4))) { x->bad = true; return; }
         uint16_t twc = (uint16_t)(c[60] << 8 | c[61]);
-        for (uint32_t i = 0; i < cnt && x->n < MAXC; i++) {
+        for (uint32_t i = 0; i < cnt && x->n < MAXC && !gone; i++) {
             uint32_t a = i & ~7u;
             const uint8_t *m = r + (size_t)((ci + (a ? a : 1)) & (NCQE - 1)) * 64 + (i & 7) * 8;
             x->wc[x->n] = opc == 0 ? (uint16_t)(m[0] << 8 | m[1]) : (uint16_t)(twc + i);
