@@ -61,6 +61,7 @@ if [ $verbs_ok = 1 ] && [ -n "$LIBMLX5" ] && command -v objdump >/dev/null 2>&1;
                 return v }
             BEGIN { while ((getline a < sites) > 0) want[a] = 1 }
             /^ob=/ { id = $1; sub(/^ob=/, "", id); if (NF > 1) name[id] = $2; inobj = index(name[id], obj) > 0; next }
+            /^c?ob=/ { id = $1; sub(/^c?ob=/, "", id); if (NF > 1) name[id] = $2; next }   # a name first given in a cob= line
             /^calls=/ { skip = 1; next }
             /^(0x|\+|-|\*)/ { a = $1
                 if (a ~ /^0x/) addr = hex(a); else if (a ~ /^\+/) addr += substr(a, 2) + 0; else if (a ~ /^-/) addr -= substr(a, 2) + 0
